@@ -1,0 +1,93 @@
+//! The entries of a trace: what the tracer records and the crash model replays.
+
+/// How a cache line was flushed. The crash model treats all kinds alike; the kind is kept
+/// because efficiency analysis and reports care which instruction was used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FlushKind {
+    Clwb,
+    Clflushopt,
+    Clflush,
+}
+
+/// What ordered the stores. `Locked` and `Serializing` are recorded by the tracer only while
+/// non-temporal stores are pending, because they drain the same buffers as `sfence`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FenceKind {
+    Sfence,
+    Mfence,
+    Locked,
+    Serializing,
+}
+
+/// A call from the guest to Persim that marks the phases of a test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Hypercall {
+    Start,
+    Checkpoint(u64),
+    Success,
+    Fail,
+}
+
+/// One traced operation. PM addresses are byte offsets into the PM region, block offsets
+/// are byte offsets into the block device.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// A cached store (`nt == false`) or a non-temporal store (`nt == true`) of 1..=64 bytes.
+    Write { addr: u64, data: Vec<u8>, nt: bool },
+    Read { addr: u64, size: u64 },
+    /// `addr` is any byte of the flushed line.
+    Flush { kind: FlushKind, addr: u64 },
+    Fence(FenceKind),
+    Hypercall(Hypercall),
+    /// A block-device write; offset and length are multiples of 512.
+    BlkWrite { offset: u64, data: Vec<u8> },
+    BlkRead { offset: u64, size: u64 },
+    BlkFlush,
+}
+
+/// Optional per-entry metadata: where in the traced program the entry came from.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Meta {
+    pub pc: Option<u64>,
+    /// Return addresses, innermost first.
+    pub stack: Vec<u64>,
+}
+
+impl Meta {
+    pub fn is_empty(&self) -> bool {
+        self.pc.is_none() && self.stack.is_empty()
+    }
+}
+
+/// An operation with its metadata.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Entry {
+    pub op: Op,
+    pub meta: Meta,
+}
+
+impl From<Op> for Entry {
+    fn from(op: Op) -> Self {
+        Entry { op, meta: Meta::default() }
+    }
+}
+
+/// Facts about the traced machine, stored in a binary trace's header and in the text
+/// form's `# persim-trace` line.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Header {
+    /// Guest-physical address of the PM region (0 when unknown, e.g. hand-written traces).
+    pub pm_base: u64,
+    /// Size of the PM region in bytes (0 when unknown).
+    pub pm_size: u64,
+    /// Size of the block device in bytes (0 when there is none).
+    pub blk_size: u64,
+    pub flags: u64,
+}
+
+impl Header {
+    /// The trace holds load entries.
+    pub const FLAG_READS: u64 = 1 << 0;
+    /// Entries carry stack traces.
+    pub const FLAG_STACKS: u64 = 1 << 1;
+}
