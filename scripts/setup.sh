@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Installs everything Persim needs on a Debian bookworm machine and builds the workspace.
+# Idempotent: running it again changes nothing that is already in place.
+set -euo pipefail
+
+readonly BACKPORTS_SOURCES=/etc/apt/sources.list.d/persim-bookworm-backports.sources
+readonly QEMU_MIN_MAJOR=10
+
+die() {
+    echo "setup.sh: error: $*" >&2
+    exit 1
+}
+
+check_prerequisites() {
+    [[ $(id -u) -eq 0 ]] || die "must run as root (try: sudo $0)"
+    command -v apt-get >/dev/null || die "apt-get not found: this script supports Debian bookworm only"
+    command -v apt-cache >/dev/null || die "apt-cache not found: this script supports Debian bookworm only"
+}
+
+# Prints the URIs of the first deb822 stanza (in /etc/apt/sources.list.d/*.sources) whose
+# Suites include plain `bookworm`, so that backports come from the machine's own mirror.
+bookworm_mirror_uri() {
+    local f
+    for f in /etc/apt/sources.list.d/*.sources; do
+        [[ -e $f && $f != "$BACKPORTS_SOURCES" ]] || continue
+        awk '
+            BEGIN { RS = ""; FS = "\n" }
+            {
+                uris = ""; suites = ""; types = ""
+                for (i = 1; i <= NF; i++) {
+                    if ($i ~ /^URIs:/)   { uris = $i;   sub(/^URIs:[ \t]*/, "", uris) }
+                    if ($i ~ /^Suites:/) { suites = " " $i " " }
+                    if ($i ~ /^Types:/)  { types = $i }
+                }
+                if (types ~ /(^|[ \t])deb([ \t]|$)/ && suites ~ /[ \t]bookworm[ \t]/ && uris != "") {
+                    split(uris, u, /[ \t]+/); print u[1]; exit
+                }
+            }' "$f"
+    done | head -n1
+}
+
+bookworm_mirror_uri_from_list() {
+    local files=()
+    [[ -e /etc/apt/sources.list ]] && files+=(/etc/apt/sources.list)
+    for f in /etc/apt/sources.list.d/*.list; do [[ -e $f ]] && files+=("$f"); done
+    ((${#files[@]})) || return 0
+    awk '$1 == "deb" && $0 ~ /[ \t]bookworm[ \t]/ {
+            for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) { print $i; exit }
+        }' "${files[@]}" | head -n1
+}
+
+add_backports_source() {
+    local uri
+    uri=$(bookworm_mirror_uri)
+    [[ -n $uri ]] || uri=$(bookworm_mirror_uri_from_list)
+    [[ -n $uri ]] || die "no apt source for suite 'bookworm' found; cannot derive a mirror for bookworm-backports"
+    local want
+    want=$(printf 'Types: deb\nURIs: %s\nSuites: bookworm-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' "$uri")
+    if [[ -f $BACKPORTS_SOURCES && $(cat "$BACKPORTS_SOURCES") == "$want" ]]; then
+        echo "setup.sh: bookworm-backports source already present ($uri)"
+    else
+        echo "setup.sh: adding bookworm-backports from $uri"
+        printf '%s\n' "$want" >"$BACKPORTS_SOURCES"
+    fi
+}
+
+apt_update() {
+    apt-get update -q
+}
+
+# Backports is not pinned: apt only takes packages from it when asked with -t.
+check_qemu_candidate() {
+    local candidate
+    candidate=$(apt-cache policy -t bookworm-backports qemu-system-x86 | awk '/Candidate:/ { print $2 }')
+    echo "setup.sh: qemu-system-x86 candidate from bookworm-backports: ${candidate:-none}"
+    local major=${candidate#*:}
+    major=${major%%.*}
+    [[ $major =~ ^[0-9]+$ && $major -ge $QEMU_MIN_MAJOR ]] ||
+        die "qemu-system-x86 >= $QEMU_MIN_MAJOR is not available from bookworm-backports (candidate: ${candidate:-none})"
+}
+
+install_packages() {
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q -t bookworm-backports \
+        qemu-system-x86
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+        linux-image-amd64 busybox-static e2fsprogs xfsprogs \
+        build-essential pkg-config libglib2.0-dev libc6-dev
+}
+
+check_installed() {
+    local version
+    version=$(qemu-system-x86_64 --version | awk 'NR == 1 { print $4 }')
+    [[ ${version%%.*} -ge $QEMU_MIN_MAJOR ]] || die "qemu-system-x86_64 is $version, need >= $QEMU_MIN_MAJOR"
+    compgen -G '/boot/vmlinuz-*' >/dev/null || die "no kernel in /boot after installing linux-image-amd64"
+    echo "setup.sh: QEMU $version, kernel(s): $(cd /boot && echo vmlinuz-*)"
+}
+
+build_workspace() {
+    command -v cargo >/dev/null || die "cargo not found: install a Rust toolchain (rustup) first"
+    (cd "$(dirname "$0")/.." && cargo build --release --workspace)
+}
+
+main() {
+    check_prerequisites
+    apt_update
+    add_backports_source
+    apt_update
+    check_qemu_candidate
+    install_packages
+    check_installed
+    build_workspace
+}
+
+main "$@"
