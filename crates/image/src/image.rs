@@ -1,0 +1,225 @@
+//! `Image`: a fixed-length byte image with cheap clones, copy-on-write leaves and memoised
+//! BLAKE3 hashing.
+
+use std::fmt;
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::atomic_file::create_atomically;
+use crate::diff::changed_blocks;
+use crate::error::ImageError;
+use crate::hash_tree::root_hash;
+use crate::tree::{self, Node, Span};
+
+/// Leaves of 32 chunks (32 KiB): the unit of copy-on-write and of re-hashing after a write.
+pub const DEFAULT_HASH_LEVEL: u32 = 5;
+/// Leaves of at most 1 GiB.
+pub const MAX_HASH_LEVEL: u32 = 20;
+const CHUNK_LEN: u64 = blake3::CHUNK_LEN as u64;
+
+/// A fixed-length byte image.
+///
+/// Clones share all data and cost O(1); a write copies the leaves it touches (`1 KiB <<
+/// hash_level` bytes each) and O(log n) small tree nodes. Unwritten zero ranges take no
+/// memory. [`Image::hash`] is memoised per subtree, so hashing after a small write is cheap.
+#[derive(Clone)]
+pub struct Image {
+    root: Arc<Node>,
+    len: u64,
+    level: u32,
+}
+
+impl Image {
+    /// An all-zero image of `len` bytes with the default hash level.
+    pub fn zeroed(len: u64) -> Image {
+        Image {
+            root: Arc::new(Node::zero()),
+            len,
+            level: DEFAULT_HASH_LEVEL,
+        }
+    }
+
+    /// An image of `len` bytes holding the contents of the file at `path`, zero-padded if the
+    /// file is shorter. A file longer than `len` is an error.
+    pub fn from_file(path: impl AsRef<Path>, len: u64) -> io::Result<Image> {
+        let path = path.as_ref();
+        let context = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
+        let file = File::open(path).map_err(context)?;
+        let file_len = file.metadata().map_err(context)?.len();
+        if file_len > len {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{} has {file_len} bytes, more than the image size of {len} bytes; \
+                     give the image size of at least the file size",
+                    path.display()
+                ),
+            ));
+        }
+        let mut image = Image::zeroed(len);
+        image.fill_from(file, file_len).map_err(context)?;
+        Ok(image)
+    }
+
+    /// Copies `len` bytes from `reader` leaf by leaf, leaving all-zero leaves unstored.
+    fn fill_from(&mut self, mut reader: impl Read, len: u64) -> io::Result<()> {
+        let mut buf = vec![0; self.leaf_len() as usize];
+        let mut offset = 0;
+        while offset < len {
+            let piece = &mut buf[..(len - offset).min(self.leaf_len()) as usize];
+            reader.read_exact(piece)?;
+            if piece.iter().any(|&b| b != 0) {
+                self.write(offset, piece);
+            }
+            offset += piece.len() as u64;
+        }
+        Ok(())
+    }
+
+    /// The same bytes with leaves of `1 KiB << level`: smaller leaves make writes and
+    /// re-hashing cheaper and the tree larger. Copies all non-zero data unless the level is
+    /// unchanged.
+    pub fn with_hash_level(self, level: u32) -> Result<Image, ImageError> {
+        if level > MAX_HASH_LEVEL {
+            return Err(ImageError::InvalidHashLevel { level });
+        }
+        if level == self.level {
+            return Ok(self);
+        }
+        let mut image = Image {
+            level,
+            ..Image::zeroed(self.len)
+        };
+        self.for_each_changed_block(None, &mut |offset, bytes| {
+            image.write(offset, bytes);
+            Ok(())
+        })
+        .expect("writing into memory does not fail");
+        Ok(image)
+    }
+
+    pub fn hash_level(&self) -> u32 {
+        self.level
+    }
+
+    /// The size of a leaf in bytes: `1 KiB << hash_level`.
+    pub fn leaf_len(&self) -> u64 {
+        CHUNK_LEN << self.level
+    }
+
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Writes `data` at `offset`.
+    ///
+    /// # Panics
+    /// If the range does not fit the image; [`Image::try_write`] returns an error instead.
+    pub fn write(&mut self, offset: u64, data: &[u8]) {
+        if let Err(e) = self.try_write(offset, data) {
+            panic!("{e}");
+        }
+    }
+
+    /// Writes `data` at `offset`, or fails without change if the range does not fit.
+    pub fn try_write(&mut self, offset: u64, data: &[u8]) -> Result<(), ImageError> {
+        self.check_range(offset, data.len())?;
+        if !data.is_empty() {
+            let (span, leaf_len) = (self.span(), self.leaf_len());
+            tree::write(&mut self.root, span, leaf_len, offset, data);
+        }
+        Ok(())
+    }
+
+    /// Reads `buf.len()` bytes at `offset`.
+    ///
+    /// # Panics
+    /// If the range does not fit the image; [`Image::try_read`] returns an error instead.
+    pub fn read(&self, offset: u64, buf: &mut [u8]) {
+        if let Err(e) = self.try_read(offset, buf) {
+            panic!("{e}");
+        }
+    }
+
+    /// Reads `buf.len()` bytes at `offset`, or fails if the range does not fit.
+    pub fn try_read(&self, offset: u64, buf: &mut [u8]) -> Result<(), ImageError> {
+        self.check_range(offset, buf.len())?;
+        if !buf.is_empty() {
+            tree::read(&self.root, self.span(), offset, buf);
+        }
+        Ok(())
+    }
+
+    /// The BLAKE3 hash of the bytes (what `b3sum` prints for them). Recomputes only the
+    /// leaves written since the last hash of this image or of the image it was cloned from.
+    pub fn hash(&self) -> blake3::Hash {
+        root_hash(&self.root, self.len, self.leaf_len())
+    }
+
+    /// Writes the bytes to a new file at `path` atomically (a temporary file renamed into
+    /// place). Zero blocks become holes.
+    pub fn write_to(&self, path: impl AsRef<Path>) -> io::Result<()> {
+        create_atomically(path.as_ref(), |file| self.write_changes(file, None))
+    }
+
+    /// Whether `other` has the same length and leaf size, which is what
+    /// [`Image::write_changes`] needs of a base.
+    pub(crate) fn same_layout(&self, other: &Image) -> bool {
+        self.len == other.len && self.level == other.level
+    }
+
+    /// Brings `file`, which holds the bytes of `base` (`None`: an empty file), to the bytes of
+    /// this image, writing only the blocks that differ. `base` must have the same layout.
+    pub(crate) fn write_changes(&self, file: &File, base: Option<&Image>) -> io::Result<()> {
+        file.set_len(self.len)?;
+        self.for_each_changed_block(base, &mut |offset, bytes| file.write_all_at(bytes, offset))
+    }
+
+    fn for_each_changed_block(
+        &self,
+        base: Option<&Image>,
+        emit: &mut dyn FnMut(u64, &[u8]) -> io::Result<()>,
+    ) -> io::Result<()> {
+        debug_assert!(base.is_none_or(|base| self.same_layout(base)));
+        let base_root = base.map(|base| &*base.root);
+        changed_blocks(Some(&self.root), base_root, self.span(), self.leaf_len(), emit)
+    }
+
+    fn span(&self) -> Span {
+        Span {
+            offset: 0,
+            len: self.len,
+        }
+    }
+
+    fn check_range(&self, offset: u64, len: usize) -> Result<(), ImageError> {
+        let fits = offset
+            .checked_add(len as u64)
+            .is_some_and(|end| end <= self.len);
+        if fits {
+            Ok(())
+        } else {
+            Err(ImageError::OutOfRange {
+                offset,
+                len: len as u64,
+                image_len: self.len,
+            })
+        }
+    }
+}
+
+impl fmt::Debug for Image {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Image")
+            .field("len", &self.len)
+            .field("hash_level", &self.level)
+            .finish_non_exhaustive()
+    }
+}
