@@ -33,15 +33,31 @@ pub enum Hypercall {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Op {
     /// A cached store (`nt == false`) or a non-temporal store (`nt == true`) of 1..=64 bytes.
-    Write { addr: u64, data: Vec<u8>, nt: bool },
-    Read { addr: u64, size: u64 },
+    Write {
+        addr: u64,
+        data: Vec<u8>,
+        nt: bool,
+    },
+    Read {
+        addr: u64,
+        size: u64,
+    },
     /// `addr` is any byte of the flushed line.
-    Flush { kind: FlushKind, addr: u64 },
+    Flush {
+        kind: FlushKind,
+        addr: u64,
+    },
     Fence(FenceKind),
     Hypercall(Hypercall),
     /// A block-device write; offset and length are multiples of 512.
-    BlkWrite { offset: u64, data: Vec<u8> },
-    BlkRead { offset: u64, size: u64 },
+    BlkWrite {
+        offset: u64,
+        data: Vec<u8>,
+    },
+    BlkRead {
+        offset: u64,
+        size: u64,
+    },
     BlkFlush,
 }
 
@@ -66,9 +82,61 @@ pub struct Entry {
     pub meta: Meta,
 }
 
+/// Largest store the tracer records: one cache line (AVX-512 stores).
+pub const MAX_WRITE_LEN: usize = 64;
+/// Block-device writes are made of blocks of this many bytes.
+pub const BLOCK_SIZE: u64 = 512;
+/// Largest block write a trace may hold. Bounds what a decoder allocates for one entry.
+pub const MAX_BLK_WRITE_LEN: usize = 16 << 20;
+/// Deepest stack trace an entry may carry. Bounds what a decoder allocates for one entry.
+pub const MAX_STACK_DEPTH: usize = 256;
+
+impl Entry {
+    /// Checks the limits every encoding relies on; the error says which one is broken.
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        match &self.op {
+            Op::Write { data, .. } if data.is_empty() || data.len() > MAX_WRITE_LEN => {
+                Err(format!(
+                    "a write stores 1..={MAX_WRITE_LEN} bytes, not {}",
+                    data.len()
+                ))
+            }
+            Op::BlkWrite { offset, data } => {
+                if offset % BLOCK_SIZE != 0 {
+                    Err(format!(
+                        "block write offset {offset:#x} is not a multiple of {BLOCK_SIZE}"
+                    ))
+                } else if data.is_empty()
+                    || data.len() as u64 % BLOCK_SIZE != 0
+                    || data.len() > MAX_BLK_WRITE_LEN
+                {
+                    Err(format!(
+                        "block write length {} is not a non-zero multiple of {BLOCK_SIZE} \
+                         up to {MAX_BLK_WRITE_LEN}",
+                        data.len()
+                    ))
+                } else {
+                    Ok(())
+                }
+            }
+            _ => Ok(()),
+        }?;
+        if self.meta.stack.len() > MAX_STACK_DEPTH {
+            return Err(format!(
+                "a stack trace of {} frames is deeper than {MAX_STACK_DEPTH}",
+                self.meta.stack.len()
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl From<Op> for Entry {
     fn from(op: Op) -> Self {
-        Entry { op, meta: Meta::default() }
+        Entry {
+            op,
+            meta: Meta::default(),
+        }
     }
 }
 

@@ -1,6 +1,22 @@
 //! Persim traces: the entries a traced run records, the human-readable text form
-//! (shared/TRACE-TEXT.md) and the compact, compressed binary form.
+//! (shared/TRACE-TEXT.md) and the compact, compressed binary form (docs/trace-format.md).
+//!
+//! [`Reader`] reads either form, chosen by content; [`TextWriter`], [`BinaryWriter`] and
+//! [`BackgroundWriter`] write them.
 
+mod background;
+mod binary;
 mod entry;
+mod error;
+mod reader;
+mod text;
 
-pub use entry::{Entry, FenceKind, FlushKind, Header, Hypercall, Meta, Op};
+pub use background::BackgroundWriter;
+pub use binary::BinaryWriter;
+pub use entry::{
+    Entry, FenceKind, FlushKind, Header, Hypercall, Meta, Op, BLOCK_SIZE, MAX_BLK_WRITE_LEN,
+    MAX_STACK_DEPTH, MAX_WRITE_LEN,
+};
+pub use error::{TraceError, TraceErrorKind};
+pub use reader::{read_all, Format, Reader};
+pub use text::{ParseEntryError, TextWriter};

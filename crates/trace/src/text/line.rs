@@ -1,0 +1,243 @@
+//! One entry as one line of text (shared/TRACE-TEXT.md): `Display` writes it, `FromStr`
+//! reads it.
+
+use std::fmt::{self, Write as _};
+use std::str::FromStr;
+
+use crate::entry::{Entry, FenceKind, FlushKind, Hypercall, Meta, Op};
+
+/// A line is not a valid entry; Display says why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParseEntryError(String);
+
+impl fmt::Display for ParseEntryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ParseEntryError {}
+
+impl From<String> for ParseEntryError {
+    fn from(s: String) -> Self {
+        ParseEntryError(s)
+    }
+}
+
+const KINDS: &str = "write, ntwrite, read, flush, fence, hypercall, blkwrite, blkread or blkflush";
+
+impl FromStr for Entry {
+    type Err = ParseEntryError;
+
+    /// Parses one entry line; a trailing `# comment` is allowed.
+    fn from_str(line: &str) -> Result<Entry, ParseEntryError> {
+        let body = line.split_once('#').map_or(line, |(body, _)| body);
+        let (op_text, meta_text) = match body.split_once('@') {
+            Some((op, meta)) => (op, Some(meta)),
+            None => (body, None),
+        };
+        let mut words = op_text.split_whitespace();
+        let kind = words
+            .next()
+            .ok_or_else(|| "expected an entry, found nothing".to_owned())?;
+        let op = parse_op(kind, &mut words)?;
+        if let Some(extra) = words.next() {
+            return Err(format!("unexpected `{extra}` after the `{kind}` entry").into());
+        }
+        let meta = meta_text.map(parse_meta).transpose()?.unwrap_or_default();
+        let entry = Entry { op, meta };
+        entry.validate()?;
+        Ok(entry)
+    }
+}
+
+fn parse_op<'a>(kind: &str, words: &mut impl Iterator<Item = &'a str>) -> Result<Op, String> {
+    let mut next = |what: &str| {
+        words
+            .next()
+            .ok_or_else(|| format!("`{kind}` is missing its {what}"))
+    };
+    Ok(match kind {
+        "write" | "ntwrite" => Op::Write {
+            addr: parse_number(next("address")?)?,
+            data: parse_hex_bytes(next("bytes")?)?,
+            nt: kind == "ntwrite",
+        },
+        "read" => Op::Read {
+            addr: parse_number(next("address")?)?,
+            size: parse_number(next("size")?)?,
+        },
+        "flush" => Op::Flush {
+            kind: match next("kind")? {
+                "clwb" => FlushKind::Clwb,
+                "clflushopt" => FlushKind::Clflushopt,
+                "clflush" => FlushKind::Clflush,
+                other => {
+                    return Err(format!(
+                        "unknown flush kind `{other}`; expected clwb, clflushopt or clflush"
+                    ))
+                }
+            },
+            addr: parse_number(next("address")?)?,
+        },
+        "fence" => Op::Fence(match next("kind")? {
+            "sfence" => FenceKind::Sfence,
+            "mfence" => FenceKind::Mfence,
+            "locked" => FenceKind::Locked,
+            "serializing" => FenceKind::Serializing,
+            other => {
+                return Err(format!(
+                    "unknown fence kind `{other}`; expected sfence, mfence, locked or serializing"
+                ))
+            }
+        }),
+        "hypercall" => Op::Hypercall(match next("kind")? {
+            "start" => Hypercall::Start,
+            "checkpoint" => Hypercall::Checkpoint(parse_number(next("number")?)?),
+            "success" => Hypercall::Success,
+            "fail" => Hypercall::Fail,
+            other => {
+                return Err(format!(
+                    "unknown hypercall `{other}`; expected start, checkpoint N, success or fail"
+                ))
+            }
+        }),
+        "blkwrite" => Op::BlkWrite {
+            offset: parse_number(next("offset")?)?,
+            data: parse_hex_bytes(next("bytes")?)?,
+        },
+        "blkread" => Op::BlkRead {
+            offset: parse_number(next("offset")?)?,
+            size: parse_number(next("size")?)?,
+        },
+        "blkflush" => Op::BlkFlush,
+        other => return Err(format!("unknown entry kind `{other}`; expected {KINDS}")),
+    })
+}
+
+/// `key=value` pairs; unknown keys are skipped so that newer tracers can add keys.
+fn parse_meta(text: &str) -> Result<Meta, String> {
+    let mut meta = Meta::default();
+    for pair in text.split_whitespace() {
+        let (key, value) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("metadata `{pair}` is not of the form key=value"))?;
+        match key {
+            "pc" => meta.pc = Some(parse_number(value)?),
+            "stack" => {
+                meta.stack = value
+                    .split(',')
+                    .filter(|frame| !frame.is_empty())
+                    .map(parse_number)
+                    .collect::<Result<_, _>>()?
+            }
+            _ => {}
+        }
+    }
+    Ok(meta)
+}
+
+/// A number in hex with `0x`, or in decimal.
+pub(crate) fn parse_number(text: &str) -> Result<u64, String> {
+    let parsed = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => text.parse(),
+    };
+    parsed.map_err(|_| format!("`{text}` is not a 64-bit number (hex with 0x, or decimal)"))
+}
+
+fn parse_hex_bytes(text: &str) -> Result<Vec<u8>, String> {
+    if text.len() % 2 != 0 {
+        return Err(format!(
+            "bytes `{text}` have an odd number of hex digits; write two digits per byte"
+        ));
+    }
+    let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    text.as_bytes()
+        .chunks(2)
+        .map(|pair| Some(digit(pair[0])? << 4 | digit(pair[1])?))
+        .collect::<Option<Vec<u8>>>()
+        .ok_or_else(|| format!("bytes `{text}` are not hex digits (two per byte, no 0x)"))
+}
+
+fn write_hex_bytes(f: &mut fmt::Formatter<'_>, data: &[u8]) -> fmt::Result {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    // Converting in chunks keeps block writes of megabytes from costing a call per byte.
+    let mut buf = [0u8; 128];
+    for chunk in data.chunks(buf.len() / 2) {
+        for (i, b) in chunk.iter().enumerate() {
+            buf[2 * i] = DIGITS[usize::from(b >> 4)];
+            buf[2 * i + 1] = DIGITS[usize::from(b & 0xf)];
+        }
+        let text = std::str::from_utf8(&buf[..2 * chunk.len()]).map_err(|_| fmt::Error)?;
+        f.write_str(text)?;
+    }
+    Ok(())
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Op::Write { addr, data, nt } => {
+                write!(f, "{} {addr:#x} ", if *nt { "ntwrite" } else { "write" })?;
+                write_hex_bytes(f, data)
+            }
+            Op::Read { addr, size } => write!(f, "read {addr:#x} {size}"),
+            Op::Flush { kind, addr } => {
+                let kind = match kind {
+                    FlushKind::Clwb => "clwb",
+                    FlushKind::Clflushopt => "clflushopt",
+                    FlushKind::Clflush => "clflush",
+                };
+                write!(f, "flush {kind} {addr:#x}")
+            }
+            Op::Fence(kind) => f.write_str(match kind {
+                FenceKind::Sfence => "fence sfence",
+                FenceKind::Mfence => "fence mfence",
+                FenceKind::Locked => "fence locked",
+                FenceKind::Serializing => "fence serializing",
+            }),
+            Op::Hypercall(Hypercall::Start) => f.write_str("hypercall start"),
+            Op::Hypercall(Hypercall::Checkpoint(n)) => write!(f, "hypercall checkpoint {n}"),
+            Op::Hypercall(Hypercall::Success) => f.write_str("hypercall success"),
+            Op::Hypercall(Hypercall::Fail) => f.write_str("hypercall fail"),
+            Op::BlkWrite { offset, data } => {
+                write!(f, "blkwrite {offset:#x} ")?;
+                write_hex_bytes(f, data)
+            }
+            Op::BlkRead { offset, size } => write!(f, "blkread {offset:#x} {size}"),
+            Op::BlkFlush => f.write_str("blkflush"),
+        }
+    }
+}
+
+impl fmt::Display for Meta {
+    /// `pc=0x.. stack=0x..,0x..`, leaving out what is absent.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut sep = "";
+        if let Some(pc) = self.pc {
+            write!(f, "pc={pc:#x}")?;
+            sep = " ";
+        }
+        if !self.stack.is_empty() {
+            write!(f, "{sep}stack=")?;
+            for (i, frame) in self.stack.iter().enumerate() {
+                if i > 0 {
+                    f.write_char(',')?;
+                }
+                write!(f, "{frame:#x}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Entry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.op)?;
+        if !self.meta.is_empty() {
+            write!(f, " @ {}", self.meta)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,10 @@
+//! The human-readable text form of a trace (shared/TRACE-TEXT.md).
+
+mod header;
+mod line;
+mod reader;
+mod writer;
+
+pub use line::ParseEntryError;
+pub(crate) use reader::TextReader;
+pub use writer::TextWriter;
