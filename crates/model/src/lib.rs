@@ -1,6 +1,19 @@
 //! The Persim crash model (shared/MODEL.md): replaying a trace, keeping the pending state,
 //! and choosing which crash images each strategy materialises.
 
+mod block;
+mod config;
+mod memory;
 mod origin;
+mod pending;
+mod replay;
+mod strategy;
+mod unit;
 
+pub use config::{CacheMode, Config, Strategy, UnknownName};
+pub use memory::{replay_in_memory, PointImages};
 pub use origin::{Choice, FailureKind, FailurePoint, Origin};
+pub use pending::LineState;
+pub use replay::{FailureView, ModelError, Replay, Sink};
+pub use strategy::{CrashImage, CrashImages};
+pub use unit::{Unit, LINE, WORD};

@@ -43,8 +43,6 @@ pub enum Choice {
     /// The thesis strategy: every pending unit up to the `cut`-th in global order, plus
     /// the whole pending sequences of `lines` (line addresses).
     GlobalPrefix { cut: u64, lines: Vec<u64> },
-    /// Every pending unit stored by entries with index below `before`.
-    ProgramPrefix { before: u64 },
 }
 
 /// One reason a crash image exists.
@@ -52,6 +50,10 @@ pub enum Choice {
 pub struct Origin {
     #[serde(flatten)]
     pub point: FailurePoint,
+    /// How the pending PM units were chosen.
     #[serde(flatten)]
     pub choice: Choice,
+    /// How the pending block writes were chosen; absent when none were pending.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block: Option<Choice>,
 }

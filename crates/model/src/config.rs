@@ -1,0 +1,103 @@
+//! How a replay is configured: cache mode, strategy, image cap and region sizes.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// Whether CPU caches survive a crash (MODEL.md: volatile caches vs eADR).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CacheMode {
+    #[default]
+    Volatile,
+    Persistent,
+}
+
+/// Which crash images to materialise at each failure point.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Strategy {
+    /// Exactly the model's set (a seeded sample above the cap).
+    #[default]
+    Exhaustive,
+    /// The thesis strategy: a cut of the global order × subsets of dirty lines.
+    GlobalPrefix,
+    /// Nothing or everything pending; failure points at flushes added.
+    ProgramOrder,
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub cache: CacheMode,
+    pub strategy: Strategy,
+    /// Images per failure point above which a seeded sample is taken instead.
+    pub max_images: usize,
+    /// Seed of that sample, so runs are reproducible.
+    pub seed: u64,
+    /// PM size in bytes; PM stores must fall inside it.
+    pub pm_size: u64,
+    /// Block-device size in bytes (0 when there is none). In a crash image the block
+    /// device's contents follow the PM contents, at offset `pm_size`.
+    pub blk_size: u64,
+}
+
+impl Config {
+    pub const DEFAULT_MAX_IMAGES: usize = 4096;
+
+    pub fn new(pm_size: u64) -> Config {
+        Config {
+            cache: CacheMode::default(),
+            strategy: Strategy::default(),
+            max_images: Self::DEFAULT_MAX_IMAGES,
+            seed: 0,
+            pm_size,
+            blk_size: 0,
+        }
+    }
+
+    /// Length of a crash image: PM followed by the block device.
+    pub fn image_len(&self) -> u64 {
+        self.pm_size + self.blk_size
+    }
+}
+
+/// The name of a value did not match any variant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownName {
+    pub what: &'static str,
+    pub name: String,
+    pub expected: &'static str,
+}
+
+impl fmt::Display for UnknownName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unknown {} '{}' (expected {})", self.what, self.name, self.expected)
+    }
+}
+
+impl std::error::Error for UnknownName {}
+
+macro_rules! named {
+    ($ty:ty, $what:literal, $($name:literal => $variant:expr),+) => {
+        impl FromStr for $ty {
+            type Err = UnknownName;
+            fn from_str(s: &str) -> Result<Self, UnknownName> {
+                match s {
+                    $($name => Ok($variant),)+
+                    _ => Err(UnknownName {
+                        what: $what,
+                        name: s.to_string(),
+                        expected: concat!($($name, " "),+),
+                    }),
+                }
+            }
+        }
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                $(if *self == $variant { return f.write_str($name); })+
+                unreachable!()
+            }
+        }
+    };
+}
+
+named!(CacheMode, "cache mode", "volatile" => CacheMode::Volatile, "persistent" => CacheMode::Persistent);
+named!(Strategy, "strategy", "exhaustive" => Strategy::Exhaustive,
+    "global-prefix" => Strategy::GlobalPrefix, "program-order" => Strategy::ProgramOrder);

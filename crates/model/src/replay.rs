@@ -1,0 +1,214 @@
+//! Replaying a trace through the crash model: entries in, durable writes and failure
+//! points out, through a [`Sink`].
+
+use crate::block::{BlkPending, BLOCK};
+use crate::config::Config;
+use crate::origin::{FailureKind, FailurePoint};
+use crate::pending::{LineState, PmPending};
+use crate::strategy::{choose, CrashImage, CrashImages};
+use persim_trace::{Entry, Hypercall, Op};
+use std::fmt;
+use std::io;
+
+/// Where replay results go: typically an image store that keeps the persisted image and
+/// materialises crash images.
+pub trait Sink {
+    /// Bytes at `offset` of the image (PM, then the block device) became durable.
+    fn persist(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()>;
+    /// A failure point was reached; the view yields its crash images.
+    fn failure_point(&mut self, view: &FailureView<'_>) -> io::Result<()>;
+}
+
+/// The model's state at a failure point.
+pub struct FailureView<'a> {
+    pub point: FailurePoint,
+    config: &'a Config,
+    lines: Vec<&'a LineState>,
+    blocks: Vec<(u64, &'a [Box<[u8]>])>,
+}
+
+impl FailureView<'_> {
+    /// The crash images the configured strategy chooses here.
+    pub fn crash_images(&self) -> CrashImages {
+        let seed = self.config.seed ^ self.point.index.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let block_writes: Vec<u32> = self.blocks.iter().map(|(_, w)| w.len() as u32).collect();
+        choose(self.config, self.point.kind, seed, &self.lines, &block_writes)
+    }
+
+    /// Hands `write` every write that turns the persisted image into `image`.
+    pub fn apply(&self, image: &CrashImage, mut write: impl FnMut(u64, &[u8])) {
+        for (line, &k) in self.lines.iter().zip(&image.line_prefixes) {
+            for unit in &line.units()[..k as usize] {
+                write(unit.addr, unit.bytes());
+            }
+        }
+        for ((offset, writes), &n) in self.blocks.iter().zip(&image.block_writes) {
+            if n > 0 {
+                write(self.config.pm_size + offset, &writes[n as usize - 1]);
+            }
+        }
+    }
+
+    /// The lines with pending units, in address order.
+    pub fn pending_lines(&self) -> &[&LineState] {
+        &self.lines
+    }
+}
+
+/// The trace cannot be replayed.
+#[derive(Debug)]
+pub enum ModelError {
+    /// An access falls outside the PM region or the block device.
+    OutOfRange {
+        index: u64,
+        what: &'static str,
+        offset: u64,
+        len: u64,
+        size: u64,
+    },
+    /// A block write whose offset or length is not a multiple of 512.
+    Unaligned { index: u64, offset: u64, len: u64 },
+    /// The sink failed (e.g. writing an image).
+    Sink(io::Error),
+}
+
+impl fmt::Display for ModelError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ModelError::OutOfRange { index, what, offset, len, size } => write!(
+                f,
+                "entry {index}: access of {len} bytes at {offset:#x} is outside the {what} \
+                 ({size:#x} bytes); give the right size (--pm-size / --blk-size or the trace header)"
+            ),
+            ModelError::Unaligned { index, offset, len } => write!(
+                f,
+                "entry {index}: block write of {len} bytes at {offset:#x} is not a whole \
+                 number of 512-byte blocks"
+            ),
+            ModelError::Sink(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for ModelError {}
+
+impl From<io::Error> for ModelError {
+    fn from(e: io::Error) -> Self {
+        ModelError::Sink(e)
+    }
+}
+
+/// Replays entries one at a time; memory is bounded by the pending state.
+pub struct Replay {
+    config: Config,
+    pm: PmPending,
+    blk: BlkPending,
+    index: u64,
+    checkpoint: Option<u64>,
+}
+
+impl Replay {
+    pub fn new(config: Config) -> Replay {
+        Replay {
+            config,
+            pm: PmPending::default(),
+            blk: BlkPending::default(),
+            index: 0,
+            checkpoint: None,
+        }
+    }
+
+    pub fn step(&mut self, entry: &Entry, sink: &mut impl Sink) -> Result<(), ModelError> {
+        let mode = self.config.cache;
+        match &entry.op {
+            Op::Write { addr, data, nt } => {
+                self.check_pm(*addr, data.len() as u64)?;
+                self.pm.store(mode, *addr, data, *nt, self.index);
+            }
+            Op::Flush { addr, .. } => {
+                self.check_pm(*addr, 1)?;
+                if self.config.strategy == crate::Strategy::ProgramOrder {
+                    self.failure_point(FailureKind::Flush, sink)?;
+                }
+                self.pm.flush(mode, *addr);
+            }
+            Op::Fence(_) => {
+                self.failure_point(FailureKind::Fence, sink)?;
+                let mut result = Ok(());
+                self.pm.fence(mode, |unit| {
+                    if result.is_ok() {
+                        result = sink.persist(unit.addr, unit.bytes());
+                    }
+                });
+                result?;
+            }
+            Op::Hypercall(Hypercall::Checkpoint(n)) => {
+                self.checkpoint = Some(*n);
+                self.failure_point(FailureKind::Checkpoint, sink)?;
+            }
+            Op::BlkWrite { offset, data } => {
+                let len = data.len() as u64;
+                if offset % BLOCK != 0 || len % BLOCK != 0 {
+                    return Err(ModelError::Unaligned {
+                        index: self.index,
+                        offset: *offset,
+                        len,
+                    });
+                }
+                self.check_range("block device", *offset, len, self.config.blk_size)?;
+                self.blk.write(*offset, data);
+            }
+            Op::BlkFlush => {
+                self.failure_point(FailureKind::Blkflush, sink)?;
+                let base = self.config.pm_size;
+                let mut result = Ok(());
+                self.blk.flush(|offset, bytes| {
+                    if result.is_ok() {
+                        result = sink.persist(base + offset, bytes);
+                    }
+                });
+                result?;
+            }
+            Op::Read { .. } | Op::BlkRead { .. } | Op::Hypercall(_) => {}
+        }
+        self.index += 1;
+        Ok(())
+    }
+
+    /// Ends the trace: the final failure point.
+    pub fn finish(mut self, sink: &mut impl Sink) -> Result<(), ModelError> {
+        self.failure_point(FailureKind::End, sink)
+    }
+
+    fn failure_point(&mut self, kind: FailureKind, sink: &mut impl Sink) -> Result<(), ModelError> {
+        let view = FailureView {
+            point: FailurePoint {
+                index: self.index,
+                kind,
+                checkpoint: self.checkpoint,
+            },
+            config: &self.config,
+            lines: self.pm.dirty_lines(),
+            blocks: self.blk.pending(),
+        };
+        Ok(sink.failure_point(&view)?)
+    }
+
+    fn check_pm(&self, offset: u64, len: u64) -> Result<(), ModelError> {
+        self.check_range("PM region", offset, len, self.config.pm_size)
+    }
+
+    fn check_range(&self, what: &'static str, offset: u64, len: u64, size: u64) -> Result<(), ModelError> {
+        if offset.checked_add(len).is_some_and(|end| end <= size) {
+            Ok(())
+        } else {
+            Err(ModelError::OutOfRange {
+                index: self.index,
+                what,
+                offset,
+                len,
+                size,
+            })
+        }
+    }
+}

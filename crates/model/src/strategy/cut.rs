@@ -1,0 +1,152 @@
+//! The space of per-line prefix choices a strategy walks: a sequence of cuts through an
+//! ordered list of units, each cut giving every dirty line a window [lo, hi] of prefix
+//! lengths it may take.
+//!
+//! - volatile `exhaustive`: one cut, every line's window is [0, len];
+//! - volatile `global-prefix`: cuts through all pending units in global order; a line's
+//!   window runs from the units before the cut to its whole sequence;
+//! - persistent caches: cuts through the cached units in global order (the store buffer
+//!   drains in order); a line's window runs from just after its last cached unit before
+//!   the cut to just before its first cached unit after it (MODEL.md).
+
+use super::space::Space;
+use crate::pending::LineState;
+
+/// Which prefix lengths inside a window a strategy takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pick {
+    /// Every length in the window (exact set).
+    AnyInWindow,
+    /// Only the window's two ends (the thesis' subsets of dirty lines).
+    Endpoints,
+}
+
+pub struct CutSpace {
+    lens: Vec<u32>,
+    /// Per line, the positions of its units that cuts pass, ascending.
+    barriers: Vec<Vec<u32>>,
+    /// The line of each barrier unit, in cut order.
+    order: Vec<u32>,
+    /// The window ends before the next barrier (persistent) or at the line's end.
+    hi_is_next: bool,
+    pick: Pick,
+}
+
+impl CutSpace {
+    pub fn volatile_exhaustive(lines: &[&LineState]) -> CutSpace {
+        CutSpace {
+            lens: lens(lines),
+            barriers: vec![Vec::new(); lines.len()],
+            order: Vec::new(),
+            hi_is_next: false,
+            pick: Pick::AnyInWindow,
+        }
+    }
+
+    pub fn volatile_global_prefix(lines: &[&LineState]) -> CutSpace {
+        Self::ordered(lines, |_| true, false, Pick::Endpoints)
+    }
+
+    pub fn persistent(lines: &[&LineState], pick: Pick) -> CutSpace {
+        Self::ordered(lines, |nt| !nt, true, pick)
+    }
+
+    fn ordered(
+        lines: &[&LineState],
+        is_barrier: impl Fn(bool) -> bool,
+        hi_is_next: bool,
+        pick: Pick,
+    ) -> CutSpace {
+        let mut barriers = vec![Vec::new(); lines.len()];
+        let mut by_seq = Vec::new();
+        for (i, line) in lines.iter().enumerate() {
+            for (pos, unit) in line.units().iter().enumerate() {
+                if is_barrier(unit.nt) {
+                    barriers[i].push(pos as u32);
+                    by_seq.push((unit.seq, i as u32));
+                }
+            }
+        }
+        by_seq.sort_unstable();
+        CutSpace {
+            lens: lens(lines),
+            barriers,
+            order: by_seq.into_iter().map(|(_, line)| line).collect(),
+            hi_is_next,
+            pick,
+        }
+    }
+
+    pub fn sweep(&self) -> Sweep<'_> {
+        Sweep {
+            space: self,
+            passed: vec![0; self.lens.len()],
+            cut: 0,
+        }
+    }
+}
+
+fn lens(lines: &[&LineState]) -> Vec<u32> {
+    lines.iter().map(|l| l.units().len() as u32).collect()
+}
+
+/// Walks the cuts in increasing order, keeping every line's window up to date.
+pub struct Sweep<'a> {
+    space: &'a CutSpace,
+    passed: Vec<u32>,
+    cut: usize,
+}
+
+impl Sweep<'_> {
+    /// The window of prefix lengths line `i` may take at the current cut.
+    fn window(&self, i: usize) -> (u32, u32) {
+        let barriers = &self.space.barriers[i];
+        let passed = self.passed[i] as usize;
+        let lo = if passed == 0 { 0 } else { barriers[passed - 1] + 1 };
+        let hi = match barriers.get(passed) {
+            Some(&next) if self.space.hi_is_next => next,
+            _ => self.space.lens[i],
+        };
+        (lo, hi)
+    }
+}
+
+impl Space for Sweep<'_> {
+    fn cuts(&self) -> usize {
+        self.space.order.len() + 1
+    }
+
+    fn items(&self) -> usize {
+        self.space.lens.len()
+    }
+
+    fn advance_to(&mut self, cut: usize) {
+        debug_assert!(cut >= self.cut && cut < self.cuts());
+        while self.cut < cut {
+            self.passed[self.space.order[self.cut] as usize] += 1;
+            self.cut += 1;
+        }
+    }
+
+    fn radix(&self, i: usize) -> u32 {
+        let (lo, hi) = self.window(i);
+        match self.space.pick {
+            Pick::AnyInWindow => hi - lo + 1,
+            Pick::Endpoints if lo == hi => 1,
+            Pick::Endpoints => 2,
+        }
+    }
+
+    fn value(&self, i: usize, digit: u32) -> u32 {
+        let (lo, hi) = self.window(i);
+        match self.space.pick {
+            Pick::AnyInWindow => lo + digit,
+            Pick::Endpoints if digit == 0 => lo,
+            Pick::Endpoints => hi,
+        }
+    }
+
+    fn everything(&self) -> Vec<u32> {
+        self.space.lens.clone()
+    }
+}

@@ -1,0 +1,187 @@
+//! Strategies: which crash images to materialise at a failure point (MODEL.md, "What the
+//! strategies promise"). Every image chosen here lies in the model's exact set.
+
+mod cut;
+mod space;
+
+use crate::config::{CacheMode, Config, Strategy};
+use crate::origin::{Choice, FailureKind};
+use crate::pending::LineState;
+use cut::{CutSpace, Pick};
+use space::{enumerate, sample, Candidate, Space};
+
+/// One crash image to materialise, as a choice on top of the persisted image.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CrashImage {
+    /// How the pending PM units were chosen.
+    pub choice: Choice,
+    /// How the pending block writes were chosen (`None`: no block write was pending).
+    pub block: Option<Choice>,
+    /// Per dirty line (address order): the length of the applied prefix of its sequence.
+    pub(crate) line_prefixes: Vec<u32>,
+    /// Per block with pending writes (block order): 0 = durable content, n = n-th write.
+    pub(crate) block_writes: Vec<u32>,
+}
+
+/// The crash images of one failure point.
+#[derive(Clone, Debug, Default)]
+pub struct CrashImages {
+    pub images: Vec<CrashImage>,
+    /// The set was larger than the cap, so `images` is a seeded sample of it.
+    pub incomplete: bool,
+}
+
+/// The choices of one side (PM or block device).
+struct Side {
+    picks: Vec<(Vec<u32>, Choice)>,
+    incomplete: bool,
+}
+
+/// Chooses the crash images at a failure point of `kind` for the given pending state:
+/// `lines` in address order and, per block with pending writes, how many writes it has.
+pub fn choose(
+    config: &Config,
+    kind: FailureKind,
+    seed: u64,
+    lines: &[&LineState],
+    block_writes: &[u32],
+) -> CrashImages {
+    let cap = config.max_images.max(2);
+    let lens: Vec<u32> = lines.iter().map(|l| l.units().len() as u32).collect();
+    let (pm, block) = if kind == FailureKind::Blkflush {
+        let pm = ends(lens);
+        let block = block_side(config, true, block_writes, cap / pm.picks.len(), seed ^ 1);
+        (pm, block)
+    } else {
+        let block = block_side(config, false, block_writes, cap, seed ^ 1);
+        let per_block = block.as_ref().map_or(1, |b| b.picks.len());
+        (pm_side(config, lines, &lens, cap / per_block, seed), block)
+    };
+    let incomplete = pm.incomplete || block.as_ref().is_some_and(|b| b.incomplete);
+    let block_picks: Vec<(Vec<u32>, Option<Choice>)> = match block {
+        Some(side) => side.picks.into_iter().map(|(v, c)| (v, Some(c))).collect(),
+        None => vec![(Vec::new(), None)],
+    };
+    let mut images = Vec::new();
+    for (line_prefixes, choice) in &pm.picks {
+        for (block_writes, block_choice) in &block_picks {
+            images.push(CrashImage {
+                choice: choice.clone(),
+                block: block_choice.clone(),
+                line_prefixes: line_prefixes.clone(),
+                block_writes: block_writes.clone(),
+            });
+        }
+    }
+    CrashImages { images, incomplete }
+}
+
+fn pm_side(config: &Config, lines: &[&LineState], lens: &[u32], cap: usize, seed: u64) -> Side {
+    let addrs: Vec<u64> = lines.iter().map(|l| l.line).collect();
+    let space = match (config.strategy, config.cache) {
+        (Strategy::ProgramOrder, _) => return ends(lens.to_vec()),
+        (Strategy::Exhaustive, CacheMode::Volatile) => CutSpace::volatile_exhaustive(lines),
+        (Strategy::Exhaustive, CacheMode::Persistent) => CutSpace::persistent(lines, Pick::AnyInWindow),
+        (Strategy::GlobalPrefix, CacheMode::Volatile) => CutSpace::volatile_global_prefix(lines),
+        (Strategy::GlobalPrefix, CacheMode::Persistent) => CutSpace::persistent(lines, Pick::Endpoints),
+    };
+    let label = |c: &Candidate, number: usize, of: usize| match config.strategy {
+        Strategy::GlobalPrefix => Choice::GlobalPrefix {
+            cut: c.cut as u64,
+            lines: c.raised.iter().map(|&i| addrs[i as usize]).collect(),
+        },
+        _ => exhaustive_label(c, number, of, seed),
+    };
+    run(&mut space.sweep(), cap, seed, label)
+}
+
+fn block_side(
+    config: &Config,
+    at_block_flush: bool,
+    block_writes: &[u32],
+    cap: usize,
+    seed: u64,
+) -> Option<Side> {
+    if block_writes.is_empty() {
+        return None;
+    }
+    if !at_block_flush || config.strategy != Strategy::Exhaustive {
+        return Some(ends(block_writes.to_vec()));
+    }
+    let label = |c: &Candidate, number: usize, of: usize| exhaustive_label(c, number, of, seed);
+    Some(run(&mut BlockSpace(block_writes), cap, seed, label))
+}
+
+/// Enumerates the space, or samples it when it holds more than `cap` elements.
+fn run(
+    space: &mut impl Space,
+    cap: usize,
+    seed: u64,
+    label: impl Fn(&Candidate, usize, usize) -> Choice,
+) -> Side {
+    let everything = space.everything();
+    let (candidates, incomplete) = match enumerate(space, cap) {
+        Some(all) => (all, false),
+        None => (sample(space, cap, seed), true),
+    };
+    let of = candidates.len();
+    let picks = candidates
+        .iter()
+        .enumerate()
+        .map(|(number, c)| {
+            let choice = if c.values.iter().all(|&v| v == 0) {
+                Choice::Nothing
+            } else if c.values == everything {
+                Choice::Everything
+            } else {
+                label(c, number, of)
+            };
+            (c.values.clone(), choice)
+        })
+        .collect();
+    Side { picks, incomplete }
+}
+
+fn exhaustive_label(c: &Candidate, number: usize, of: usize, seed: u64) -> Choice {
+    match c.draw {
+        Some(draw) => Choice::Sampled { seed, draw },
+        None => Choice::Enumerated {
+            number: number as u64,
+            of: of as u64,
+        },
+    }
+}
+
+/// Only "nothing pending" and "everything pending" (one image when they coincide).
+fn ends(everything: Vec<u32>) -> Side {
+    let mut picks = vec![(vec![0; everything.len()], Choice::Nothing)];
+    if everything.iter().any(|&v| v != 0) {
+        picks.push((everything, Choice::Everything));
+    }
+    Side {
+        picks,
+        incomplete: false,
+    }
+}
+
+/// Every block independently keeps its durable content or takes one of its pending writes.
+struct BlockSpace<'a>(&'a [u32]);
+
+impl Space for BlockSpace<'_> {
+    fn cuts(&self) -> usize {
+        1
+    }
+    fn items(&self) -> usize {
+        self.0.len()
+    }
+    fn advance_to(&mut self, _: usize) {}
+    fn radix(&self, i: usize) -> u32 {
+        self.0[i] + 1
+    }
+    fn value(&self, _: usize, digit: u32) -> u32 {
+        digit
+    }
+    fn everything(&self) -> Vec<u32> {
+        self.0.to_vec()
+    }
+}
