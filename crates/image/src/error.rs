@@ -6,7 +6,11 @@ use std::io;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ImageError {
     /// An access of `len` bytes at `offset` does not fit an image of `image_len` bytes.
-    OutOfRange { offset: u64, len: u64, image_len: u64 },
+    OutOfRange {
+        offset: u64,
+        len: u64,
+        image_len: u64,
+    },
     /// A hash level above [`MAX_HASH_LEVEL`](crate::MAX_HASH_LEVEL).
     InvalidHashLevel { level: u32 },
 }

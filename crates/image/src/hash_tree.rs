@@ -8,7 +8,9 @@
 
 use std::sync::Arc;
 
-use blake3::hazmat::{merge_subtrees_non_root, merge_subtrees_root, ChainingValue, HasherExt, Mode};
+use blake3::hazmat::{
+    merge_subtrees_non_root, merge_subtrees_root, ChainingValue, HasherExt, Mode,
+};
 use blake3::Hasher;
 
 use crate::tree::{Node, Span, ZEROS};

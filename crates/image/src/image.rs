@@ -189,7 +189,13 @@ impl Image {
     ) -> io::Result<()> {
         debug_assert!(base.is_none_or(|base| self.same_layout(base)));
         let base_root = base.map(|base| &*base.root);
-        changed_blocks(Some(&self.root), base_root, self.span(), self.leaf_len(), emit)
+        changed_blocks(
+            Some(&self.root),
+            base_root,
+            self.span(),
+            self.leaf_len(),
+            emit,
+        )
     }
 
     fn span(&self) -> Span {
@@ -221,5 +227,73 @@ impl fmt::Debug for Image {
             .field("len", &self.len)
             .field("hash_level", &self.level)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Counts the nodes (shared ones once per path) that have no cached chaining value.
+    fn uncached(node: &Node) -> usize {
+        let own = usize::from(node.cv().get().is_none());
+        own + match node {
+            Node::Parent { left, right, .. } => uncached(left) + uncached(right),
+            Node::Zero { children, .. } => children
+                .get()
+                .map_or(0, |(left, right)| uncached(left) + uncached(right)),
+            Node::Leaf { .. } => 0,
+        }
+    }
+
+    /// The spans of the nodes from the root to the leaf holding `offset`.
+    fn path_to(image: &Image, offset: u64) -> Vec<(u64, u64)> {
+        let mut span = image.span();
+        let mut path = vec![(span.offset, span.len)];
+        while !span.is_leaf(image.leaf_len()) {
+            let (left, right) = span.halves();
+            span = if offset < right.offset { left } else { right };
+            path.push((span.offset, span.len));
+        }
+        path
+    }
+
+    #[test]
+    fn a_write_invalidates_exactly_the_path_to_its_leaf() {
+        let mut image = Image::zeroed(5 << 20);
+        image.write(12345, b"base");
+        image.hash();
+        // The root's hash is a root finalisation, never a cached chaining value.
+        assert_eq!(uncached(&image.root), 1);
+
+        let mut copy = image.clone();
+        let offset = (3 << 20) + 77;
+        copy.write(offset, &[1]);
+        assert_eq!(uncached(&copy.root), path_to(&copy, offset).len());
+        assert_eq!(uncached(&image.root), 1, "the original keeps its caches");
+
+        // A write across a leaf boundary invalidates the union of both leaves' paths.
+        let mut two = image.clone();
+        let boundary = 64 * image.leaf_len();
+        two.write(boundary - 1, &[1, 2]);
+        let mut paths = path_to(&two, boundary - 1);
+        paths.extend(path_to(&two, boundary));
+        paths.sort_unstable();
+        paths.dedup();
+        assert_eq!(uncached(&two.root), paths.len());
+    }
+
+    #[test]
+    fn clones_share_everything_but_the_written_path() {
+        let mut image = Image::zeroed(1 << 30);
+        image.write(0, &[7; 100]);
+        let mut copy = image.clone();
+        copy.write((1 << 30) - 1, &[9]);
+        let (Node::Parent { left: a, .. }, Node::Parent { left: b, .. }) =
+            (&*image.root, &*copy.root)
+        else {
+            panic!("a written 1 GiB image has a parent at the root");
+        };
+        assert!(Arc::ptr_eq(a, b), "the unwritten left half is shared");
     }
 }

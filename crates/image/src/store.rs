@@ -173,8 +173,8 @@ fn load_index(path: &Path) -> io::Result<BTreeMap<[u8; 32], Record>> {
     index
         .into_iter()
         .map(|(hex, record)| {
-            let hash = blake3::Hash::from_hex(&hex)
-                .map_err(|e| invalid(format!("key {hex:?}: {e}")))?;
+            let hash =
+                blake3::Hash::from_hex(&hex).map_err(|e| invalid(format!("key {hex:?}: {e}")))?;
             Ok((*hash.as_bytes(), record))
         })
         .collect()
