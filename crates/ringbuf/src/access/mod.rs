@@ -1,0 +1,243 @@
+//! How bytes reach persistent memory: the [`PmAccess`] trait, its implementations and the
+//! run-time choice among them.
+//!
+//! The ring buffer is generic over its access type, so every store of the hot path is a
+//! direct, inlinable call. The choice by CPU features happens once, in [`dispatch`], which
+//! hands a concrete access value to an [`AccessVisitor`].
+
+#[cfg(feature = "trace")]
+mod tracing;
+#[cfg(target_arch = "x86_64")]
+mod x86;
+
+#[cfg(feature = "trace")]
+pub use tracing::{TraceStyle, Tracing};
+#[cfg(target_arch = "x86_64")]
+pub use x86::{Clflush, Clflushopt, Clwb, NtAvx2, NtAvx512, NtSse2};
+
+use crate::layout::LINE;
+
+/// Writes to persistent memory and orders them.
+///
+/// Stores cover whole cache lines: `store` writes `src` and fills the rest of its last line
+/// with zeros, so that non-temporal stores never leave a partly written line in a
+/// write-combining buffer and every traced store stays within one line.
+pub trait PmAccess: Send + Sync {
+    /// Stores `src` at `base + offset` and zeros up to the end of the last line touched.
+    /// The bytes are durable after the next [`PmAccess::fence`], not before.
+    ///
+    /// # Safety
+    ///
+    /// `offset` is a multiple of [`LINE`], `base` is line-aligned, and the lines
+    /// `base + offset .. base + offset + src.len()` (rounded up to a line) are valid for
+    /// writes and written by no one else until the call returns.
+    unsafe fn store(&self, base: *mut u8, offset: usize, src: &[u8]);
+
+    /// Makes every earlier store durable before any later one.
+    fn fence(&self);
+
+    /// Called when an append begins and once it is durable. Only tracing uses it.
+    #[inline(always)]
+    fn append_boundary(&self) {}
+}
+
+/// Calls `store_line(offset, line)` for each line of `src` in order, the last one padded
+/// with zeros.
+#[inline(always)]
+pub(crate) fn for_each_line(src: &[u8], mut store_line: impl FnMut(usize, &[u8; LINE])) {
+    let mut lines = src.chunks_exact(LINE);
+    for (index, line) in lines.by_ref().enumerate() {
+        store_line(
+            index * LINE,
+            line.try_into().expect("chunks_exact yields whole lines"),
+        );
+    }
+    let rest = lines.remainder();
+    if !rest.is_empty() {
+        let mut last = [0; LINE];
+        last[..rest.len()].copy_from_slice(rest);
+        store_line(src.len() - rest.len(), &last);
+    }
+}
+
+/// Cached stores with no flushes: for platforms whose caches are persistent (eADR), where a
+/// store is durable once it leaves the store buffer. The fence drains the store buffer.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Eadr;
+
+impl PmAccess for Eadr {
+    #[inline(always)]
+    unsafe fn store(&self, base: *mut u8, offset: usize, src: &[u8]) {
+        for_each_line(src, |at, line| {
+            // SAFETY: the caller guarantees the destination lines.
+            unsafe { base.add(offset + at).cast::<[u8; LINE]>().write(*line) }
+        });
+    }
+
+    #[inline(always)]
+    fn fence(&self) {
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// How an access makes stores durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Strategy {
+    /// Non-temporal stores that bypass the cache, then `sfence`.
+    NonTemporal,
+    /// Cached stores, a flush of every line, then `sfence`.
+    Flush,
+    /// Cached stores on persistent caches (eADR): no flushes.
+    Eadr,
+}
+
+/// Every hardware access implementation, for choosing one at run time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AccessKind {
+    NtAvx512,
+    NtAvx2,
+    NtSse2,
+    Clwb,
+    Clflushopt,
+    Clflush,
+    Eadr,
+}
+
+impl AccessKind {
+    /// All kinds, the preferred one of each strategy first.
+    pub const ALL: [AccessKind; 7] = [
+        AccessKind::NtAvx512,
+        AccessKind::NtAvx2,
+        AccessKind::NtSse2,
+        AccessKind::Clwb,
+        AccessKind::Clflushopt,
+        AccessKind::Clflush,
+        AccessKind::Eadr,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            AccessKind::NtAvx512 => "nt-avx512",
+            AccessKind::NtAvx2 => "nt-avx2",
+            AccessKind::NtSse2 => "nt-sse2",
+            AccessKind::Clwb => "clwb",
+            AccessKind::Clflushopt => "clflushopt",
+            AccessKind::Clflush => "clflush",
+            AccessKind::Eadr => "eadr",
+        }
+    }
+
+    pub fn strategy(self) -> Strategy {
+        match self {
+            AccessKind::NtAvx512 | AccessKind::NtAvx2 | AccessKind::NtSse2 => Strategy::NonTemporal,
+            AccessKind::Clwb | AccessKind::Clflushopt | AccessKind::Clflush => Strategy::Flush,
+            AccessKind::Eadr => Strategy::Eadr,
+        }
+    }
+
+    /// Whether this CPU has the instructions the kind needs.
+    pub fn is_supported(self) -> bool {
+        dispatch(self, Probe).is_ok()
+    }
+
+    /// The best supported kind of `strategy` on this CPU: the widest non-temporal stores,
+    /// or the cheapest flush (`clwb`, then `clflushopt`, then `clflush`).
+    pub fn detect(strategy: Strategy) -> Result<AccessKind, Unsupported> {
+        AccessKind::ALL
+            .into_iter()
+            .find(|kind| kind.strategy() == strategy && kind.is_supported())
+            .ok_or(Unsupported::Strategy(strategy))
+    }
+}
+
+/// This CPU lacks what an access kind or strategy needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Unsupported {
+    #[error(
+        "this CPU lacks the instructions of the {} PM access; pick a kind for which \
+         AccessKind::is_supported() is true",
+        .0.name()
+    )]
+    Kind(AccessKind),
+    #[error("this CPU supports no PM access of the {0:?} strategy; pick another strategy")]
+    Strategy(Strategy),
+}
+
+/// Code to run with a concrete access type, chosen at run time by [`dispatch`].
+pub trait AccessVisitor {
+    type Output;
+    fn visit<A: PmAccess + 'static>(self, access: A) -> Self::Output;
+}
+
+/// Constructs the access of `kind` and runs `visitor` with it, monomorphised for that type.
+///
+/// ```
+/// use persim_ringbuf::{dispatch, AccessKind, AccessVisitor, HeapRegion, PmAccess, RingBuf, Strategy};
+///
+/// struct AppendOne;
+/// impl AccessVisitor for AppendOne {
+///     type Output = u64;
+///     fn visit<A: PmAccess + 'static>(self, access: A) -> u64 {
+///         let log = RingBuf::<_, _>::format(HeapRegion::new(1 << 20), access, 64 << 10, 2)
+///             .expect("format");
+///         log.append(b"hello").expect("append")
+///     }
+/// }
+///
+/// let kind = AccessKind::detect(Strategy::Eadr).expect("eADR needs no special instructions");
+/// assert_eq!(dispatch(kind, AppendOne), Ok(1));
+/// ```
+pub fn dispatch<V: AccessVisitor>(kind: AccessKind, visitor: V) -> Result<V::Output, Unsupported> {
+    #[cfg(target_arch = "x86_64")]
+    let output = match kind {
+        AccessKind::NtAvx512 => NtAvx512::new().map(|a| visitor.visit(a)),
+        AccessKind::NtAvx2 => NtAvx2::new().map(|a| visitor.visit(a)),
+        AccessKind::NtSse2 => NtSse2::new().map(|a| visitor.visit(a)),
+        AccessKind::Clwb => Clwb::new().map(|a| visitor.visit(a)),
+        AccessKind::Clflushopt => Clflushopt::new().map(|a| visitor.visit(a)),
+        AccessKind::Clflush => Clflush::new().map(|a| visitor.visit(a)),
+        AccessKind::Eadr => Some(visitor.visit(Eadr)),
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let output = (kind == AccessKind::Eadr).then(|| visitor.visit(Eadr));
+    output.ok_or(Unsupported::Kind(kind))
+}
+
+/// A visitor that does nothing: constructing the access is the support check.
+struct Probe;
+
+impl AccessVisitor for Probe {
+    type Output = ();
+    fn visit<A: PmAccess + 'static>(self, _: A) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_cover_the_source_and_pad_only_the_last() {
+        for len in [0usize, 1, 63, 64, 65, 128, 200] {
+            let src: Vec<u8> = (1..=len).map(|i| i as u8 | 1).collect();
+            let mut seen = Vec::new();
+            for_each_line(&src, |at, line| {
+                assert_eq!(at, seen.len(), "lines arrive in order");
+                seen.extend_from_slice(line);
+            });
+            assert_eq!(seen.len(), len.div_ceil(LINE) * LINE);
+            assert_eq!(&seen[..len], &src[..]);
+            assert!(seen[len..].iter().all(|&b| b == 0));
+        }
+    }
+
+    #[test]
+    fn eadr_is_always_available_and_detection_respects_the_strategy() {
+        assert_eq!(AccessKind::detect(Strategy::Eadr), Ok(AccessKind::Eadr));
+        for strategy in [Strategy::NonTemporal, Strategy::Flush] {
+            if let Ok(kind) = AccessKind::detect(strategy) {
+                assert_eq!(kind.strategy(), strategy);
+                assert!(kind.is_supported());
+            }
+        }
+    }
+}

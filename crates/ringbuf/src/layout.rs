@@ -1,0 +1,217 @@
+//! The on-media format: superblock, chunk placement and entry headers.
+//!
+//! ```text
+//! region:  [superblock, SUPERBLOCK_SPACE bytes][chunk 0][chunk 1]...[chunk n-1]
+//! chunk:   [entry][entry]...[zero header or end of chunk]
+//! entry:   [header line, 64 bytes][body][padding up to the alignment]
+//! ```
+//!
+//! All integers are little-endian. The header has a cache line of its own so that the body
+//! starts on a line boundary (whole-line non-temporal stores) and so that the header and the
+//! body persist independently, which is exactly what the two fences of the write path order.
+
+/// A cache line: the unit of flushes and of the stores a [`crate::PmAccess`] issues.
+pub const LINE: usize = 64;
+/// Bytes reserved for the superblock at the start of the region; chunks start after it.
+/// A multiple of every supported alignment.
+pub const SUPERBLOCK_SPACE: usize = 4096;
+/// Bytes an entry header occupies before its body.
+pub const HEADER_SPACE: usize = LINE;
+/// Bytes of the encoded header; the rest of the header line is zero.
+pub(crate) const HEADER_LEN: usize = 24;
+/// The largest chunk: body lengths are stored as `u32`.
+pub(crate) const MAX_CHUNK_SIZE: usize = 1 << 32;
+
+const MAGIC: [u8; 8] = *b"PERSIMRB";
+const VERSION: u32 = 1;
+const SUPERBLOCK_LEN: usize = 36;
+
+/// Bytes an entry with a body of `body_len` bytes occupies in a chunk.
+pub(crate) const fn entry_len(body_len: usize, align: usize) -> usize {
+    (HEADER_SPACE + body_len).div_ceil(align) * align
+}
+
+/// Offset of chunk `index` in the region.
+pub(crate) const fn chunk_offset(index: usize, chunk_size: usize) -> usize {
+    SUPERBLOCK_SPACE + index * chunk_size
+}
+
+/// An entry header as stored before each body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Header {
+    pub id: u64,
+    pub body_len: u32,
+    pub body_crc: u32,
+}
+
+/// What a header slot holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum HeaderSlot {
+    /// All zero: the end of the chunk's entries.
+    Zero,
+    /// Not a header that was written whole (a torn write or garbage): also the end.
+    Invalid,
+    Valid(Header),
+}
+
+impl Header {
+    pub fn encode(&self) -> [u8; HEADER_LEN] {
+        let mut out = [0; HEADER_LEN];
+        out[0..8].copy_from_slice(&self.id.to_le_bytes());
+        out[8..12].copy_from_slice(&self.body_len.to_le_bytes());
+        out[12..16].copy_from_slice(&self.body_crc.to_le_bytes());
+        let crc = crc32c::crc32c(&out[0..16]);
+        out[16..20].copy_from_slice(&crc.to_le_bytes());
+        out
+    }
+
+    pub fn decode(bytes: &[u8; HEADER_LEN]) -> HeaderSlot {
+        if bytes.iter().all(|&b| b == 0) {
+            return HeaderSlot::Zero;
+        }
+        let stored_crc = u32::from_le_bytes(bytes[16..20].try_into().unwrap());
+        let id = u64::from_le_bytes(bytes[0..8].try_into().unwrap());
+        // Ids start at 1 and the reserved bytes are written as zero; anything else was not
+        // written by `encode`.
+        if stored_crc != crc32c::crc32c(&bytes[0..16]) || id == 0 || bytes[20..] != [0; 4] {
+            return HeaderSlot::Invalid;
+        }
+        HeaderSlot::Valid(Header {
+            id,
+            body_len: u32::from_le_bytes(bytes[8..12].try_into().unwrap()),
+            body_crc: u32::from_le_bytes(bytes[12..16].try_into().unwrap()),
+        })
+    }
+}
+
+/// Chunk geometry, stored in the superblock so that recovery never depends on how the
+/// program that opens the log is configured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    /// Entry alignment in bytes.
+    pub align: usize,
+    /// Bytes per chunk, a multiple of `align`.
+    pub chunk_size: usize,
+    /// Number of chunks after the superblock.
+    pub chunk_count: usize,
+}
+
+/// What the first bytes of a region say.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum SuperblockSlot {
+    NoMagic,
+    BadChecksum,
+    BadVersion(u32),
+    Valid(Geometry),
+}
+
+impl Geometry {
+    pub(crate) fn encode(&self) -> [u8; SUPERBLOCK_LEN] {
+        let mut out = [0; SUPERBLOCK_LEN];
+        out[0..8].copy_from_slice(&MAGIC);
+        out[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        out[12..16].copy_from_slice(&(self.align as u32).to_le_bytes());
+        out[16..24].copy_from_slice(&(self.chunk_size as u64).to_le_bytes());
+        out[24..32].copy_from_slice(&(self.chunk_count as u64).to_le_bytes());
+        let crc = crc32c::crc32c(&out[0..32]);
+        out[32..36].copy_from_slice(&crc.to_le_bytes());
+        out
+    }
+
+    pub(crate) fn decode(bytes: &[u8; SUPERBLOCK_LEN]) -> SuperblockSlot {
+        if bytes[0..8] != MAGIC {
+            return SuperblockSlot::NoMagic;
+        }
+        if u32::from_le_bytes(bytes[32..36].try_into().unwrap()) != crc32c::crc32c(&bytes[0..32]) {
+            return SuperblockSlot::BadChecksum;
+        }
+        let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
+        if version != VERSION {
+            return SuperblockSlot::BadVersion(version);
+        }
+        let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+        SuperblockSlot::Valid(Geometry {
+            align: u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize,
+            // Saturate so that absurd values fail the caller's range checks instead of wrapping.
+            chunk_size: usize::try_from(u64_at(16)).unwrap_or(usize::MAX),
+            chunk_count: usize::try_from(u64_at(24)).unwrap_or(usize::MAX),
+        })
+    }
+
+    /// The encoded superblock's length, for reading it back.
+    pub(crate) const ENCODED_LEN: usize = SUPERBLOCK_LEN;
+
+    /// Largest body an entry can carry in this geometry.
+    pub fn max_body_len(&self) -> usize {
+        self.chunk_size - HEADER_SPACE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_round_trips_and_rejects_every_single_byte_change() {
+        let header = Header {
+            id: 7,
+            body_len: 300,
+            body_crc: 0xdead_beef,
+        };
+        let bytes = header.encode();
+        assert_eq!(Header::decode(&bytes), HeaderSlot::Valid(header));
+        for at in 0..HEADER_LEN {
+            let mut torn = bytes;
+            torn[at] ^= 0x40;
+            assert_eq!(
+                Header::decode(&torn),
+                HeaderSlot::Invalid,
+                "flipped byte {at}"
+            );
+        }
+    }
+
+    #[test]
+    fn zero_header_is_the_end_and_a_half_written_header_is_invalid() {
+        assert_eq!(Header::decode(&[0; HEADER_LEN]), HeaderSlot::Zero);
+        let bytes = Header {
+            id: 1,
+            body_len: 1,
+            body_crc: 1,
+        }
+        .encode();
+        // A crash can persist any prefix of the header's 8-byte units.
+        for units in 1..HEADER_LEN / 8 {
+            let mut torn = [0; HEADER_LEN];
+            torn[..units * 8].copy_from_slice(&bytes[..units * 8]);
+            assert_eq!(Header::decode(&torn), HeaderSlot::Invalid, "{units} units");
+        }
+    }
+
+    #[test]
+    fn superblock_round_trips_and_detects_damage() {
+        let geometry = Geometry {
+            align: 256,
+            chunk_size: 1 << 20,
+            chunk_count: 12,
+        };
+        let bytes = geometry.encode();
+        assert_eq!(Geometry::decode(&bytes), SuperblockSlot::Valid(geometry));
+        let mut damaged = bytes;
+        damaged[20] ^= 1;
+        assert_eq!(Geometry::decode(&damaged), SuperblockSlot::BadChecksum);
+        assert_eq!(
+            Geometry::decode(&[0; SUPERBLOCK_LEN]),
+            SuperblockSlot::NoMagic
+        );
+    }
+
+    #[test]
+    fn entries_are_padded_to_the_alignment_after_a_header_line() {
+        assert_eq!(entry_len(0, 64), 64);
+        assert_eq!(entry_len(1, 64), 128);
+        assert_eq!(entry_len(256, 64), 320);
+        assert_eq!(entry_len(256, 256), 512);
+        assert_eq!(entry_len(192, 256), 256);
+    }
+}
