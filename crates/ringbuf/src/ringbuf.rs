@@ -87,7 +87,7 @@ impl<R: Region, A: PmAccess, const ALIGN: usize> RingBuf<R, A, ALIGN> {
         committers: usize,
     ) -> Result<Self, OpenError> {
         Self::check_setup(&region, committers)?;
-        if chunk_size == 0 || chunk_size % ALIGN != 0 || chunk_size > MAX_CHUNK_SIZE {
+        if !Self::valid_chunk_size(chunk_size) {
             return Err(OpenError::BadChunkSize {
                 chunk_size,
                 align: ALIGN,
@@ -174,7 +174,7 @@ impl<R: Region, A: PmAccess, const ALIGN: usize> RingBuf<R, A, ALIGN> {
             ..
         } = geometry;
         // A checksummed superblock with a bad geometry was not written by `format`.
-        if chunk_size == 0 || chunk_size % ALIGN != 0 || chunk_size > MAX_CHUNK_SIZE {
+        if !Self::valid_chunk_size(chunk_size) {
             return Err(OpenError::CorruptSuperblock);
         }
         let end = chunk_size
@@ -206,13 +206,17 @@ impl<R: Region, A: PmAccess, const ALIGN: usize> RingBuf<R, A, ALIGN> {
         ))
     }
 
+    fn valid_chunk_size(chunk_size: usize) -> bool {
+        chunk_size != 0 && chunk_size.is_multiple_of(ALIGN) && chunk_size <= MAX_CHUNK_SIZE
+    }
+
     fn check_setup(region: &R, committers: usize) -> Result<(), OpenError> {
         let () = Self::VALID_ALIGN;
         if !(1..=MAX_COMMITTERS).contains(&committers) {
             return Err(OpenError::BadCommitterCount { count: committers });
         }
         let addr = region.base() as usize;
-        if addr % ALIGN != 0 {
+        if !addr.is_multiple_of(ALIGN) {
             return Err(OpenError::MisalignedRegion { addr, align: ALIGN });
         }
         Ok(())
