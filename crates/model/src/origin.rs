@@ -18,6 +18,18 @@ pub enum FailureKind {
     Blkflush,
 }
 
+impl std::fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FailureKind::Fence => "fence",
+            FailureKind::Checkpoint => "checkpoint",
+            FailureKind::End => "end",
+            FailureKind::Flush => "flush",
+            FailureKind::Blkflush => "blkflush",
+        })
+    }
+}
+
 /// A place in the trace where a crash is simulated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct FailurePoint {
