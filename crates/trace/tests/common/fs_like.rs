@@ -56,13 +56,19 @@ impl FsLike {
         };
         self.queue.push(Entry {
             op,
-            meta: Meta { pc, stack: Vec::new() },
+            meta: Meta {
+                pc,
+                stack: Vec::new(),
+            },
         });
     }
 
     fn make_durable(&mut self, lines: &[u64]) {
         for &line in lines {
-            self.push(Op::Flush { kind: FlushKind::Clwb, addr: line });
+            self.push(Op::Flush {
+                kind: FlushKind::Clwb,
+                addr: line,
+            });
         }
         self.push(Op::Fence(FenceKind::Sfence));
     }
@@ -76,7 +82,11 @@ impl FsLike {
             let addr = base + self.below(256 / 8) * 8;
             self.clock += self.below(3);
             let data = self.clock.to_le_bytes()[..size].to_vec();
-            self.push(Op::Write { addr, data, nt: false });
+            self.push(Op::Write {
+                addr,
+                data,
+                nt: false,
+            });
             if !lines.contains(&(addr & !63)) {
                 lines.push(addr & !63);
             }
@@ -90,7 +100,11 @@ impl FsLike {
             let fill = b'a' + self.below(26) as u8;
             let mut data = vec![fill; 64];
             data[..8].copy_from_slice(&self.file_offset.to_le_bytes());
-            self.push(Op::Write { addr: DATA + self.file_offset, data, nt: true });
+            self.push(Op::Write {
+                addr: DATA + self.file_offset,
+                data,
+                nt: true,
+            });
             self.file_offset += 64;
         }
         self.push(Op::Fence(FenceKind::Sfence));
@@ -102,14 +116,22 @@ impl FsLike {
         for _ in 0..4 {
             let addr = JOURNAL + self.journal_head;
             let data = (METADATA + self.below(512) * 256).to_le_bytes().to_vec();
-            self.push(Op::Write { addr, data, nt: false });
+            self.push(Op::Write {
+                addr,
+                data,
+                nt: false,
+            });
             lines.push(addr & !63);
             self.journal_head = (self.journal_head + 8) % JOURNAL_LEN;
         }
         lines.dedup();
         self.make_durable(&lines);
         let addr = JOURNAL + self.journal_head;
-        self.push(Op::Write { addr, data: 0xc03b_3998u64.to_le_bytes().to_vec(), nt: false });
+        self.push(Op::Write {
+            addr,
+            data: 0xc03b_3998u64.to_le_bytes().to_vec(),
+            nt: false,
+        });
         self.journal_head = (self.journal_head + 8) % JOURNAL_LEN;
         self.make_durable(&[addr & !63]);
     }
