@@ -1,7 +1,7 @@
 //! `ImageStore`: a directory of deduplicated crash images, `<hash>.img`, and `index.json`
 //! naming the origins of each.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -36,6 +36,8 @@ pub struct ImageStore {
     reflinks: bool,
     /// The last image written and its file: the reflink source for the next one.
     base: Option<(Image, PathBuf)>,
+    /// Origins read from an existing index: a resumed run meets them again.
+    resumed: HashSet<Origin>,
 }
 
 impl ImageStore {
@@ -50,6 +52,7 @@ impl ImageStore {
         let reflinks = reflink::supported_in(&dir)?;
         Ok(ImageStore {
             dir,
+            resumed: records.values().flat_map(|r| r.origins.iter().cloned()).collect(),
             records,
             reflinks,
             base: None,
@@ -76,7 +79,9 @@ impl ImageStore {
     pub fn insert(&mut self, image: &Image, origin: Origin) -> io::Result<blake3::Hash> {
         let hash = image.hash();
         if let Some(record) = self.records.get_mut(hash.as_bytes()) {
-            record.origins.push(origin);
+            if !self.resumed.contains(&origin) {
+                record.origins.push(origin);
+            }
             return Ok(hash);
         }
         let path = self.image_path(&hash);

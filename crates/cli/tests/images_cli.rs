@@ -1,0 +1,153 @@
+//! The `persim images` and `persim trace` command-line contract, run as a user would.
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn example(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples")
+        .join(name)
+}
+
+fn persim() -> Command {
+    Command::cargo_bin("persim").unwrap()
+}
+
+fn json(args: &[&str]) -> Value {
+    let out = persim().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn json_output_follows_the_contract_and_hashes_match_contents() {
+    let trace = example("nt-mixed.trace");
+    let v = json(&["images", trace.to_str().unwrap(), "--json", "--hex"]);
+    let points = v["failure_points"].as_array().unwrap();
+    let summary: Vec<(u64, &str, usize, bool)> = points
+        .iter()
+        .map(|p| {
+            (
+                p["index"].as_u64().unwrap(),
+                p["kind"].as_str().unwrap(),
+                p["images"].as_array().unwrap().len(),
+                p["incomplete"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(summary, vec![(3, "fence", 6, false), (4, "end", 2, false)]);
+    assert!(points.iter().all(|p| p["checkpoint"].is_null()));
+    let images = v["images"].as_object().unwrap();
+    assert_eq!(images.len(), 6, "the end's two images also arise at the fence");
+    for (hash, image) in images {
+        let bytes = hex_decode(image["hex"].as_str().unwrap());
+        assert_eq!(bytes.len(), 0x100, "the PM size from the trace header");
+        assert_eq!(blake3::hash(&bytes).to_hex().as_str(), hash);
+    }
+}
+
+#[test]
+fn options_change_the_model() {
+    let trace = example("nt-mixed.trace");
+    let t = trace.to_str().unwrap();
+    let count = |v: &Value| v["failure_points"][0]["images"].as_array().unwrap().len();
+    assert_eq!(count(&json(&["images", t, "--json", "--cache", "persistent"])), 5);
+    let capped = json(&["images", t, "--json", "--max-images", "3"]);
+    assert!(capped["failure_points"][0]["incomplete"].as_bool().unwrap());
+    assert!(count(&capped) <= 3);
+    let po = json(&["images", t, "--json", "--strategy", "program-order"]);
+    assert_eq!(count(&po), 2, "nothing and everything");
+    // the header's PM size can be overridden
+    let big = json(&["images", t, "--json", "--hex", "--pm-size", "0x200"]);
+    let first = big["images"].as_object().unwrap().values().next().unwrap();
+    assert_eq!(first["hex"].as_str().unwrap().len(), 0x400);
+}
+
+#[test]
+fn store_holds_each_image_once_and_a_rerun_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("images");
+    let trace = example("journal-missing-fence.trace");
+    let args = [
+        "images",
+        trace.to_str().unwrap(),
+        "--json",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let first = json(&args);
+    let index = || -> Value {
+        serde_json::from_slice(&std::fs::read(out.join("index.json")).unwrap()).unwrap()
+    };
+    let before = index();
+    for (hash, record) in before.as_object().unwrap() {
+        let bytes = std::fs::read(out.join(format!("{hash}.img"))).unwrap();
+        assert_eq!(blake3::hash(&bytes).to_hex().as_str(), hash);
+        assert!(!record["origins"].as_array().unwrap().is_empty());
+    }
+    assert_eq!(
+        before.as_object().unwrap().len(),
+        first["images"].as_object().unwrap().len()
+    );
+    let second = json(&args);
+    assert_eq!(first, second);
+    assert_eq!(index(), before, "re-running must not duplicate origins");
+}
+
+#[test]
+fn bad_input_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |name: &str, text: &str, args: &[&str]| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        let out = persim()
+            .args(["images", path.to_str().unwrap()])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{name}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = run("no-size.trace", "write 0x0 01\nfence sfence\n", &[]);
+    assert!(err.contains("--pm-size"), "{err}");
+    let err = run("corrupt.trace", "write 0x0 01\nfence sfence\nwrite 0x8 zz\n", &["--pm-size", "4K"]);
+    assert!(err.contains("entry 2"), "{err}");
+    let err = run("outside.trace", "write 0xff8 0102030405060708090a\n", &["--pm-size", "4K"]);
+    assert!(err.contains("entry 0") && err.contains("outside"), "{err}");
+}
+
+#[test]
+fn pack_then_print_round_trips() {
+    let dir = tempfile::tempdir().unwrap();
+    let packed = dir.path().join("journal.ptrace");
+    let trace = example("journal.trace");
+    persim()
+        .args(["trace", "pack", trace.to_str().unwrap(), "-o", packed.to_str().unwrap()])
+        .assert()
+        .success();
+    let print = |p: &Path| {
+        persim()
+            .args(["trace", "print", p.to_str().unwrap()])
+            .output()
+            .unwrap()
+            .stdout
+    };
+    let text = print(&trace);
+    assert_eq!(print(&packed), text);
+    assert!(String::from_utf8_lossy(&text).contains("fence sfence"));
+    // the binary trace gives the same images as the text one
+    let images = |p: &Path| json(&["images", p.to_str().unwrap(), "--json"]);
+    assert_eq!(images(&packed), images(&trace));
+}
+
+fn hex_decode(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
