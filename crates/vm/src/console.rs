@@ -1,0 +1,288 @@
+//! A running guest and the command protocol over its serial console (see init.sh): each
+//! command is framed by begin/end markers that carry its id and exit code, so kernel
+//! messages on the same console never get mistaken for a result.
+
+use crate::error::VmError;
+use crate::qemu::{QemuSpec, QEMU_BINARY};
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::time::{Duration, Instant};
+
+const READY: &str = "@@PERSIM-READY";
+const BEGIN: &str = "@@PERSIM-BEGIN ";
+const END: &str = "@@PERSIM-END ";
+const MODULE_FAILED: &str = "@@PERSIM-MODULE-FAILED ";
+const PANIC: &str = "Kernel panic - not syncing";
+/// Console lines that mean the kernel hit a bug but may carry on.
+const KERNEL_ERRORS: [&str; 4] = [
+    "BUG: ",
+    "Oops: ",
+    "general protection fault",
+    "WARNING: CPU: ",
+];
+const LOG_LINES: usize = 60;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommandOutput {
+    pub exit_code: i32,
+    /// Console lines between the markers (kernel messages printed meanwhile included).
+    pub output: String,
+    /// Kernel bug reports (oops, BUG, WARNING) seen while the command ran.
+    pub kernel_errors: Vec<String>,
+}
+
+pub struct Vm {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Receiver<String>,
+    log: VecDeque<String>,
+    next_id: u64,
+}
+
+impl Vm {
+    /// Starts QEMU and waits until the guest's init is ready for commands.
+    pub fn boot(spec: &QemuSpec, timeout: Duration) -> Result<Vm, VmError> {
+        let mut child = Command::new(QEMU_BINARY)
+            .args(spec.args())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| VmError::QemuFailed {
+                message: format!("cannot start {QEMU_BINARY}: {e}"),
+                log_tail: String::new(),
+            })?;
+        let (tx, lines) = mpsc::channel();
+        forward_lines(
+            child.stdout.take().expect("stdout is piped"),
+            "",
+            tx.clone(),
+        );
+        forward_lines(child.stderr.take().expect("stderr is piped"), "qemu: ", tx);
+        let stdin = child.stdin.take().expect("stdin is piped");
+        let mut vm = Vm {
+            child,
+            stdin,
+            lines,
+            log: VecDeque::new(),
+            next_id: 0,
+        };
+        let mut failed_modules = Vec::new();
+        vm.wait_for("boot", timeout, |line| {
+            if let Some(module) = line.split(MODULE_FAILED).nth(1) {
+                failed_modules.push(module.trim().to_owned());
+            }
+            line.contains(READY)
+        })?;
+        if !failed_modules.is_empty() {
+            return Err(VmError::QemuFailed {
+                message: format!(
+                    "the guest could not load kernel modules: {}",
+                    failed_modules.join(", ")
+                ),
+                log_tail: vm.log_tail(),
+            });
+        }
+        Ok(vm)
+    }
+
+    /// Runs a shell script in the guest and returns its output and exit code.
+    pub fn run(&mut self, script: &str, timeout: Duration) -> Result<CommandOutput, VmError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut message = format!("@@RUN {id}\n");
+        for chunk in base64(script.as_bytes()).as_bytes().chunks(76) {
+            message.push_str(std::str::from_utf8(chunk).expect("base64 is ASCII"));
+            message.push('\n');
+        }
+        message.push_str(".\n");
+        self.stdin
+            .write_all(message.as_bytes())
+            .and_then(|()| self.stdin.flush())
+            .map_err(|e| VmError::QemuFailed {
+                message: format!("writing to the serial console: {e}"),
+                log_tail: self.log_tail(),
+            })?;
+
+        let begin = format!("{BEGIN}{id}");
+        let end = format!("{END}{id} ");
+        let phase = format!("command `{}`", first_line(script));
+        self.wait_for(&phase, timeout, |line| line.contains(&begin))?;
+        let mut output = Vec::new();
+        let mut kernel_errors = Vec::new();
+        let mut exit_code = None;
+        self.wait_for(&phase, timeout, |line| {
+            if let Some(rest) = line.split(&end).nth(1) {
+                exit_code = Some(rest.trim().parse::<i32>());
+                return true;
+            }
+            if KERNEL_ERRORS.iter().any(|marker| line.contains(marker)) {
+                kernel_errors.push(line.to_owned());
+            }
+            output.push(line.to_owned());
+            false
+        })?;
+        let exit_code = match exit_code {
+            Some(Ok(code)) => code,
+            _ => {
+                return Err(VmError::Protocol(format!(
+                    "malformed end marker for command {id}"
+                )))
+            }
+        };
+        Ok(CommandOutput {
+            exit_code,
+            output: output.join("\n"),
+            kernel_errors,
+        })
+    }
+
+    /// Powers the guest off and waits for QEMU to exit; kills it after `timeout`.
+    pub fn shutdown(mut self, timeout: Duration) -> Result<(), VmError> {
+        // Best effort: the guest may already be gone, which the wait below reports.
+        let _ = self
+            .stdin
+            .write_all(b"@@RUN poweroff\ncG93ZXJvZmYgLWYK\n.\n");
+        let _ = self.stdin.flush();
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            match self.child.try_wait() {
+                Ok(Some(_)) => return Ok(()),
+                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+                Err(e) => return Err(VmError::io("waiting for QEMU", e)),
+            }
+        }
+        let _ = self.child.kill();
+        Err(VmError::Timeout {
+            phase: "shutdown".into(),
+            seconds: timeout.as_secs(),
+            log_tail: self.log_tail(),
+        })
+    }
+
+    /// The last console lines, for error messages.
+    pub fn log_tail(&self) -> String {
+        self.log.iter().cloned().collect::<Vec<_>>().join("\n")
+    }
+
+    /// Feeds console lines to `done` until it returns true. A panic, QEMU's exit or the
+    /// deadline end the wait with an error; on a deadline QEMU is killed.
+    fn wait_for(
+        &mut self,
+        phase: &str,
+        timeout: Duration,
+        mut done: impl FnMut(&str) -> bool,
+    ) -> Result<(), VmError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(remaining) {
+                Ok(line) => {
+                    if self.log.len() == LOG_LINES {
+                        self.log.pop_front();
+                    }
+                    self.log.push_back(line.clone());
+                    if line.contains(PANIC) {
+                        let _ = self.child.kill();
+                        self.drain_log(Duration::from_millis(500));
+                        return Err(VmError::GuestPanic {
+                            log_tail: self.log_tail(),
+                        });
+                    }
+                    if done(&line) {
+                        return Ok(());
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    let _ = self.child.kill();
+                    return Err(VmError::Timeout {
+                        phase: phase.to_owned(),
+                        seconds: timeout.as_secs(),
+                        log_tail: self.log_tail(),
+                    });
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    let status = self.child.wait().map(|s| s.to_string()).unwrap_or_default();
+                    return Err(VmError::QemuFailed {
+                        message: format!("QEMU exited ({status}) during {phase}"),
+                        log_tail: self.log_tail(),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Collects the rest of a dying guest's output (the panic's backtrace).
+    fn drain_log(&mut self, wait: Duration) {
+        while let Ok(line) = self.lines.recv_timeout(wait) {
+            if self.log.len() == LOG_LINES {
+                self.log.pop_front();
+            }
+            self.log.push_back(line);
+        }
+    }
+}
+
+impl Drop for Vm {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+    }
+}
+
+fn forward_lines(stream: impl Read + Send + 'static, prefix: &'static str, tx: Sender<String>) {
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).split(b'\n') {
+            let Ok(line) = line else { break };
+            let text = String::from_utf8_lossy(&line);
+            if tx
+                .send(format!("{prefix}{}", text.trim_end_matches('\r')))
+                .is_err()
+            {
+                break;
+            }
+        }
+    });
+}
+
+fn first_line(script: &str) -> &str {
+    script.trim().lines().next().unwrap_or("")
+}
+
+fn base64(data: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = u32::from(b[0]) << 16 | u32::from(b[1]) << 8 | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_matches_the_standard_alphabet_and_padding() {
+        assert_eq!(base64(b"poweroff -f\n"), "cG93ZXJvZmYgLWYK");
+        assert_eq!(base64(b"a"), "YQ==");
+        assert_eq!(base64(b"ab"), "YWI=");
+        assert_eq!(base64(b"echo 'x'\n"), "ZWNobyAneCcK");
+    }
+}

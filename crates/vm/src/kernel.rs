@@ -1,0 +1,194 @@
+//! The installed Debian guest kernel and its modules.
+
+use crate::error::VmError;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+#[derive(Clone, Debug)]
+pub struct Kernel {
+    pub image: PathBuf,
+    /// /lib/modules/<release>
+    pub modules_dir: PathBuf,
+}
+
+const SETUP_HINT: &str =
+    "install it with `sudo scripts/setup.sh` (Debian package linux-image-amd64)";
+
+impl Kernel {
+    /// The newest /boot/vmlinuz-* that has a matching /lib/modules directory.
+    pub fn find_installed() -> Result<Kernel, VmError> {
+        Self::find_in(Path::new("/boot"), Path::new("/lib/modules"))
+    }
+
+    pub fn find_in(boot: &Path, modules_root: &Path) -> Result<Kernel, VmError> {
+        let missing = || VmError::Missing {
+            what: format!(
+                "a guest kernel ({}/vmlinuz-* with {}/<release>)",
+                boot.display(),
+                modules_root.display()
+            ),
+            hint: SETUP_HINT.to_owned(),
+        };
+        let entries = std::fs::read_dir(boot).map_err(|_| missing())?;
+        let mut releases: Vec<String> = entries
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter_map(|name| name.strip_prefix("vmlinuz-").map(str::to_owned))
+            .filter(|release| modules_root.join(release).join("modules.dep").is_file())
+            .collect();
+        releases.sort_by_key(|release| version_key(release));
+        let release = releases.pop().ok_or_else(missing)?;
+        Ok(Kernel {
+            image: boot.join(format!("vmlinuz-{release}")),
+            modules_dir: modules_root.join(release),
+        })
+    }
+
+    /// Module files for `names` and all their dependencies, dependencies first, each once.
+    pub fn resolve_modules(&self, names: &[String]) -> Result<Vec<PathBuf>, VmError> {
+        let dep_path = self.modules_dir.join("modules.dep");
+        let text = std::fs::read_to_string(&dep_path)
+            .map_err(|e| VmError::io(format!("reading {}", dep_path.display()), e))?;
+        let deps = parse_modules_dep(&text);
+        let mut order = Vec::new();
+        for name in names {
+            let key = module_key(name);
+            if !deps.contains_key(key.as_str()) {
+                return Err(VmError::Missing {
+                    what: format!("kernel module `{name}` in {}", dep_path.display()),
+                    hint: "check the module name in the VM configuration (see modules.dep)"
+                        .to_owned(),
+                });
+            }
+            visit(&key, &deps, &mut order);
+        }
+        Ok(order
+            .into_iter()
+            .map(|rel| self.modules_dir.join(rel))
+            .collect())
+    }
+}
+
+/// Orders "6.1.0-56-amd64" numerically, part by part.
+fn version_key(release: &str) -> Vec<u64> {
+    release
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// Module name as the kernel sees it: file stem, `-` as `_`.
+fn module_key(name_or_path: &str) -> String {
+    let file = name_or_path.rsplit('/').next().unwrap_or(name_or_path);
+    let stem = file.split(".ko").next().unwrap_or(file);
+    stem.replace('-', "_")
+}
+
+/// Maps a module name to (its path relative to the modules dir, its direct dependencies).
+fn parse_modules_dep(text: &str) -> HashMap<String, (String, Vec<String>)> {
+    text.lines()
+        .filter_map(|line| {
+            let (module, deps) = line.split_once(':')?;
+            let deps = deps.split_whitespace().map(str::to_owned).collect();
+            Some((module_key(module), (module.to_owned(), deps)))
+        })
+        .collect()
+}
+
+fn visit(key: &str, deps: &HashMap<String, (String, Vec<String>)>, order: &mut Vec<String>) {
+    let Some((path, direct)) = deps.get(key) else {
+        return;
+    };
+    if order.contains(path) {
+        return;
+    }
+    for dep in direct {
+        visit(&module_key(dep), deps, order);
+    }
+    order.push(path.clone());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DEP: &str = "kernel/fs/ext4/ext4.ko: kernel/lib/crc16.ko kernel/fs/mbcache.ko kernel/fs/jbd2/jbd2.ko\n\
+        kernel/lib/crc16.ko:\nkernel/fs/mbcache.ko:\nkernel/fs/jbd2/jbd2.ko: kernel/fs/mbcache.ko\n\
+        kernel/drivers/nvdimm/nd_pmem.ko.xz: kernel/drivers/nvdimm/nd_btt.ko kernel/drivers/nvdimm/libnvdimm.ko\n\
+        kernel/drivers/nvdimm/nd_btt.ko: kernel/drivers/nvdimm/libnvdimm.ko\nkernel/drivers/nvdimm/libnvdimm.ko:\n";
+
+    fn kernel_with(dep: &str) -> (tempfile::TempDir, Kernel) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("modules.dep"), dep).unwrap();
+        let kernel = Kernel {
+            image: dir.path().join("vmlinuz"),
+            modules_dir: dir.path().to_owned(),
+        };
+        (dir, kernel)
+    }
+
+    #[test]
+    fn dependencies_come_first_and_once() {
+        let (dir, kernel) = kernel_with(DEP);
+        let names = [
+            "nd-pmem".to_owned(),
+            "ext4".to_owned(),
+            "libnvdimm".to_owned(),
+        ];
+        let got: Vec<String> = kernel
+            .resolve_modules(&names)
+            .unwrap()
+            .iter()
+            .map(|p| p.strip_prefix(dir.path()).unwrap().display().to_string())
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "kernel/drivers/nvdimm/libnvdimm.ko",
+                "kernel/drivers/nvdimm/nd_btt.ko",
+                "kernel/drivers/nvdimm/nd_pmem.ko.xz",
+                "kernel/lib/crc16.ko",
+                "kernel/fs/mbcache.ko",
+                "kernel/fs/jbd2/jbd2.ko",
+                "kernel/fs/ext4/ext4.ko",
+            ]
+        );
+    }
+
+    #[test]
+    fn unknown_module_is_a_clear_error() {
+        let (_dir, kernel) = kernel_with(DEP);
+        let e = kernel
+            .resolve_modules(&["ext5".to_owned()])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("`ext5`") && e.contains("VM configuration"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn missing_kernel_says_how_to_install_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = Kernel::find_in(dir.path(), dir.path())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("setup.sh"), "{e}");
+    }
+
+    #[test]
+    fn newest_release_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        for release in ["6.1.0-9-amd64", "6.1.0-56-amd64", "6.1.0-10-amd64"] {
+            std::fs::write(dir.path().join(format!("vmlinuz-{release}")), "").unwrap();
+            std::fs::create_dir_all(dir.path().join("m").join(release)).unwrap();
+            std::fs::write(dir.path().join("m").join(release).join("modules.dep"), "").unwrap();
+        }
+        let kernel = Kernel::find_in(dir.path(), &dir.path().join("m")).unwrap();
+        assert!(
+            kernel.image.ends_with("vmlinuz-6.1.0-56-amd64"),
+            "{}",
+            kernel.image.display()
+        );
+    }
+}

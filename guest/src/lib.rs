@@ -1,0 +1,3 @@
+//! Code shared by Persim's static guest tools.
+
+pub mod hypercall;
