@@ -296,4 +296,51 @@ mod tests {
         };
         assert!(Arc::ptr_eq(a, b), "the unwritten left half is shared");
     }
+
+    #[test]
+    fn out_of_range_accesses_fail_without_changing_the_image() {
+        let mut image = Image::zeroed(100);
+        let before = image.hash();
+        let error = image.try_write(98, &[1, 2, 3]).unwrap_err();
+        assert_eq!(
+            error,
+            ImageError::OutOfRange {
+                offset: 98,
+                len: 3,
+                image_len: 100
+            }
+        );
+        assert!(image.try_write(u64::MAX, &[1]).is_err(), "no overflow");
+        assert!(image.try_read(100, &mut [0]).is_err());
+        assert_eq!(image.hash(), before);
+        assert!(
+            image.try_write(100, &[]).is_ok(),
+            "an empty write at the end fits"
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "outside the image")]
+    fn write_panics_out_of_range() {
+        Image::zeroed(10).write(10, &[1]);
+    }
+
+    #[test]
+    fn with_hash_level_keeps_the_bytes_and_rejects_huge_levels() {
+        let mut image = Image::zeroed(200_000);
+        image.write(70_000, b"payload");
+        let hash = image.hash();
+        let small = image.clone().with_hash_level(1).unwrap();
+        assert_eq!((small.hash_level(), small.leaf_len()), (1, 2048));
+        assert_eq!(small.hash(), hash);
+        let mut buf = [0; 7];
+        small.read(70_000, &mut buf);
+        assert_eq!(&buf, b"payload");
+        assert_eq!(
+            image.with_hash_level(MAX_HASH_LEVEL + 1).unwrap_err(),
+            ImageError::InvalidHashLevel {
+                level: MAX_HASH_LEVEL + 1
+            }
+        );
+    }
 }
