@@ -100,6 +100,12 @@ build_workspace() {
     (cd "$(dirname "$0")/.." && cargo build --release --workspace)
 }
 
+# The guest tools run in the initramfs, which has no C library: link them statically.
+build_guest_tools() {
+    (cd "$(dirname "$0")/.." && cargo build --release -p persim-guest --target x86_64-unknown-linux-gnu \
+        --config 'target.x86_64-unknown-linux-gnu.rustflags=["-C","target-feature=+crt-static"]')
+}
+
 main() {
     check_prerequisites
     apt_update
@@ -109,6 +115,7 @@ main() {
     install_packages
     check_installed
     build_workspace
+    build_guest_tools
 }
 
 main "$@"
