@@ -141,3 +141,10 @@ fn background_writer_reports_invalid_entries_on_finish() {
     assert!(!path.exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn reader_and_background_writer_can_move_to_other_threads() {
+    fn send<T: Send>() {}
+    send::<Reader>();
+    send::<BackgroundWriter>();
+}
