@@ -88,7 +88,10 @@ struct ImageReport {
 pub fn run(args: &ImagesArgs) -> Result<()> {
     let reader = Reader::open(&args.trace)?;
     let header = reader.header();
-    let Some(pm_size) = args.pm_size.or((header.pm_size > 0).then_some(header.pm_size)) else {
+    let Some(pm_size) = args
+        .pm_size
+        .or((header.pm_size > 0).then_some(header.pm_size))
+    else {
         bail!(
             "the PM size of {} is unknown: give --pm-size BYTES (or start the trace with \
              `# persim-trace pm-size=BYTES`)",
@@ -125,7 +128,7 @@ pub fn run(args: &ImagesArgs) -> Result<()> {
     for entry in reader {
         replay.step(&entry?, &mut sink)?;
         entries += 1;
-        if entries % 4096 == 0 {
+        if entries.is_multiple_of(4096) {
             progress.tick(|| sink.describe(entries));
         }
     }
@@ -137,7 +140,11 @@ pub fn run(args: &ImagesArgs) -> Result<()> {
     if args.json {
         writeln!(out, "{}", serde_json::to_string(&sink.report)?)?;
     } else {
-        write!(out, "{}", sink.table(&args.trace, entries, &config, progress.elapsed()))?;
+        write!(
+            out,
+            "{}",
+            sink.table(&args.trace, entries, &config, progress.elapsed())
+        )?;
     }
     Ok(())
 }
@@ -181,11 +188,18 @@ impl Sink for ImageSink {
                 hashes.push(key.clone());
             }
             let hex = self.hex;
-            self.report.images.entry(key).or_insert_with(|| ImageReport {
-                hex: hex.then(|| to_hex(&contents)),
-            });
+            self.report
+                .images
+                .entry(key)
+                .or_insert_with(|| ImageReport {
+                    hex: hex.then(|| to_hex(&contents)),
+                });
         }
-        let FailurePoint { index, kind, checkpoint } = view.point;
+        let FailurePoint {
+            index,
+            kind,
+            checkpoint,
+        } = view.point;
         self.report.failure_points.push(PointReport {
             index,
             kind,
@@ -213,18 +227,32 @@ impl ImageSink {
     }
 
     /// The human-readable summary: one row per failure point.
-    fn table(&self, trace: &std::path::Path, entries: u64, config: &Config, took: Duration) -> String {
+    fn table(
+        &self,
+        trace: &std::path::Path,
+        entries: u64,
+        config: &Config,
+        took: Duration,
+    ) -> String {
         let mut t = String::new();
         let _ = writeln!(
             t,
             "{}: {entries} entries, PM {:#x} bytes{}, cache {}, strategy {}",
             trace.display(),
             config.pm_size,
-            if config.blk_size > 0 { format!(", block device {:#x} bytes", config.blk_size) } else { String::new() },
+            if config.blk_size > 0 {
+                format!(", block device {:#x} bytes", config.blk_size)
+            } else {
+                String::new()
+            },
             config.cache,
             config.strategy
         );
-        let _ = writeln!(t, "{:>10}  {:<10}  {:>10}  {:>7}", "index", "kind", "checkpoint", "images");
+        let _ = writeln!(
+            t,
+            "{:>10}  {:<10}  {:>10}  {:>7}",
+            "index", "kind", "checkpoint", "images"
+        );
         for p in &self.report.failure_points {
             let checkpoint = p.checkpoint.map_or("-".to_string(), |c| c.to_string());
             let _ = writeln!(
@@ -234,20 +262,37 @@ impl ImageSink {
                 p.kind.to_string(),
                 checkpoint,
                 p.images.len(),
-                if p.incomplete { "  (sampled: more than --max-images)" } else { "" }
+                if p.incomplete {
+                    "  (sampled: more than --max-images)"
+                } else {
+                    ""
+                }
             );
         }
-        let incomplete = self.report.failure_points.iter().filter(|p| p.incomplete).count();
+        let incomplete = self
+            .report
+            .failure_points
+            .iter()
+            .filter(|p| p.incomplete)
+            .count();
         let _ = writeln!(
             t,
             "{} failure points, {} distinct images{} in {:.2}s",
             self.report.failure_points.len(),
             self.report.images.len(),
-            if incomplete > 0 { format!(", {incomplete} sampled") } else { String::new() },
+            if incomplete > 0 {
+                format!(", {incomplete} sampled")
+            } else {
+                String::new()
+            },
             took.as_secs_f64()
         );
         if let Some(store) = &self.store {
-            let _ = writeln!(t, "images stored in {} (index.json names their origins)", store.dir().display());
+            let _ = writeln!(
+                t,
+                "images stored in {} (index.json names their origins)",
+                store.dir().display()
+            );
         }
         t
     }
@@ -256,8 +301,10 @@ impl ImageSink {
 fn to_hex(image: &Image) -> String {
     let mut bytes = vec![0u8; image.len() as usize];
     image.read(0, &mut bytes);
-    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
 }

@@ -25,7 +25,11 @@ impl Progress {
     pub fn tick(&mut self, describe: impl FnOnce() -> String) {
         if self.enabled && self.last.elapsed() >= INTERVAL {
             self.last = Instant::now();
-            eprintln!("[{:>6.1}s] {}", self.started.elapsed().as_secs_f64(), describe());
+            eprintln!(
+                "[{:>6.1}s] {}",
+                self.started.elapsed().as_secs_f64(),
+                describe()
+            );
         }
     }
 

@@ -14,7 +14,11 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         "K" | "k" | "KiB" => 10,
         "M" | "MiB" => 20,
         "G" | "GiB" => 30,
-        other => return Err(format!("unknown size suffix '{other}' in '{text}' (use K, M or G)")),
+        other => {
+            return Err(format!(
+                "unknown size suffix '{other}' in '{text}' (use K, M or G)"
+            ))
+        }
     };
     value
         .checked_mul(1 << shift)

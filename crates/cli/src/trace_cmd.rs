@@ -28,7 +28,8 @@ pub fn run(command: &TraceCommand) -> Result<()> {
     match command {
         TraceCommand::Print { file } => {
             let reader = Reader::open(file)?;
-            let mut writer = TextWriter::new(BufWriter::new(io::stdout().lock()), &reader.header())?;
+            let mut writer =
+                TextWriter::new(BufWriter::new(io::stdout().lock()), &reader.header())?;
             for entry in reader {
                 writer.write(&entry?)?;
             }
@@ -37,14 +38,19 @@ pub fn run(command: &TraceCommand) -> Result<()> {
         TraceCommand::Pack { text, out } => {
             let reader = Reader::open(text)?;
             let tmp = out.with_extension("tmp");
-            let file = File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+            let file =
+                File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
             let mut writer = BinaryWriter::new(BufWriter::new(file), &reader.header())?;
             let mut entries = 0u64;
             for entry in reader {
                 writer.write(&entry?)?;
                 entries += 1;
             }
-            writer.finish()?.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+            writer
+                .finish()?
+                .into_inner()
+                .map_err(|e| e.into_error())?
+                .sync_all()?;
             fs::rename(&tmp, out).with_context(|| format!("cannot create {}", out.display()))?;
             eprintln!(
                 "packed {entries} entries: {} -> {} ({} bytes)",

@@ -43,7 +43,11 @@ fn json_output_follows_the_contract_and_hashes_match_contents() {
     assert_eq!(summary, vec![(3, "fence", 6, false), (4, "end", 2, false)]);
     assert!(points.iter().all(|p| p["checkpoint"].is_null()));
     let images = v["images"].as_object().unwrap();
-    assert_eq!(images.len(), 6, "the end's two images also arise at the fence");
+    assert_eq!(
+        images.len(),
+        6,
+        "the end's two images also arise at the fence"
+    );
     for (hash, image) in images {
         let bytes = hex_decode(image["hex"].as_str().unwrap());
         assert_eq!(bytes.len(), 0x100, "the PM size from the trace header");
@@ -56,7 +60,10 @@ fn options_change_the_model() {
     let trace = example("nt-mixed.trace");
     let t = trace.to_str().unwrap();
     let count = |v: &Value| v["failure_points"][0]["images"].as_array().unwrap().len();
-    assert_eq!(count(&json(&["images", t, "--json", "--cache", "persistent"])), 5);
+    assert_eq!(
+        count(&json(&["images", t, "--json", "--cache", "persistent"])),
+        5
+    );
     let capped = json(&["images", t, "--json", "--max-images", "3"]);
     assert!(capped["failure_points"][0]["incomplete"].as_bool().unwrap());
     assert!(count(&capped) <= 3);
@@ -115,9 +122,17 @@ fn bad_input_is_a_clear_error() {
     };
     let err = run("no-size.trace", "write 0x0 01\nfence sfence\n", &[]);
     assert!(err.contains("--pm-size"), "{err}");
-    let err = run("corrupt.trace", "write 0x0 01\nfence sfence\nwrite 0x8 zz\n", &["--pm-size", "4K"]);
+    let err = run(
+        "corrupt.trace",
+        "write 0x0 01\nfence sfence\nwrite 0x8 zz\n",
+        &["--pm-size", "4K"],
+    );
     assert!(err.contains("entry 2"), "{err}");
-    let err = run("outside.trace", "write 0xff8 0102030405060708090a\n", &["--pm-size", "4K"]);
+    let err = run(
+        "outside.trace",
+        "write 0xff8 0102030405060708090a\n",
+        &["--pm-size", "4K"],
+    );
     assert!(err.contains("entry 0") && err.contains("outside"), "{err}");
 }
 
@@ -127,7 +142,13 @@ fn pack_then_print_round_trips() {
     let packed = dir.path().join("journal.ptrace");
     let trace = example("journal.trace");
     persim()
-        .args(["trace", "pack", trace.to_str().unwrap(), "-o", packed.to_str().unwrap()])
+        .args([
+            "trace",
+            "pack",
+            trace.to_str().unwrap(),
+            "-o",
+            packed.to_str().unwrap(),
+        ])
         .assert()
         .success();
     let print = |p: &Path| {

@@ -52,7 +52,10 @@ impl ImageStore {
         let reflinks = reflink::supported_in(&dir)?;
         Ok(ImageStore {
             dir,
-            resumed: records.values().flat_map(|r| r.origins.iter().cloned()).collect(),
+            resumed: records
+                .values()
+                .flat_map(|r| r.origins.iter().cloned())
+                .collect(),
             records,
             reflinks,
             base: None,

@@ -68,7 +68,11 @@ pub struct UnknownName {
 
 impl fmt::Display for UnknownName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "unknown {} '{}' (expected {})", self.what, self.name, self.expected)
+        write!(
+            f,
+            "unknown {} '{}' (expected {})",
+            self.what, self.name, self.expected
+        )
     }
 }
 

@@ -23,7 +23,11 @@ pub fn replay_in_memory(
     initial: Vec<u8>,
     entries: &[Entry],
 ) -> Result<Vec<PointImages>, ModelError> {
-    assert_eq!(initial.len() as u64, config.image_len(), "initial image size");
+    assert_eq!(
+        initial.len() as u64,
+        config.image_len(),
+        "initial image size"
+    );
     let mut sink = MemorySink {
         persisted: initial,
         points: Vec::new(),

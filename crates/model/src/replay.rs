@@ -32,7 +32,13 @@ impl FailureView<'_> {
     pub fn crash_images(&self) -> CrashImages {
         let seed = self.config.seed ^ self.point.index.wrapping_mul(0x9e37_79b9_7f4a_7c15);
         let block_writes: Vec<u32> = self.blocks.iter().map(|(_, w)| w.len() as u32).collect();
-        choose(self.config, self.point.kind, seed, &self.lines, &block_writes)
+        choose(
+            self.config,
+            self.point.kind,
+            seed,
+            &self.lines,
+            &block_writes,
+        )
     }
 
     /// Hands `write` every write that turns the persisted image into `image`.
@@ -148,7 +154,7 @@ impl Replay {
             }
             Op::BlkWrite { offset, data } => {
                 let len = data.len() as u64;
-                if offset % BLOCK != 0 || len % BLOCK != 0 {
+                if !offset.is_multiple_of(BLOCK) || !len.is_multiple_of(BLOCK) {
                     return Err(ModelError::Unaligned {
                         index: self.index,
                         offset: *offset,
@@ -198,7 +204,13 @@ impl Replay {
         self.check_range("PM region", offset, len, self.config.pm_size)
     }
 
-    fn check_range(&self, what: &'static str, offset: u64, len: u64, size: u64) -> Result<(), ModelError> {
+    fn check_range(
+        &self,
+        what: &'static str,
+        offset: u64,
+        len: u64,
+        size: u64,
+    ) -> Result<(), ModelError> {
         if offset.checked_add(len).is_some_and(|end| end <= size) {
             Ok(())
         } else {

@@ -72,11 +72,18 @@ mod tests {
         let pieces: Vec<(u64, &[u8])> = units.iter().map(|u| (u.addr, u.bytes())).collect();
         assert_eq!(
             pieces,
-            vec![(0x3d, &data[0..3]), (0x40, &data[3..11]), (0x48, &data[11..12])]
+            vec![
+                (0x3d, &data[0..3]),
+                (0x40, &data[3..11]),
+                (0x48, &data[11..12])
+            ]
         );
         assert_eq!(units[0].line(), 0);
         assert_eq!(units[1].line(), 0x40);
         assert!(units.iter().all(|u| u.nt && u.entry == 7));
-        assert_eq!(units.iter().map(|u| u.seq).collect::<Vec<_>>(), vec![100, 101, 102]);
+        assert_eq!(
+            units.iter().map(|u| u.seq).collect::<Vec<_>>(),
+            vec![100, 101, 102]
+        );
     }
 }

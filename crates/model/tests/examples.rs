@@ -1,16 +1,25 @@
 //! The thesis' worked examples, in MODEL.md terms, on the bundled example traces.
 
-use persim_model::{replay_in_memory, CacheMode, Choice, Config, FailureKind, PointImages, Strategy};
+use persim_model::{
+    replay_in_memory, CacheMode, Choice, Config, FailureKind, PointImages, Strategy,
+};
 use persim_trace::{read_all, Entry, FenceKind, Op};
 use std::path::Path;
 
 fn replay(trace: &str, cache: CacheMode, strategy: Strategy) -> Vec<PointImages> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples").join(trace);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples")
+        .join(trace);
     let (header, entries) = read_all(&path).unwrap();
     replay_entries(&entries, header.pm_size, cache, strategy)
 }
 
-fn replay_entries(entries: &[Entry], pm_size: u64, cache: CacheMode, strategy: Strategy) -> Vec<PointImages> {
+fn replay_entries(
+    entries: &[Entry],
+    pm_size: u64,
+    cache: CacheMode,
+    strategy: Strategy,
+) -> Vec<PointImages> {
     let mut config = Config::new(pm_size);
     config.cache = cache;
     config.strategy = strategy;
@@ -18,7 +27,9 @@ fn replay_entries(entries: &[Entry], pm_size: u64, cache: CacheMode, strategy: S
 }
 
 fn images(points: &[PointImages]) -> impl Iterator<Item = (&PointImages, &Vec<u8>)> {
-    points.iter().flat_map(|p| p.images.iter().map(move |(img, _, _)| (p, img)))
+    points
+        .iter()
+        .flat_map(|p| p.images.iter().map(move |(img, _, _)| (p, img)))
 }
 
 /// The journal's invariant: a set commit flag implies the complete log.
@@ -45,14 +56,22 @@ fn journal_with_fences_never_commits_an_incomplete_log() {
 fn journal_missing_its_fence_can_commit_an_incomplete_log() {
     for strategy in [Strategy::Exhaustive, Strategy::GlobalPrefix] {
         let points = replay("journal-missing-fence.trace", CacheMode::Volatile, strategy);
-        let witness: Vec<&PointImages> =
-            images(&points).filter(|(_, img)| commit_without_log(img)).map(|(p, _)| p).collect();
+        let witness: Vec<&PointImages> = images(&points)
+            .filter(|(_, img)| commit_without_log(img))
+            .map(|(p, _)| p)
+            .collect();
         assert!(!witness.is_empty(), "{strategy} misses the bug");
         // the witness is a crash before the commit's fence, the first fence of the trace
-        assert!(witness.iter().all(|p| p.point.kind == FailureKind::Fence && p.point.index == 7));
+        assert!(witness
+            .iter()
+            .all(|p| p.point.kind == FailureKind::Fence && p.point.index == 7));
     }
     // with persistent caches the stores reach PM in program order: no bug
-    let points = replay("journal-missing-fence.trace", CacheMode::Persistent, Strategy::Exhaustive);
+    let points = replay(
+        "journal-missing-fence.trace",
+        CacheMode::Persistent,
+        Strategy::Exhaustive,
+    );
     assert!(images(&points).all(|(_, img)| !commit_without_log(img)));
 }
 
@@ -72,10 +91,16 @@ fn nt_store_carries_the_lines_earlier_cached_data() {
     assert!(at_end.iter().all(|img| img[0..8] == a && img[8..16] == b));
 
     // persistent caches: the store buffer drains A before C, B is free between them
-    let eadr = replay("nt-mixed.trace", CacheMode::Persistent, Strategy::Exhaustive);
+    let eadr = replay(
+        "nt-mixed.trace",
+        CacheMode::Persistent,
+        Strategy::Exhaustive,
+    );
     let at_fence: Vec<&Vec<u8>> = eadr[0].images.iter().map(|(img, _, _)| img).collect();
     assert_eq!(at_fence.len(), 5);
-    assert!(at_fence.iter().all(|img| img[0x40..0x48] != c || img[0..8] == a));
+    assert!(at_fence
+        .iter()
+        .all(|img| img[0x40..0x48] != c || img[0..8] == a));
     assert_eq!(eadr[1].images.len(), 1, "the fence drained everything");
 }
 
@@ -85,11 +110,19 @@ fn partial_nt_stores_persist_as_word_prefixes() {
     for (addr, cut_points) in [(0x0u64, vec![0, 8, 16, 24]), (0x4, vec![0, 4, 12, 20, 24])] {
         let len = if addr == 0 { 24 } else { 20 };
         let entries = vec![
-            Entry::from(Op::Write { addr, data: data[..len].to_vec(), nt: true }),
+            Entry::from(Op::Write {
+                addr,
+                data: data[..len].to_vec(),
+                nt: true,
+            }),
             Entry::from(Op::Fence(FenceKind::Sfence)),
         ];
         let points = replay_entries(&entries, 0x100, CacheMode::Volatile, Strategy::Exhaustive);
-        let mut got: Vec<Vec<u8>> = points[0].images.iter().map(|(img, _, _)| img[addr as usize..addr as usize + len].to_vec()).collect();
+        let mut got: Vec<Vec<u8>> = points[0]
+            .images
+            .iter()
+            .map(|(img, _, _)| img[addr as usize..addr as usize + len].to_vec())
+            .collect();
         got.sort();
         let mut expected: Vec<Vec<u8>> = cut_points
             .iter()
@@ -104,14 +137,24 @@ fn partial_nt_stores_persist_as_word_prefixes() {
 #[test]
 fn nova_unaligned_tail_can_be_lost_after_commit() {
     let witness = |img: &Vec<u8>| img[0x40] == 0x0b && img[0x1008..0x100b] == [0, 0, 0];
-    for strategy in [Strategy::Exhaustive, Strategy::GlobalPrefix, Strategy::ProgramOrder] {
+    for strategy in [
+        Strategy::Exhaustive,
+        Strategy::GlobalPrefix,
+        Strategy::ProgramOrder,
+    ] {
         let points = replay("nova-hello.trace", CacheMode::Volatile, strategy);
         let found: Vec<(u64, &Choice)> = points
             .iter()
-            .flat_map(|p| p.images.iter().filter(|(img, _, _)| witness(img)).map(move |(_, c, _)| (p.point.index, c)))
+            .flat_map(|p| {
+                p.images
+                    .iter()
+                    .filter(|(img, _, _)| witness(img))
+                    .map(move |(_, c, _)| (p.point.index, c))
+            })
             .collect();
         assert!(!found.is_empty(), "{strategy} misses the lost tail");
         // the aligned NT part is always there once committed
-        assert!(images(&points).all(|(_, img)| img[0x40] != 0x0b || &img[0x1000..0x1008] == b"HelloWor"));
+        assert!(images(&points)
+            .all(|(_, img)| img[0x40] != 0x0b || &img[0x1000..0x1008] == b"HelloWor"));
     }
 }

@@ -84,12 +84,19 @@ impl RefState {
             }
             Op::BlkWrite { offset, data } => {
                 for (i, b) in data.chunks(512).enumerate() {
-                    self.blocks.entry(offset / 512 + i as u64).or_default().push(b.to_vec());
+                    self.blocks
+                        .entry(offset / 512 + i as u64)
+                        .or_default()
+                        .push(b.to_vec());
                 }
             }
             Op::BlkFlush => {
                 for (block, writes) in std::mem::take(&mut self.blocks) {
-                    put(&mut self.persisted, PM + block * 512, writes.last().unwrap());
+                    put(
+                        &mut self.persisted,
+                        PM + block * 512,
+                        writes.last().unwrap(),
+                    );
                 }
             }
             _ => {}
@@ -105,13 +112,21 @@ impl RefState {
             CacheMode::Persistent => {
                 // the cut t may be any cached-unit order value (or 0): keep the choices that
                 // take exactly the cached units with order <= t
-                let mut cuts: Vec<usize> = seqs.iter().flat_map(|s| s.iter()).filter(|u| !u.nt).map(|u| u.order).collect();
+                let mut cuts: Vec<usize> = seqs
+                    .iter()
+                    .flat_map(|s| s.iter())
+                    .filter(|u| !u.nt)
+                    .map(|u| u.order)
+                    .collect();
                 cuts.push(0);
                 all.into_iter()
                     .filter(|k| {
                         cuts.iter().any(|&t| {
                             seqs.iter().zip(k).all(|(s, &k)| {
-                                s.iter().enumerate().filter(|(_, u)| !u.nt).all(|(i, u)| (i < k) == (u.order <= t))
+                                s.iter()
+                                    .enumerate()
+                                    .filter(|(_, u)| !u.nt)
+                                    .all(|(i, u)| (i < k) == (u.order <= t))
                             })
                         })
                     })
@@ -141,11 +156,16 @@ impl RefState {
         let blk_all: Vec<usize> = self.blocks.values().map(|w| w.len()).collect();
         let ends = |all: &Vec<usize>| vec![vec![0; all.len()], all.clone()];
         let (pm, blk) = if kind == FailureKind::Blkflush {
-            (ends(&pm_all), product(&blk_all.iter().map(|n| n + 1).collect::<Vec<_>>()))
+            (
+                ends(&pm_all),
+                product(&blk_all.iter().map(|n| n + 1).collect::<Vec<_>>()),
+            )
         } else {
             (self.pm_choices(mode), ends(&blk_all))
         };
-        pm.iter().flat_map(|p| blk.iter().map(move |b| self.image(p, b))).collect()
+        pm.iter()
+            .flat_map(|p| blk.iter().map(move |b| self.image(p, b)))
+            .collect()
     }
 }
 
@@ -183,7 +203,12 @@ fn config(mode: CacheMode, strategy: Strategy) -> Config {
 
 /// Checks one strategy against the reference at every failure point.
 fn check(entries: &[Entry], mode: CacheMode, strategy: Strategy) -> Result<(), TestCaseError> {
-    let points = replay_in_memory(config(mode, strategy), vec![0; (PM + BLK) as usize], entries).unwrap();
+    let points = replay_in_memory(
+        config(mode, strategy),
+        vec![0; (PM + BLK) as usize],
+        entries,
+    )
+    .unwrap();
     let refs = states(entries, mode);
     let expected_points: Vec<(u64, FailureKind)> = entries
         .iter()
@@ -200,15 +225,28 @@ fn check(entries: &[Entry], mode: CacheMode, strategy: Strategy) -> Result<(), T
         })
         .chain([(entries.len() as u64, FailureKind::End)])
         .collect();
-    let got_points: Vec<(u64, FailureKind)> = points.iter().map(|p| (p.point.index, p.point.kind)).collect();
+    let got_points: Vec<(u64, FailureKind)> = points
+        .iter()
+        .map(|p| (p.point.index, p.point.kind))
+        .collect();
     prop_assert_eq!(got_points, expected_points);
     for p in &points {
         let exact = refs[p.point.index as usize].exact_set(mode, p.point.kind);
         let got: ImageSet = p.images.iter().map(|(img, _, _)| img.clone()).collect();
         prop_assert!(!p.incomplete);
-        prop_assert!(got.is_subset(&exact), "{:?} produced an image outside the model's set at {:?}", strategy, p.point);
+        prop_assert!(
+            got.is_subset(&exact),
+            "{:?} produced an image outside the model's set at {:?}",
+            strategy,
+            p.point
+        );
         if strategy == Strategy::Exhaustive {
-            prop_assert_eq!(got.len(), exact.len(), "exhaustive missed images at {:?}", p.point);
+            prop_assert_eq!(
+                got.len(),
+                exact.len(),
+                "exhaustive missed images at {:?}",
+                p.point
+            );
         }
     }
     Ok(())

@@ -102,7 +102,11 @@ impl Sweep<'_> {
     fn window(&self, i: usize) -> (u32, u32) {
         let barriers = &self.space.barriers[i];
         let passed = self.passed[i] as usize;
-        let lo = if passed == 0 { 0 } else { barriers[passed - 1] + 1 };
+        let lo = if passed == 0 {
+            0
+        } else {
+            barriers[passed - 1] + 1
+        };
         let hi = match barriers.get(passed) {
             Some(&next) if self.space.hi_is_next => next,
             _ => self.space.lens[i],

@@ -81,9 +81,13 @@ fn pm_side(config: &Config, lines: &[&LineState], lens: &[u32], cap: usize, seed
     let space = match (config.strategy, config.cache) {
         (Strategy::ProgramOrder, _) => return ends(lens.to_vec()),
         (Strategy::Exhaustive, CacheMode::Volatile) => CutSpace::volatile_exhaustive(lines),
-        (Strategy::Exhaustive, CacheMode::Persistent) => CutSpace::persistent(lines, Pick::AnyInWindow),
+        (Strategy::Exhaustive, CacheMode::Persistent) => {
+            CutSpace::persistent(lines, Pick::AnyInWindow)
+        }
         (Strategy::GlobalPrefix, CacheMode::Volatile) => CutSpace::volatile_global_prefix(lines),
-        (Strategy::GlobalPrefix, CacheMode::Persistent) => CutSpace::persistent(lines, Pick::Endpoints),
+        (Strategy::GlobalPrefix, CacheMode::Persistent) => {
+            CutSpace::persistent(lines, Pick::Endpoints)
+        }
     };
     let label = |c: &Candidate, number: usize, of: usize| match config.strategy {
         Strategy::GlobalPrefix => Choice::GlobalPrefix {

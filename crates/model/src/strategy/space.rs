@@ -72,7 +72,12 @@ pub fn sample(space: &mut impl Space, cap: usize, seed: u64) -> Vec<Candidate> {
     for (cut, values) in ends {
         if seen.insert(values.clone()) {
             let raised = raised_items(&values);
-            out.push(Candidate { values, cut, raised, draw: None });
+            out.push(Candidate {
+                values,
+                cut,
+                raised,
+                draw: None,
+            });
         }
     }
     let mut rng = SplitMix64(seed);
@@ -111,11 +116,18 @@ fn build(
             raised.push(i as u32);
         }
     }
-    Candidate { values, cut, raised, draw }
+    Candidate {
+        values,
+        cut,
+        raised,
+        draw,
+    }
 }
 
 fn raised_items(values: &[u32]) -> Vec<u32> {
-    (0..values.len() as u32).filter(|&i| values[i as usize] != 0).collect()
+    (0..values.len() as u32)
+        .filter(|&i| values[i as usize] != 0)
+        .collect()
 }
 
 /// Mixed-radix increment; false when it wrapped around to all zeros.
