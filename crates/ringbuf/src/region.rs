@@ -40,8 +40,10 @@ impl HeapRegion {
     /// Allocates `len` zero bytes aligned to a page.
     pub fn new(len: usize) -> Self {
         let Some(layout) = Self::layout(len) else {
+            // Nothing to allocate; still a page-aligned address, like any other region.
+            let ptr = std::ptr::without_provenance_mut(HEAP_ALIGN);
             return HeapRegion {
-                ptr: NonNull::<[u8; HEAP_ALIGN]>::dangling().cast(),
+                ptr: NonNull::new(ptr).expect("non-zero"),
                 len,
             };
         };
