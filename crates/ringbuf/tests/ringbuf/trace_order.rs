@@ -84,7 +84,7 @@ fn written(trace: &[Entry], at: u64) -> &[u8] {
 #[test]
 fn one_append_zeroes_the_next_header_writes_the_body_fences_writes_the_header_fences() {
     let data = body(1, 100);
-    let trace = trace_appends(TraceStyle::NonTemporal, true, &[data.clone()]);
+    let trace = trace_appends(TraceStyle::NonTemporal, true, std::slice::from_ref(&data));
     assert_eq!(shape(&trace), expected_append("ntwrite", false));
     if !cfg!(feature = "mutant-no-zero-next-header") {
         assert_eq!(written(&trace, 4352), [0; LINE]);
