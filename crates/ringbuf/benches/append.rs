@@ -135,7 +135,6 @@ fn bench(c: &mut Criterion) {
             }
         }
     }
-    drop(run);
     group.finish();
 
     let mut group = c.benchmark_group("memcpy");
