@@ -1,0 +1,277 @@
+//! Classifies x86-64 instructions from their bytes, at translation time, into what the
+//! tracer must know: non-temporal stores, cache-line flushes (with their memory operand,
+//! because QEMU executes them as no-ops and reports no access), fences, locked and
+//! serializing instructions, and `cpuid` (the hypercall).
+
+use persim_trace::{FenceKind, FlushKind};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    /// Any other instruction: its stores are cached stores.
+    Plain,
+    /// movnti, movntps/pd, movntss/sd, movntq, movntdq, maskmov*, and their VEX/EVEX forms.
+    NtStore,
+    Flush(FlushKind, MemOperand),
+    /// sfence or mfence.
+    Fence(FenceKind),
+    /// A lock-prefixed instruction or xchg with memory.
+    Locked,
+    /// iret, wrmsr, mov to a control register, serialize (cpuid is `Cpuid`).
+    Serializing,
+    Cpuid,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Segment {
+    Fs,
+    Gs,
+}
+
+/// A ModRM memory operand. Registers are numbered as in the encoding (0 = rax, 1 = rcx,
+/// 2 = rdx, 3 = rbx, 4 = rsp, 5 = rbp, 6 = rsi, 7 = rdi, 8..15 = r8..r15).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemOperand {
+    pub base: Option<u8>,
+    pub index: Option<(u8, u8)>,
+    pub disp: i64,
+    /// The displacement is relative to the next instruction's address.
+    pub rip_relative: bool,
+    pub segment: Option<Segment>,
+    /// 0x67 prefix: the address is truncated to 32 bits.
+    pub addr32: bool,
+}
+
+impl MemOperand {
+    /// The effective address, given the instruction's address and length and a register
+    /// reader (`reg(n)` for a GPR, `seg_base(s)` for fs/gs).
+    pub fn address(&self, pc: u64, len: u64, reg: impl Fn(u8) -> u64, seg_base: impl Fn(Segment) -> u64) -> u64 {
+        let mut addr = self.disp as u64;
+        if self.rip_relative {
+            addr = addr.wrapping_add(pc.wrapping_add(len));
+        }
+        if let Some(base) = self.base {
+            addr = addr.wrapping_add(reg(base));
+        }
+        if let Some((index, scale)) = self.index {
+            addr = addr.wrapping_add(reg(index).wrapping_mul(u64::from(scale)));
+        }
+        if self.addr32 {
+            addr &= 0xffff_ffff;
+        }
+        match self.segment {
+            Some(segment) => addr.wrapping_add(seg_base(segment)),
+            None => addr,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Prefixes {
+    lock: bool,
+    opsize: bool,
+    addr32: bool,
+    segment: Option<Segment>,
+    rex: u8,
+}
+
+pub fn classify(bytes: &[u8]) -> Class {
+    classify_opt(bytes).unwrap_or(Class::Plain)
+}
+
+fn classify_opt(bytes: &[u8]) -> Option<Class> {
+    let mut p = Prefixes::default();
+    let mut i = 0;
+    loop {
+        match *bytes.get(i)? {
+            0xf0 => p.lock = true,
+            0x66 => p.opsize = true,
+            0x67 => p.addr32 = true,
+            0x64 => p.segment = Some(Segment::Fs),
+            0x65 => p.segment = Some(Segment::Gs),
+            0xf2 | 0xf3 | 0x26 | 0x2e | 0x36 | 0x3e => {}
+            _ => break,
+        }
+        i += 1;
+    }
+    if let rex @ 0x40..=0x4f = *bytes.get(i)? {
+        p.rex = rex;
+        i += 1;
+    }
+    if p.lock {
+        return Some(Class::Locked);
+    }
+    let op = *bytes.get(i)?;
+    let rest = &bytes[i + 1..];
+    match op {
+        0x0f => classify_0f(rest, &p),
+        0xc4 | 0xc5 | 0x62 => classify_vex(op, rest),
+        0x86 | 0x87 if modrm_is_memory(*rest.first()?) => Some(Class::Locked),
+        0xcf => Some(Class::Serializing),
+        _ => Some(Class::Plain),
+    }
+}
+
+fn modrm_is_memory(modrm: u8) -> bool {
+    modrm >> 6 != 3
+}
+
+fn classify_0f(rest: &[u8], p: &Prefixes) -> Option<Class> {
+    let op = *rest.first()?;
+    match op {
+        0xa2 => Some(Class::Cpuid),
+        0xc3 | 0x2b | 0xe7 | 0xf7 => Some(Class::NtStore),
+        0x30 | 0x22 => Some(Class::Serializing),
+        0x01 if rest.get(1) == Some(&0xe8) && !p.opsize => Some(Class::Serializing),
+        0xae => {
+            let modrm = *rest.get(1)?;
+            let reg = (modrm >> 3) & 7;
+            if !modrm_is_memory(modrm) {
+                return Some(match reg {
+                    7 => Class::Fence(FenceKind::Sfence),
+                    6 => Class::Fence(FenceKind::Mfence),
+                    _ => Class::Plain,
+                });
+            }
+            let kind = match (reg, p.opsize) {
+                (7, false) => FlushKind::Clflush,
+                (7, true) => FlushKind::Clflushopt,
+                (6, true) => FlushKind::Clwb,
+                _ => return Some(Class::Plain),
+            };
+            Some(Class::Flush(kind, mem_operand(&rest[1..], p)?))
+        }
+        _ => Some(Class::Plain),
+    }
+}
+
+/// VEX (c4/c5) and EVEX (62) encodings in map 0f: opcodes 2b and e7 are the vmovnt* stores.
+fn classify_vex(escape: u8, rest: &[u8]) -> Option<Class> {
+    let (map, op) = match escape {
+        0xc5 => (1, *rest.get(1)?),
+        0xc4 => (*rest.first()? & 0x1f, *rest.get(2)?),
+        _ => (*rest.first()? & 0x3, *rest.get(3)?),
+    };
+    Some(if map == 1 && matches!(op, 0x2b | 0xe7) { Class::NtStore } else { Class::Plain })
+}
+
+/// Decodes ModRM (+ SIB + displacement) starting at `bytes[0]`; None for a register operand.
+fn mem_operand(bytes: &[u8], p: &Prefixes) -> Option<MemOperand> {
+    let modrm = *bytes.first()?;
+    let (md, rm) = (modrm >> 6, modrm & 7);
+    if md == 3 {
+        return None;
+    }
+    let rex_b = (p.rex & 1) << 3;
+    let rex_x = (p.rex & 2) << 2;
+    let mut operand =
+        MemOperand { base: None, index: None, disp: 0, rip_relative: false, segment: p.segment, addr32: p.addr32 };
+    let mut at = 1;
+    if rm == 4 {
+        let sib = *bytes.get(at)?;
+        at += 1;
+        let index = ((sib >> 3) & 7) | rex_x;
+        if index != 4 {
+            operand.index = Some((index, 1 << (sib >> 6)));
+        }
+        if sib & 7 == 5 && md == 0 {
+            operand.disp = i64::from(read_i32(bytes, at)?);
+            return Some(operand);
+        }
+        operand.base = Some((sib & 7) | rex_b);
+    } else if rm == 5 && md == 0 {
+        operand.rip_relative = true;
+        operand.disp = i64::from(read_i32(bytes, at)?);
+        return Some(operand);
+    } else {
+        operand.base = Some(rm | rex_b);
+    }
+    operand.disp = match md {
+        1 => i64::from(*bytes.get(at)? as i8),
+        2 => i64::from(read_i32(bytes, at)?),
+        _ => 0,
+    };
+    Some(operand)
+}
+
+fn read_i32(bytes: &[u8], at: usize) -> Option<i32> {
+    Some(i32::from_le_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Encodings as GNU as produces them (see the comment on each).
+    fn flush(bytes: &[u8]) -> (FlushKind, MemOperand) {
+        match classify(bytes) {
+            Class::Flush(kind, op) => (kind, op),
+            other => panic!("{bytes:02x?}: {other:?}"),
+        }
+    }
+
+    fn regs(n: u8) -> u64 {
+        0x1000 * (u64::from(n) + 1)
+    }
+
+    fn no_seg(_: Segment) -> u64 {
+        0
+    }
+
+    #[test]
+    fn flushes_with_their_effective_addresses() {
+        // clwb (%rdi)
+        let (kind, op) = flush(&[0x66, 0x0f, 0xae, 0x37]);
+        assert_eq!((kind, op.address(0, 4, regs, no_seg)), (FlushKind::Clwb, regs(7)));
+        // clflushopt 0x40(%rax)
+        let (kind, op) = flush(&[0x66, 0x0f, 0xae, 0x78, 0x40]);
+        assert_eq!((kind, op.address(0, 5, regs, no_seg)), (FlushKind::Clflushopt, regs(0) + 0x40));
+        // clflush (%rax,%rbx,8)
+        let (kind, op) = flush(&[0x0f, 0xae, 0x3c, 0xd8]);
+        assert_eq!((kind, op.address(0, 4, regs, no_seg)), (FlushKind::Clflush, regs(0) + 8 * regs(3)));
+        // clflush 0x1000(%rip) at 0xd, 7 bytes long
+        let (_, op) = flush(&[0x0f, 0xae, 0x3d, 0x00, 0x10, 0x00, 0x00]);
+        assert_eq!(op.address(0xd, 7, regs, no_seg), 0x1014);
+        // clwb -0x8(%r12,%r13,2)
+        let (kind, op) = flush(&[0x66, 0x43, 0x0f, 0xae, 0x74, 0x6c, 0xf8]);
+        assert_eq!((kind, op.address(0, 7, regs, no_seg)), (FlushKind::Clwb, regs(12) + 2 * regs(13) - 8));
+        // clwb %gs:(%rdi)
+        let (_, op) = flush(&[0x65, 0x66, 0x0f, 0xae, 0x37]);
+        assert_eq!(op.address(0, 5, regs, |s| if s == Segment::Gs { 0x10_0000 } else { 0 }), 0x10_0000 + regs(7));
+    }
+
+    #[test]
+    fn fences_and_look_alikes() {
+        assert_eq!(classify(&[0x0f, 0xae, 0xf8]), Class::Fence(FenceKind::Sfence));
+        assert_eq!(classify(&[0x0f, 0xae, 0xf0]), Class::Fence(FenceKind::Mfence));
+        // lfence orders loads only; xsaveopt (%rdi) shares clwb's opcode without 0x66.
+        assert_eq!(classify(&[0x0f, 0xae, 0xe8]), Class::Plain);
+        assert_eq!(classify(&[0x0f, 0xae, 0x37]), Class::Plain);
+    }
+
+    #[test]
+    fn non_temporal_stores() {
+        for bytes in [
+            &[0x48, 0x0f, 0xc3, 0x07][..],         // movnti %rax,(%rdi)
+            &[0x66, 0x0f, 0xe7, 0x07],             // movntdq %xmm0,(%rdi)
+            &[0x0f, 0x2b, 0x4e, 0x10],             // movntps %xmm1,0x10(%rsi)
+            &[0x0f, 0xe7, 0x07],                   // movntq %mm0,(%rdi)
+            &[0xc5, 0xfd, 0xe7, 0x07],             // vmovntdq %ymm0,(%rdi)
+            &[0xc4, 0x41, 0x7d, 0x2b, 0x01],       // vmovntpd %ymm8,(%r9)
+            &[0x62, 0xf1, 0x7d, 0x48, 0xe7, 0x0f], // vmovntdq %zmm1,(%rdi)
+        ] {
+            assert_eq!(classify(bytes), Class::NtStore, "{bytes:02x?}");
+        }
+        assert_eq!(classify(&[0x48, 0x89, 0x07]), Class::Plain); // mov %rax,(%rdi)
+        assert_eq!(classify(&[0xf3, 0xa4]), Class::Plain); // rep movsb
+    }
+
+    #[test]
+    fn locked_serializing_and_cpuid() {
+        assert_eq!(classify(&[0xf0, 0x48, 0x83, 0x07, 0x01]), Class::Locked); // lock addq $1,(%rdi)
+        assert_eq!(classify(&[0x48, 0x87, 0x07]), Class::Locked); // xchg %rax,(%rdi)
+        assert_eq!(classify(&[0x48, 0x87, 0xc3]), Class::Plain); // xchg %rax,%rbx
+        assert_eq!(classify(&[0x48, 0xcf]), Class::Serializing); // iretq
+        assert_eq!(classify(&[0x0f, 0xa2]), Class::Cpuid);
+        assert_eq!(classify(&[0x0f]), Class::Plain);
+    }
+}

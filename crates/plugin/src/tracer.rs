@@ -1,0 +1,234 @@
+//! What the plugin records, independent of QEMU: the tracing phase, the fence rules and
+//! the translation of flushed virtual addresses to PM offsets.
+
+use crate::args::Args;
+use persim_trace::{BackgroundWriter, Entry, FenceKind, FlushKind, Header, Hypercall, Meta, Op};
+use std::collections::HashMap;
+
+/// The kernel's direct map with `nokaslr` and 4-level paging (the runner boots that way).
+const DIRECT_MAP_BASE: u64 = 0xffff_8880_0000_0000;
+const DIRECT_MAP_SIZE: u64 = 64 << 40;
+const PAGE_SHIFT: u32 = 12;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    BeforeStart,
+    Tracing,
+    Done,
+}
+
+pub struct Tracer {
+    args: Args,
+    phase: Phase,
+    writer: Option<BackgroundWriter>,
+    /// NT stores since the last fence: locked and serializing instructions become fences.
+    nt_pending: bool,
+    /// Anything recorded since the last fence: otherwise a fence is not worth an entry.
+    traced_since_fence: bool,
+    /// Virtual page -> physical page, learned from PM accesses, to place flushes (QEMU
+    /// reports no access for them).
+    pages: HashMap<u64, u64>,
+    /// Flushes of PM-looking addresses whose page was never accessed.
+    pub unresolved_flushes: u64,
+    pub entries: u64,
+}
+
+/// What the QEMU side must do after a hypercall.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Next {
+    Continue,
+    /// Tracing just started: retranslate everything so it gets instrumented.
+    FlushTranslations,
+}
+
+impl Tracer {
+    pub fn new(args: Args) -> Tracer {
+        Tracer {
+            args,
+            phase: Phase::BeforeStart,
+            writer: None,
+            nt_pending: false,
+            traced_since_fence: false,
+            pages: HashMap::new(),
+            unresolved_flushes: 0,
+            entries: 0,
+        }
+    }
+
+    pub fn tracing(&self) -> bool {
+        self.phase == Phase::Tracing
+    }
+
+    pub fn reads(&self) -> bool {
+        self.args.reads
+    }
+
+    pub fn hypercall(&mut self, call: Hypercall, pc: u64) -> Result<Next, String> {
+        match (self.phase, call) {
+            (Phase::BeforeStart, Hypercall::Start) => {
+                let header = Header {
+                    pm_base: self.args.pm_base,
+                    pm_size: self.args.pm_size,
+                    flags: if self.args.reads { Header::FLAG_READS } else { 0 },
+                    ..Header::default()
+                };
+                let writer = BackgroundWriter::spawn(&self.args.trace, &header)
+                    .map_err(|e| format!("cannot create trace {}: {e}", self.args.trace.display()))?;
+                self.writer = Some(writer);
+                self.phase = Phase::Tracing;
+                self.emit(Op::Hypercall(call), pc);
+                Ok(Next::FlushTranslations)
+            }
+            (Phase::Tracing, Hypercall::Start) => Err("`hypercall start` while already tracing".into()),
+            (Phase::Tracing, Hypercall::Checkpoint(_)) => {
+                self.emit(Op::Hypercall(call), pc);
+                Ok(Next::Continue)
+            }
+            (Phase::Tracing, Hypercall::Success | Hypercall::Fail) => {
+                self.emit(Op::Hypercall(call), pc);
+                self.finish()?;
+                Ok(Next::Continue)
+            }
+            // Checkpoints outside a traced run are not part of any test.
+            _ => Ok(Next::Continue),
+        }
+    }
+
+    /// A load or store at guest-physical `paddr`; `data` holds a store's bytes.
+    pub fn access(&mut self, pc: u64, vaddr: u64, paddr: u64, size: u64, data: Option<Vec<u8>>, nt: bool) {
+        let Some(addr) = self.pm_offset(paddr) else { return };
+        self.pages.insert(vaddr >> PAGE_SHIFT, paddr >> PAGE_SHIFT);
+        let op = match data {
+            Some(data) => {
+                self.nt_pending |= nt;
+                Op::Write { addr, data, nt }
+            }
+            None => Op::Read { addr, size },
+        };
+        self.emit(op, pc);
+    }
+
+    pub fn flush(&mut self, pc: u64, kind: FlushKind, vaddr: u64) {
+        let paddr = match self.pages.get(&(vaddr >> PAGE_SHIFT)) {
+            Some(page) => page << PAGE_SHIFT | (vaddr & ((1 << PAGE_SHIFT) - 1)),
+            None if vaddr.wrapping_sub(DIRECT_MAP_BASE) < DIRECT_MAP_SIZE => vaddr - DIRECT_MAP_BASE,
+            None => {
+                self.unresolved_flushes += 1;
+                return;
+            }
+        };
+        if let Some(addr) = self.pm_offset(paddr) {
+            self.emit(Op::Flush { kind, addr }, pc);
+        }
+    }
+
+    /// sfence/mfence (`explicit`) or a locked/serializing instruction.
+    pub fn fence(&mut self, pc: u64, kind: FenceKind) {
+        let explicit = matches!(kind, FenceKind::Sfence | FenceKind::Mfence);
+        let record = if explicit { self.traced_since_fence || self.nt_pending } else { self.nt_pending };
+        if record {
+            self.emit(Op::Fence(kind), pc);
+            self.traced_since_fence = false;
+            self.nt_pending = false;
+        }
+    }
+
+    /// Ends the trace (at success/fail, or when QEMU exits without them).
+    pub fn finish(&mut self) -> Result<(), String> {
+        self.phase = Phase::Done;
+        match self.writer.take() {
+            Some(writer) => writer.finish().map_err(|e| format!("writing trace {}: {e}", self.args.trace.display())),
+            None => Ok(()),
+        }
+    }
+
+    fn pm_offset(&self, paddr: u64) -> Option<u64> {
+        let offset = paddr.wrapping_sub(self.args.pm_base);
+        (offset < self.args.pm_size).then_some(offset)
+    }
+
+    fn emit(&mut self, op: Op, pc: u64) {
+        if let Some(writer) = &mut self.writer {
+            writer.send(Entry { op, meta: Meta { pc: Some(pc), stack: Vec::new() } });
+            self.traced_since_fence = true;
+            self.entries += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: u64 = 1 << 32;
+
+    fn tracer(dir: &tempfile::TempDir) -> Tracer {
+        Tracer::new(Args { pm_base: BASE, pm_size: 1 << 20, trace: dir.path().join("t"), reads: false })
+    }
+
+    fn ops(dir: &tempfile::TempDir) -> Vec<Op> {
+        let (header, entries) = persim_trace::read_all(&dir.path().join("t")).unwrap();
+        assert_eq!((header.pm_base, header.pm_size), (BASE, 1 << 20));
+        entries.into_iter().map(|e| e.op).collect()
+    }
+
+    #[test]
+    fn records_only_pm_accesses_between_start_and_success() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = tracer(&dir);
+        t.access(1, 0x7000, BASE + 8, 1, Some(vec![1]), false);
+        assert_eq!(t.hypercall(Hypercall::Start, 2), Ok(Next::FlushTranslations));
+        t.access(3, 0x7000, BASE + 0x40, 2, Some(vec![0xab, 0xcd]), false);
+        t.access(4, 0x9000, 0x1000, 1, Some(vec![9]), false); // DRAM
+        t.access(5, 0x7008, BASE + 0x48, 8, None, false); // loads only with reads=on
+        t.hypercall(Hypercall::Success, 6).unwrap();
+        t.access(7, 0x7000, BASE, 1, Some(vec![2]), false);
+        assert_eq!(
+            ops(&dir),
+            [
+                Op::Hypercall(Hypercall::Start),
+                Op::Write { addr: 0x40, data: vec![0xab, 0xcd], nt: false },
+                Op::Read { addr: 0x48, size: 8 },
+                Op::Hypercall(Hypercall::Success),
+            ]
+        );
+    }
+
+    #[test]
+    fn flushes_are_placed_through_learned_pages_or_the_direct_map() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = tracer(&dir);
+        t.hypercall(Hypercall::Start, 0).unwrap();
+        t.access(1, 0x7fff_0000_1010, BASE + 0x3010, 8, Some(vec![0; 8]), true);
+        t.flush(2, FlushKind::Clwb, 0x7fff_0000_1040);
+        t.flush(3, FlushKind::Clflushopt, DIRECT_MAP_BASE + BASE + 0x80);
+        t.flush(4, FlushKind::Clflush, 0x5555_0000_0000);
+        t.hypercall(Hypercall::Success, 5).unwrap();
+        assert_eq!(t.unresolved_flushes, 1);
+        let got = ops(&dir);
+        assert_eq!(got[2], Op::Flush { kind: FlushKind::Clwb, addr: 0x3040 });
+        assert_eq!(got[3], Op::Flush { kind: FlushKind::Clflushopt, addr: 0x80 });
+        assert_eq!(got.len(), 5);
+    }
+
+    #[test]
+    fn fences_only_when_something_is_pending() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = tracer(&dir);
+        t.hypercall(Hypercall::Start, 0).unwrap();
+        t.fence(1, FenceKind::Sfence); // after the start entry: recorded
+        t.fence(2, FenceKind::Sfence); // nothing since: dropped
+        t.access(3, 0, BASE, 1, Some(vec![1]), false);
+        t.fence(4, FenceKind::Locked); // no NT store pending: dropped
+        t.fence(5, FenceKind::Mfence);
+        t.access(6, 0, BASE, 8, Some(vec![2; 8]), true);
+        t.fence(7, FenceKind::Serializing);
+        t.fence(8, FenceKind::Locked);
+        t.hypercall(Hypercall::Fail, 9).unwrap();
+        let fences: Vec<Op> = ops(&dir).into_iter().filter(|op| matches!(op, Op::Fence(_))).collect();
+        assert_eq!(
+            fences,
+            [Op::Fence(FenceKind::Sfence), Op::Fence(FenceKind::Mfence), Op::Fence(FenceKind::Serializing)]
+        );
+    }
+}
