@@ -16,7 +16,9 @@ impl Args {
     pub fn parse<'a>(raw: impl IntoIterator<Item = &'a str>) -> Result<Args, String> {
         let (mut pm_base, mut pm_size, mut trace, mut reads) = (None, None, None, false);
         for arg in raw {
-            let (key, value) = arg.split_once('=').ok_or_else(|| format!("argument `{arg}` is not key=value"))?;
+            let (key, value) = arg
+                .split_once('=')
+                .ok_or_else(|| format!("argument `{arg}` is not key=value"))?;
             match key {
                 "pm_base" => pm_base = Some(parse_u64(key, value)?),
                 "pm_size" => pm_size = Some(parse_u64(key, value)?),
@@ -32,7 +34,9 @@ impl Args {
         let need = |name: &str| format!("missing argument `{name}`");
         Ok(Args {
             pm_base: pm_base.ok_or_else(|| need("pm_base"))?,
-            pm_size: pm_size.filter(|s| *s > 0).ok_or_else(|| need("pm_size (> 0)"))?,
+            pm_size: pm_size
+                .filter(|s| *s > 0)
+                .ok_or_else(|| need("pm_size (> 0)"))?,
             trace: trace.ok_or_else(|| need("trace"))?,
             reads,
         })
@@ -61,14 +65,33 @@ mod tests {
 
     #[test]
     fn parses_runner_arguments() {
-        let args = Args::parse(["pm_base=4294967296", "pm_size=0x4000000", "trace=/t/x", "reads=on", "stacks=off"]).unwrap();
-        assert_eq!(args, Args { pm_base: 1 << 32, pm_size: 64 << 20, trace: "/t/x".into(), reads: true });
+        let args = Args::parse([
+            "pm_base=4294967296",
+            "pm_size=0x4000000",
+            "trace=/t/x",
+            "reads=on",
+            "stacks=off",
+        ])
+        .unwrap();
+        assert_eq!(
+            args,
+            Args {
+                pm_base: 1 << 32,
+                pm_size: 64 << 20,
+                trace: "/t/x".into(),
+                reads: true
+            }
+        );
     }
 
     #[test]
     fn rejects_bad_arguments_by_name() {
-        assert!(Args::parse(["pm_base=1", "trace=/t"]).unwrap_err().contains("pm_size"));
-        assert!(Args::parse(["pm_base=x", "pm_size=1", "trace=/t"]).unwrap_err().contains("pm_base=x"));
+        assert!(Args::parse(["pm_base=1", "trace=/t"])
+            .unwrap_err()
+            .contains("pm_size"));
+        assert!(Args::parse(["pm_base=x", "pm_size=1", "trace=/t"])
+            .unwrap_err()
+            .contains("pm_base=x"));
         assert!(Args::parse(["colour=red"]).unwrap_err().contains("colour"));
     }
 }

@@ -44,7 +44,13 @@ pub struct MemOperand {
 impl MemOperand {
     /// The effective address, given the instruction's address and length and a register
     /// reader (`reg(n)` for a GPR, `seg_base(s)` for fs/gs).
-    pub fn address(&self, pc: u64, len: u64, reg: impl Fn(u8) -> u64, seg_base: impl Fn(Segment) -> u64) -> u64 {
+    pub fn address(
+        &self,
+        pc: u64,
+        len: u64,
+        reg: impl Fn(u8) -> u64,
+        seg_base: impl Fn(Segment) -> u64,
+    ) -> u64 {
         let mut addr = self.disp as u64;
         if self.rip_relative {
             addr = addr.wrapping_add(pc.wrapping_add(len));
@@ -151,7 +157,11 @@ fn classify_vex(escape: u8, rest: &[u8]) -> Option<Class> {
         0xc4 => (*rest.first()? & 0x1f, *rest.get(2)?),
         _ => (*rest.first()? & 0x3, *rest.get(3)?),
     };
-    Some(if map == 1 && matches!(op, 0x2b | 0xe7) { Class::NtStore } else { Class::Plain })
+    Some(if map == 1 && matches!(op, 0x2b | 0xe7) {
+        Class::NtStore
+    } else {
+        Class::Plain
+    })
 }
 
 /// Decodes ModRM (+ SIB + displacement) starting at `bytes[0]`; None for a register operand.
@@ -163,8 +173,14 @@ fn mem_operand(bytes: &[u8], p: &Prefixes) -> Option<MemOperand> {
     }
     let rex_b = (p.rex & 1) << 3;
     let rex_x = (p.rex & 2) << 2;
-    let mut operand =
-        MemOperand { base: None, index: None, disp: 0, rip_relative: false, segment: p.segment, addr32: p.addr32 };
+    let mut operand = MemOperand {
+        base: None,
+        index: None,
+        disp: 0,
+        rip_relative: false,
+        segment: p.segment,
+        addr32: p.addr32,
+    };
     let mut at = 1;
     if rm == 4 {
         let sib = *bytes.get(at)?;
@@ -221,28 +237,49 @@ mod tests {
     fn flushes_with_their_effective_addresses() {
         // clwb (%rdi)
         let (kind, op) = flush(&[0x66, 0x0f, 0xae, 0x37]);
-        assert_eq!((kind, op.address(0, 4, regs, no_seg)), (FlushKind::Clwb, regs(7)));
+        assert_eq!(
+            (kind, op.address(0, 4, regs, no_seg)),
+            (FlushKind::Clwb, regs(7))
+        );
         // clflushopt 0x40(%rax)
         let (kind, op) = flush(&[0x66, 0x0f, 0xae, 0x78, 0x40]);
-        assert_eq!((kind, op.address(0, 5, regs, no_seg)), (FlushKind::Clflushopt, regs(0) + 0x40));
+        assert_eq!(
+            (kind, op.address(0, 5, regs, no_seg)),
+            (FlushKind::Clflushopt, regs(0) + 0x40)
+        );
         // clflush (%rax,%rbx,8)
         let (kind, op) = flush(&[0x0f, 0xae, 0x3c, 0xd8]);
-        assert_eq!((kind, op.address(0, 4, regs, no_seg)), (FlushKind::Clflush, regs(0) + 8 * regs(3)));
+        assert_eq!(
+            (kind, op.address(0, 4, regs, no_seg)),
+            (FlushKind::Clflush, regs(0) + 8 * regs(3))
+        );
         // clflush 0x1000(%rip) at 0xd, 7 bytes long
         let (_, op) = flush(&[0x0f, 0xae, 0x3d, 0x00, 0x10, 0x00, 0x00]);
         assert_eq!(op.address(0xd, 7, regs, no_seg), 0x1014);
         // clwb -0x8(%r12,%r13,2)
         let (kind, op) = flush(&[0x66, 0x43, 0x0f, 0xae, 0x74, 0x6c, 0xf8]);
-        assert_eq!((kind, op.address(0, 7, regs, no_seg)), (FlushKind::Clwb, regs(12) + 2 * regs(13) - 8));
+        assert_eq!(
+            (kind, op.address(0, 7, regs, no_seg)),
+            (FlushKind::Clwb, regs(12) + 2 * regs(13) - 8)
+        );
         // clwb %gs:(%rdi)
         let (_, op) = flush(&[0x65, 0x66, 0x0f, 0xae, 0x37]);
-        assert_eq!(op.address(0, 5, regs, |s| if s == Segment::Gs { 0x10_0000 } else { 0 }), 0x10_0000 + regs(7));
+        assert_eq!(
+            op.address(0, 5, regs, |s| if s == Segment::Gs { 0x10_0000 } else { 0 }),
+            0x10_0000 + regs(7)
+        );
     }
 
     #[test]
     fn fences_and_look_alikes() {
-        assert_eq!(classify(&[0x0f, 0xae, 0xf8]), Class::Fence(FenceKind::Sfence));
-        assert_eq!(classify(&[0x0f, 0xae, 0xf0]), Class::Fence(FenceKind::Mfence));
+        assert_eq!(
+            classify(&[0x0f, 0xae, 0xf8]),
+            Class::Fence(FenceKind::Sfence)
+        );
+        assert_eq!(
+            classify(&[0x0f, 0xae, 0xf0]),
+            Class::Fence(FenceKind::Mfence)
+        );
         // lfence orders loads only; xsaveopt (%rdi) shares clwb's opcode without 0x66.
         assert_eq!(classify(&[0x0f, 0xae, 0xe8]), Class::Plain);
         assert_eq!(classify(&[0x0f, 0xae, 0x37]), Class::Plain);

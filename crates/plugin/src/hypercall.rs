@@ -26,7 +26,10 @@ mod tests {
     #[test]
     fn decodes_the_guest_encoding() {
         assert_eq!(decode(0x5045_5253, 1, 0), Some(Hypercall::Start));
-        assert_eq!(decode(0xffff_ffff_5045_5253, 2, 42), Some(Hypercall::Checkpoint(42)));
+        assert_eq!(
+            decode(0xffff_ffff_5045_5253, 2, 42),
+            Some(Hypercall::Checkpoint(42))
+        );
         assert_eq!(decode(0x5045_5253, 3, 0), Some(Hypercall::Success));
         assert_eq!(decode(0x5045_5253, 4, 0), Some(Hypercall::Fail));
         assert_eq!(decode(0, 1, 0), None);

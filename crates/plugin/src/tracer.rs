@@ -69,17 +69,24 @@ impl Tracer {
                 let header = Header {
                     pm_base: self.args.pm_base,
                     pm_size: self.args.pm_size,
-                    flags: if self.args.reads { Header::FLAG_READS } else { 0 },
+                    flags: if self.args.reads {
+                        Header::FLAG_READS
+                    } else {
+                        0
+                    },
                     ..Header::default()
                 };
-                let writer = BackgroundWriter::spawn(&self.args.trace, &header)
-                    .map_err(|e| format!("cannot create trace {}: {e}", self.args.trace.display()))?;
+                let writer = BackgroundWriter::spawn(&self.args.trace, &header).map_err(|e| {
+                    format!("cannot create trace {}: {e}", self.args.trace.display())
+                })?;
                 self.writer = Some(writer);
                 self.phase = Phase::Tracing;
                 self.emit(Op::Hypercall(call), pc);
                 Ok(Next::FlushTranslations)
             }
-            (Phase::Tracing, Hypercall::Start) => Err("`hypercall start` while already tracing".into()),
+            (Phase::Tracing, Hypercall::Start) => {
+                Err("`hypercall start` while already tracing".into())
+            }
             (Phase::Tracing, Hypercall::Checkpoint(_)) => {
                 self.emit(Op::Hypercall(call), pc);
                 Ok(Next::Continue)
@@ -95,8 +102,18 @@ impl Tracer {
     }
 
     /// A load or store at guest-physical `paddr`; `data` holds a store's bytes.
-    pub fn access(&mut self, pc: u64, vaddr: u64, paddr: u64, size: u64, data: Option<Vec<u8>>, nt: bool) {
-        let Some(addr) = self.pm_offset(paddr) else { return };
+    pub fn access(
+        &mut self,
+        pc: u64,
+        vaddr: u64,
+        paddr: u64,
+        size: u64,
+        data: Option<Vec<u8>>,
+        nt: bool,
+    ) {
+        let Some(addr) = self.pm_offset(paddr) else {
+            return;
+        };
         self.pages.insert(vaddr >> PAGE_SHIFT, paddr >> PAGE_SHIFT);
         let op = match data {
             Some(data) => {
@@ -111,7 +128,9 @@ impl Tracer {
     pub fn flush(&mut self, pc: u64, kind: FlushKind, vaddr: u64) {
         let paddr = match self.pages.get(&(vaddr >> PAGE_SHIFT)) {
             Some(page) => page << PAGE_SHIFT | (vaddr & ((1 << PAGE_SHIFT) - 1)),
-            None if vaddr.wrapping_sub(DIRECT_MAP_BASE) < DIRECT_MAP_SIZE => vaddr - DIRECT_MAP_BASE,
+            None if vaddr.wrapping_sub(DIRECT_MAP_BASE) < DIRECT_MAP_SIZE => {
+                vaddr - DIRECT_MAP_BASE
+            }
             None => {
                 self.unresolved_flushes += 1;
                 return;
@@ -125,7 +144,11 @@ impl Tracer {
     /// sfence/mfence (`explicit`) or a locked/serializing instruction.
     pub fn fence(&mut self, pc: u64, kind: FenceKind) {
         let explicit = matches!(kind, FenceKind::Sfence | FenceKind::Mfence);
-        let record = if explicit { self.traced_since_fence || self.nt_pending } else { self.nt_pending };
+        let record = if explicit {
+            self.traced_since_fence || self.nt_pending
+        } else {
+            self.nt_pending
+        };
         if record {
             self.emit(Op::Fence(kind), pc);
             self.traced_since_fence = false;
@@ -137,7 +160,9 @@ impl Tracer {
     pub fn finish(&mut self) -> Result<(), String> {
         self.phase = Phase::Done;
         match self.writer.take() {
-            Some(writer) => writer.finish().map_err(|e| format!("writing trace {}: {e}", self.args.trace.display())),
+            Some(writer) => writer
+                .finish()
+                .map_err(|e| format!("writing trace {}: {e}", self.args.trace.display())),
             None => Ok(()),
         }
     }
@@ -149,7 +174,13 @@ impl Tracer {
 
     fn emit(&mut self, op: Op, pc: u64) {
         if let Some(writer) = &mut self.writer {
-            writer.send(Entry { op, meta: Meta { pc: Some(pc), stack: Vec::new() } });
+            writer.send(Entry {
+                op,
+                meta: Meta {
+                    pc: Some(pc),
+                    stack: Vec::new(),
+                },
+            });
             self.traced_since_fence = true;
             self.entries += 1;
         }
@@ -163,7 +194,12 @@ mod tests {
     const BASE: u64 = 1 << 32;
 
     fn tracer(dir: &tempfile::TempDir) -> Tracer {
-        Tracer::new(Args { pm_base: BASE, pm_size: 1 << 20, trace: dir.path().join("t"), reads: false })
+        Tracer::new(Args {
+            pm_base: BASE,
+            pm_size: 1 << 20,
+            trace: dir.path().join("t"),
+            reads: false,
+        })
     }
 
     fn ops(dir: &tempfile::TempDir) -> Vec<Op> {
@@ -177,7 +213,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut t = tracer(&dir);
         t.access(1, 0x7000, BASE + 8, 1, Some(vec![1]), false);
-        assert_eq!(t.hypercall(Hypercall::Start, 2), Ok(Next::FlushTranslations));
+        assert_eq!(
+            t.hypercall(Hypercall::Start, 2),
+            Ok(Next::FlushTranslations)
+        );
         t.access(3, 0x7000, BASE + 0x40, 2, Some(vec![0xab, 0xcd]), false);
         t.access(4, 0x9000, 0x1000, 1, Some(vec![9]), false); // DRAM
         t.access(5, 0x7008, BASE + 0x48, 8, None, false); // loads only with reads=on
@@ -187,8 +226,15 @@ mod tests {
             ops(&dir),
             [
                 Op::Hypercall(Hypercall::Start),
-                Op::Write { addr: 0x40, data: vec![0xab, 0xcd], nt: false },
-                Op::Read { addr: 0x48, size: 8 },
+                Op::Write {
+                    addr: 0x40,
+                    data: vec![0xab, 0xcd],
+                    nt: false
+                },
+                Op::Read {
+                    addr: 0x48,
+                    size: 8
+                },
                 Op::Hypercall(Hypercall::Success),
             ]
         );
@@ -199,15 +245,34 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut t = tracer(&dir);
         t.hypercall(Hypercall::Start, 0).unwrap();
-        t.access(1, 0x7fff_0000_1010, BASE + 0x3010, 8, Some(vec![0; 8]), true);
+        t.access(
+            1,
+            0x7fff_0000_1010,
+            BASE + 0x3010,
+            8,
+            Some(vec![0; 8]),
+            true,
+        );
         t.flush(2, FlushKind::Clwb, 0x7fff_0000_1040);
         t.flush(3, FlushKind::Clflushopt, DIRECT_MAP_BASE + BASE + 0x80);
         t.flush(4, FlushKind::Clflush, 0x5555_0000_0000);
         t.hypercall(Hypercall::Success, 5).unwrap();
         assert_eq!(t.unresolved_flushes, 1);
         let got = ops(&dir);
-        assert_eq!(got[2], Op::Flush { kind: FlushKind::Clwb, addr: 0x3040 });
-        assert_eq!(got[3], Op::Flush { kind: FlushKind::Clflushopt, addr: 0x80 });
+        assert_eq!(
+            got[2],
+            Op::Flush {
+                kind: FlushKind::Clwb,
+                addr: 0x3040
+            }
+        );
+        assert_eq!(
+            got[3],
+            Op::Flush {
+                kind: FlushKind::Clflushopt,
+                addr: 0x80
+            }
+        );
         assert_eq!(got.len(), 5);
     }
 
@@ -225,10 +290,17 @@ mod tests {
         t.fence(7, FenceKind::Serializing);
         t.fence(8, FenceKind::Locked);
         t.hypercall(Hypercall::Fail, 9).unwrap();
-        let fences: Vec<Op> = ops(&dir).into_iter().filter(|op| matches!(op, Op::Fence(_))).collect();
+        let fences: Vec<Op> = ops(&dir)
+            .into_iter()
+            .filter(|op| matches!(op, Op::Fence(_)))
+            .collect();
         assert_eq!(
             fences,
-            [Op::Fence(FenceKind::Sfence), Op::Fence(FenceKind::Mfence), Op::Fence(FenceKind::Serializing)]
+            [
+                Op::Fence(FenceKind::Sfence),
+                Op::Fence(FenceKind::Mfence),
+                Op::Fence(FenceKind::Serializing)
+            ]
         );
     }
 }

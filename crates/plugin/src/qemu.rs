@@ -1,0 +1,265 @@
+//! The plugin's interface to QEMU: installation, translation-time instrumentation and
+//! the execution-time callbacks that feed the [`Tracer`].
+
+use crate::decode::{classify, Class, MemOperand, Segment};
+use crate::tracer::{Next, Tracer};
+use crate::{args, hypercall};
+use persim_trace::{FenceKind, FlushKind};
+use qemu_plugin::plugin::{HasCallbacks, Register};
+use qemu_plugin::sys::qemu_plugin_tb;
+use qemu_plugin::{
+    qemu_plugin_get_registers, qemu_plugin_outs, qemu_plugin_register_atexit_cb,
+    qemu_plugin_register_vcpu_tb_trans_cb, qemu_plugin_reset, CallbackFlags, Info, MemRW, MemValue,
+    MemoryInfo, PluginId, RegisterDescriptor, TranslationBlock, VCPUIndex,
+};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+/// The PM range, readable without the lock: most stores go to DRAM and are rejected here.
+static PM_BASE: AtomicU64 = AtomicU64::new(0);
+static PM_SIZE: AtomicU64 = AtomicU64::new(0);
+static STATE: OnceLock<Mutex<State>> = OnceLock::new();
+
+struct State {
+    id: PluginId,
+    tracer: Tracer,
+    registers: Registers,
+}
+
+/// Handles of the registers the plugin reads: the 16 GPRs in encoding order, fs/gs bases.
+#[derive(Default)]
+struct Registers {
+    gprs: Vec<Option<RegisterDescriptor<'static>>>,
+    fs_base: Option<RegisterDescriptor<'static>>,
+    gs_base: Option<RegisterDescriptor<'static>>,
+}
+
+const GPR_NAMES: [&str; 16] = [
+    "rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi", "r8", "r9", "r10", "r11", "r12", "r13",
+    "r14", "r15",
+];
+
+impl Registers {
+    fn gpr(&self, n: u8) -> u64 {
+        self.gprs
+            .get(usize::from(n))
+            .and_then(Option::as_ref)
+            .map_or(0, read_u64)
+    }
+
+    fn segment_base(&self, segment: Segment) -> u64 {
+        let reg = match segment {
+            Segment::Fs => &self.fs_base,
+            Segment::Gs => &self.gs_base,
+        };
+        reg.as_ref().map_or(0, read_u64)
+    }
+}
+
+fn read_u64(reg: &RegisterDescriptor) -> u64 {
+    let bytes = reg.read().unwrap_or_default();
+    let mut le = [0u8; 8];
+    let n = bytes.len().min(8);
+    le[..n].copy_from_slice(&bytes[..n]);
+    u64::from_le_bytes(le)
+}
+
+fn state() -> MutexGuard<'static, State> {
+    let state = STATE
+        .get()
+        .expect("the plugin is installed before any callback");
+    // A panic in a callback aborts QEMU, so the lock is never poisoned in a live process.
+    state
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn say(message: &str) {
+    let _ = qemu_plugin_outs(format!("persim-plugin: {message}\n"));
+}
+
+struct PersimPlugin;
+
+impl Register for PersimPlugin {
+    fn register(
+        &mut self,
+        id: PluginId,
+        args: &qemu_plugin::Args,
+        _info: &Info,
+    ) -> qemu_plugin::Result<()> {
+        let args = args::Args::parse(args.raw.iter().map(String::as_str)).map_err(|e| {
+            qemu_plugin::Error::IoError(std::io::Error::other(format!("persim-plugin: {e}")))
+        })?;
+        PM_BASE.store(args.pm_base, Ordering::Relaxed);
+        PM_SIZE.store(args.pm_size, Ordering::Relaxed);
+        let state = State {
+            id,
+            tracer: Tracer::new(args),
+            registers: Registers::default(),
+        };
+        if STATE.set(Mutex::new(state)).is_err() {
+            return Err(qemu_plugin::Error::PluginInstanceSetError);
+        }
+        register_callbacks(id)
+    }
+}
+
+impl HasCallbacks for PersimPlugin {
+    fn on_vcpu_init(&mut self, _id: PluginId, _vcpu: VCPUIndex) -> qemu_plugin::Result<()> {
+        let mut registers = Registers {
+            gprs: vec![None; GPR_NAMES.len()],
+            ..Registers::default()
+        };
+        for reg in qemu_plugin_get_registers()? {
+            if let Some(n) = GPR_NAMES.iter().position(|name| *name == reg.name) {
+                registers.gprs[n] = Some(reg);
+            } else if reg.name == "fs_base" {
+                registers.fs_base = Some(reg);
+            } else if reg.name == "gs_base" {
+                registers.gs_base = Some(reg);
+            }
+        }
+        if registers.gprs.iter().any(Option::is_none) {
+            say("QEMU does not expose all general-purpose registers: flush addresses may be wrong");
+        }
+        state().registers = registers;
+        Ok(())
+    }
+}
+
+qemu_plugin::register!(PersimPlugin);
+
+/// The callbacks that survive a reset (at `start` all callbacks are dropped with the
+/// translation cache and registered again).
+fn register_callbacks(id: PluginId) -> qemu_plugin::Result<()> {
+    qemu_plugin_register_vcpu_tb_trans_cb(id, Some(on_translate))?;
+    qemu_plugin_register_atexit_cb(id, |_| on_exit())
+}
+
+extern "C" fn on_translate(_id: PluginId, tb: *mut qemu_plugin_tb) {
+    let (tracing, reads) = {
+        let s = state();
+        (s.tracer.tracing(), s.tracer.reads())
+    };
+    let tb = TranslationBlock::from(tb);
+    for insn in tb.instructions() {
+        let bytes = insn.data();
+        let (pc, len) = (insn.vaddr(), insn.size() as u64);
+        let class = classify(&bytes);
+        if class == Class::Cpuid {
+            insn.register_execute_callback_flags(
+                move |_| on_cpuid(pc),
+                CallbackFlags::QEMU_PLUGIN_CB_R_REGS,
+            );
+        }
+        if !tracing {
+            continue;
+        }
+        match class {
+            Class::Flush(kind, operand) => insn.register_execute_callback_flags(
+                move |_| on_flush(pc, len, kind, operand),
+                CallbackFlags::QEMU_PLUGIN_CB_R_REGS,
+            ),
+            Class::Fence(kind) => {
+                insn.register_execute_callback(move |_| state().tracer.fence(pc, kind))
+            }
+            Class::Locked => {
+                insn.register_execute_callback(move |_| state().tracer.fence(pc, FenceKind::Locked))
+            }
+            Class::Serializing => insn.register_execute_callback(move |_| {
+                state().tracer.fence(pc, FenceKind::Serializing)
+            }),
+            Class::Plain | Class::NtStore | Class::Cpuid => {}
+        }
+        let nt = class == Class::NtStore;
+        let rw = if reads {
+            MemRW::QEMU_PLUGIN_MEM_RW
+        } else {
+            MemRW::QEMU_PLUGIN_MEM_W
+        };
+        insn.register_memory_access_callback(
+            move |_, info, vaddr| on_access(pc, nt, &info, vaddr),
+            rw,
+        );
+    }
+}
+
+fn on_access(pc: u64, nt: bool, info: &MemoryInfo, vaddr: u64) {
+    let Some(hwaddr) = info.hwaddr(vaddr) else {
+        return;
+    };
+    if hwaddr.is_io() {
+        return;
+    }
+    let paddr = hwaddr.hwaddr();
+    if paddr.wrapping_sub(PM_BASE.load(Ordering::Relaxed)) >= PM_SIZE.load(Ordering::Relaxed) {
+        return;
+    }
+    let size = 1u64 << info.size_shift();
+    let data = info
+        .is_store()
+        .then(|| value_bytes(info.value(), size as usize));
+    state().tracer.access(pc, vaddr, paddr, size, data, nt);
+}
+
+/// A store's value as the bytes it puts in memory (x86 is little-endian).
+fn value_bytes(value: MemValue, size: usize) -> Vec<u8> {
+    let mut bytes = match value {
+        MemValue::U8(v) => v.to_le_bytes().to_vec(),
+        MemValue::U16(v) => v.to_le_bytes().to_vec(),
+        MemValue::U32(v) => v.to_le_bytes().to_vec(),
+        MemValue::U64(v) => v.to_le_bytes().to_vec(),
+        MemValue::U128(v) => v.to_le_bytes().to_vec(),
+    };
+    bytes.truncate(size);
+    bytes
+}
+
+fn on_flush(pc: u64, len: u64, kind: FlushKind, operand: MemOperand) {
+    let mut s = state();
+    let regs = &s.registers;
+    let vaddr = operand.address(pc, len, |n| regs.gpr(n), |seg| regs.segment_base(seg));
+    s.tracer.flush(pc, kind, vaddr);
+}
+
+fn on_cpuid(pc: u64) {
+    let mut s = state();
+    let regs = &s.registers;
+    let Some(call) = hypercall::decode(regs.gpr(0), regs.gpr(2), regs.gpr(1)) else {
+        // An ordinary cpuid serializes like any other serializing instruction.
+        if s.tracer.tracing() {
+            s.tracer.fence(pc, FenceKind::Serializing);
+        }
+        return;
+    };
+    match s.tracer.hypercall(call, pc) {
+        Ok(Next::Continue) => {}
+        Ok(Next::FlushTranslations) => {
+            let reset = qemu_plugin_reset(s.id, |id| {
+                if let Err(e) = register_callbacks(id) {
+                    say(&format!("cannot re-register callbacks after start: {e}"));
+                }
+            });
+            if let Err(e) = reset {
+                say(&format!("cannot flush translations at start: {e}"));
+            }
+        }
+        Err(e) => say(&e),
+    }
+}
+
+fn on_exit() {
+    let mut s = state();
+    let unresolved = s.tracer.unresolved_flushes;
+    if unresolved > 0 {
+        say(&format!(
+            "{unresolved} flushes of never-accessed pages could not be placed and were dropped"
+        ));
+    }
+    if s.tracer.tracing() {
+        say("QEMU exits while tracing (no `hypercall success` or `fail`): the trace ends there");
+    }
+    if let Err(e) = s.tracer.finish() {
+        say(&e);
+    }
+}
