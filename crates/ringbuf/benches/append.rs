@@ -97,8 +97,39 @@ fn bench(c: &mut Criterion) {
     let full = std::env::var_os("RINGBUF_BENCH_FULL").is_some();
     let nt = AccessKind::detect(Strategy::NonTemporal).expect("SSE2 is part of x86-64");
     let flush = AccessKind::detect(Strategy::Flush).expect("clflush is part of x86-64");
+    // (access, alignment, threads, committers, body length)
+    let mut cases = Vec::new();
+    if full {
+        for kind in [nt, flush] {
+            for align in [64, 256] {
+                for body_len in BODY_LENS {
+                    for threads in COUNTS {
+                        for committers in COUNTS {
+                            cases.push((kind, align, threads, committers, body_len));
+                        }
+                    }
+                }
+            }
+        }
+    } else {
+        for threads in COUNTS {
+            for committers in COUNTS {
+                cases.push((nt, 256, threads, committers, 4 << 10));
+            }
+        }
+        for kind in [nt, flush] {
+            for align in [64, 256] {
+                for body_len in BODY_LENS {
+                    // The subsets share nt/256/4 KiB/1 thread/1 committer.
+                    if !cases.contains(&(kind, align, 1, 1, body_len)) {
+                        cases.push((kind, align, 1, 1, body_len));
+                    }
+                }
+            }
+        }
+    }
     let mut group = c.benchmark_group("append");
-    let mut run = |kind, align, threads, committers, body_len| {
+    for (kind, align, threads, committers, body_len) in cases {
         let case = Case {
             group: &mut group,
             kind,
@@ -108,32 +139,6 @@ fn bench(c: &mut Criterion) {
             body_len,
         };
         dispatch(kind, case).expect("detected kinds are supported");
-    };
-    if full {
-        for kind in [nt, flush] {
-            for align in [64, 256] {
-                for body_len in BODY_LENS {
-                    for threads in COUNTS {
-                        for committers in COUNTS {
-                            run(kind, align, threads, committers, body_len);
-                        }
-                    }
-                }
-            }
-        }
-    } else {
-        for threads in COUNTS {
-            for committers in COUNTS {
-                run(nt, 256, threads, committers, 4 << 10);
-            }
-        }
-        for kind in [nt, flush] {
-            for align in [64, 256] {
-                for body_len in BODY_LENS {
-                    run(kind, align, 1, 1, body_len);
-                }
-            }
-        }
     }
     group.finish();
 
