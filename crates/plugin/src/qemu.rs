@@ -9,8 +9,8 @@ use qemu_plugin::plugin::{HasCallbacks, Register};
 use qemu_plugin::sys::qemu_plugin_tb;
 use qemu_plugin::{
     qemu_plugin_get_registers, qemu_plugin_outs, qemu_plugin_register_atexit_cb,
-    qemu_plugin_register_vcpu_tb_trans_cb, qemu_plugin_reset, CallbackFlags, Info, MemRW, MemValue,
-    MemoryInfo, PluginId, RegisterDescriptor, TranslationBlock, VCPUIndex,
+    qemu_plugin_register_vcpu_tb_trans_cb, CallbackFlags, Info, MemRW, MemValue, MemoryInfo,
+    PluginId, RegisterDescriptor, TranslationBlock, VCPUIndex,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
@@ -136,6 +136,13 @@ fn register_callbacks(id: PluginId) -> qemu_plugin::Result<()> {
     qemu_plugin_register_atexit_cb(id, |_| on_exit())
 }
 
+/// After the reset at `start` (translation cache flushed, all callbacks dropped).
+extern "C" fn on_reset(id: PluginId) {
+    if let Err(e) = register_callbacks(id) {
+        say(&format!("cannot re-register callbacks after start: {e}"));
+    }
+}
+
 extern "C" fn on_translate(_id: PluginId, tb: *mut qemu_plugin_tb) {
     let (tracing, reads) = {
         let s = state();
@@ -235,14 +242,10 @@ fn on_cpuid(pc: u64) {
     match s.tracer.hypercall(call, pc) {
         Ok(Next::Continue) => {}
         Ok(Next::FlushTranslations) => {
-            let reset = qemu_plugin_reset(s.id, |id| {
-                if let Err(e) = register_callbacks(id) {
-                    say(&format!("cannot re-register callbacks after start: {e}"));
-                }
-            });
-            if let Err(e) = reset {
-                say(&format!("cannot flush translations at start: {e}"));
-            }
+            // The qemu-plugin crate's safe wrapper (10.1.0-v2) never calls its reset
+            // callback, so the C API is called directly.
+            // SAFETY: `on_reset` matches qemu_plugin_simple_cb_t and lives forever.
+            unsafe { qemu_plugin::sys::qemu_plugin_reset(s.id, Some(on_reset)) };
         }
         Err(e) => say(&e),
     }

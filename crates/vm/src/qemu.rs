@@ -76,6 +76,9 @@ impl QemuSpec {
         // panic=-1 with -no-reboot turns a guest panic into a QEMU exit instead of a hang.
         args.push("console=ttyS0 panic=-1 loglevel=4 nokaslr no_timer_check rdinit=/init".into());
         if let Some(plugin) = &self.plugin {
+            // The plugin's messages (qemu_plugin_outs) go to stderr only with `-d plugin`.
+            args.push("-d".into());
+            args.push("plugin".into());
             args.push("-plugin".into());
             let mut value = plugin.library.display().to_string();
             for arg in &plugin.args {

@@ -1,7 +1,8 @@
 //! End-to-end tests with the real QEMU and Debian kernel (installed by scripts/setup.sh).
 //! Without them they are skipped with a message, except under CI (CI set), where they must run.
 
-use persim_vm::{default_config_dir, prepare, Artifacts, QemuSpec, Vm, VmConfig};
+use persim_trace::{Hypercall, Op};
+use persim_vm::{default_config_dir, prepare, Artifacts, QemuSpec, TraceOptions, Vm, VmConfig};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -81,4 +82,77 @@ fn commands_run_over_the_serial_console_with_exit_codes() {
     let started = Instant::now();
     vm.shutdown(TIMEOUT).unwrap();
     eprintln!("shutdown: {:.2} s", started.elapsed().as_secs_f64());
+}
+
+fn trace_options(fs: &str, command: &str, output: PathBuf, artifacts: Artifacts) -> TraceOptions {
+    TraceOptions {
+        config: VmConfig::for_fs(&default_config_dir(), fs).unwrap(),
+        command: command.to_owned(),
+        output,
+        reads: false,
+        stack_traces: false,
+        timeout: TIMEOUT,
+        cache_dir: cache_dir(),
+        artifacts,
+        progress: true,
+    }
+}
+
+#[test]
+fn hello_world_on_ext4_dax_is_traced_between_checkpoints() {
+    let Some(artifacts) = artifacts_or_skip("hello_world_on_ext4_dax_is_traced_between_checkpoints") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("hello.trace");
+    let command = "hypercall checkpoint 1\necho HelloWorld > /mnt/myfile\nhypercall checkpoint 2";
+    let started = Instant::now();
+    let summary = persim_vm::trace(&trace_options("ext4", command, output.clone(), artifacts)).unwrap();
+    eprintln!("VM start to end: {:.2} s", started.elapsed().as_secs_f64());
+    assert_eq!(summary.exit_code, 0, "{}", summary.output);
+
+    let (header, entries) = persim_trace::read_all(&output).unwrap();
+    assert_eq!((header.pm_base, header.pm_size), (summary.pm_base, summary.pm_size));
+    let ops: Vec<Op> = entries.into_iter().map(|e| e.op).collect();
+    let position = |wanted: &Op| ops.iter().position(|op| op == wanted);
+    let cp1 = position(&Op::Hypercall(Hypercall::Checkpoint(1))).expect("checkpoint 1");
+    let cp2 = position(&Op::Hypercall(Hypercall::Checkpoint(2))).expect("checkpoint 2");
+    assert_eq!(ops.first(), Some(&Op::Hypercall(Hypercall::Start)));
+    assert_eq!(ops.last(), Some(&Op::Hypercall(Hypercall::Success)));
+
+    // The file's bytes reach PM inside the checkpoint range (in pieces of any size) ...
+    let mut pm = vec![0u8; summary.pm_size as usize];
+    let mut data_end = None;
+    for (i, op) in ops.iter().enumerate().take(cp2).skip(cp1) {
+        if let Op::Write { addr, data, .. } = op {
+            let (start, end) = (*addr as usize, *addr as usize + data.len());
+            pm[start..end].copy_from_slice(data);
+            let around = &pm[start.saturating_sub(11)..(end + 11).min(pm.len())];
+            if data_end.is_none() && around.windows(11).any(|w| w == b"HelloWorld\n") {
+                data_end = Some(i);
+            }
+        }
+    }
+    let data_end = data_end.expect("HelloWorld\\n written to PM between the checkpoints");
+    // ... and are flushed and fenced after they were written.
+    let after = &ops[data_end..cp2];
+    assert!(after.iter().any(|op| matches!(op, Op::Flush { .. })), "no flush after the data");
+    assert!(after.iter().any(|op| matches!(op, Op::Fence(_))), "no fence after the data");
+}
+
+#[test]
+fn missing_kernel_modules_and_corrupt_configs_are_clear_errors() {
+    let Some(artifacts) = artifacts_or_skip("missing_kernel_modules_and_corrupt_configs_are_clear_errors") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = trace_options("ext4", "true", dir.path().join("t"), artifacts);
+    opts.config.modules.push("no_such_module".to_owned());
+    let e = persim_vm::trace(&opts).unwrap_err().to_string();
+    assert!(e.contains("`no_such_module`"), "{e}");
+
+    let corrupt = dir.path().join("bad.toml");
+    std::fs::write(&corrupt, "name = \"x\"\nmemory_mib = \"lots\"\n").unwrap();
+    let e = VmConfig::load(&corrupt).unwrap_err().to_string();
+    assert!(e.contains("bad.toml") && e.contains("memory_mib"), "{e}");
 }
