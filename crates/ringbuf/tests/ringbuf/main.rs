@@ -4,6 +4,7 @@ mod access_kinds;
 mod concurrency;
 mod corruption;
 mod gc;
+mod mapped;
 mod round_trip;
 #[cfg(feature = "trace")]
 mod trace_order;
