@@ -1,14 +1,11 @@
 //! Encode and decode throughput of the binary form on 1 M file-system-like entries.
 //! Run: cargo bench -p persim-trace --bench codec -- --warm-up-time 1 --measurement-time 3
 
-#[path = "../tests/common/fs_like.rs"]
-mod fs_like;
-
 use std::hint::black_box;
 use std::io::Cursor;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use fs_like::FsLike;
+use persim_trace::synthetic::FsLike;
 use persim_trace::{BinaryWriter, Entry, Header, Reader, TextWriter};
 
 const ENTRIES: usize = 1_000_000;

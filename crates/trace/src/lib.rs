@@ -9,6 +9,7 @@ mod binary;
 mod entry;
 mod error;
 mod reader;
+pub mod synthetic;
 mod text;
 
 pub use background::BackgroundWriter;

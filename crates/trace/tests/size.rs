@@ -1,10 +1,7 @@
 //! The binary form is what makes long traces affordable: check it stays much smaller than
 //! the text form on a file-system-like trace.
 
-#[path = "common/fs_like.rs"]
-mod fs_like;
-
-use fs_like::FsLike;
+use persim_trace::synthetic::FsLike;
 use persim_trace::{BinaryWriter, Header, TextWriter};
 
 const ENTRIES: usize = 200_000;

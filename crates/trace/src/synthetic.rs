@@ -1,13 +1,18 @@
 //! A deterministic synthetic trace shaped like a DAX file system's: small metadata stores
 //! made durable with clwb + sfence, file data copied with 64-byte non-temporal stores,
-//! journal appends, and checkpoints. Shared by the size test and the codec benchmark.
+//! journal appends, and checkpoints. For benchmarks and size measurements of every stage
+//! (`persim trace synth` writes one to a file).
 
-use persim_trace::{Entry, FenceKind, FlushKind, Hypercall, Meta, Op};
+use crate::{Entry, FenceKind, FlushKind, Hypercall, Meta, Op};
 
 const METADATA: u64 = 0x1_0000;
 const JOURNAL: u64 = 0x4_0000;
 const JOURNAL_LEN: u64 = 0x1_0000;
 const DATA: u64 = 0x10_0000;
+/// File data wraps around in this many bytes, so traces of any length fit in [`PM_SIZE`].
+const DATA_LEN: u64 = 0x70_0000;
+/// The PM size every synthetic trace fits in (8 MiB).
+pub const PM_SIZE: u64 = DATA + DATA_LEN;
 const KERNEL_TEXT: u64 = 0xffff_ffff_8100_0000;
 
 pub struct FsLike {
@@ -105,7 +110,7 @@ impl FsLike {
                 data,
                 nt: true,
             });
-            self.file_offset += 64;
+            self.file_offset = (self.file_offset + 64) % DATA_LEN;
         }
         self.push(Op::Fence(FenceKind::Sfence));
     }
