@@ -5,15 +5,12 @@ use crate::size::parse_size;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use persim_image::{Image, ImageStore};
-use persim_model::{
-    CacheMode, Config, FailureKind, FailurePoint, FailureView, Origin, Replay, Sink, Strategy,
-};
+use persim_model::{CacheMode, Config, FailurePoint, FailureView, Origin, Replay, Sink, Strategy};
 use persim_trace::Reader;
-use serde::Serialize;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{self, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// Generate the crash images a trace can leave on persistent memory.
@@ -63,28 +60,6 @@ pub struct ImagesArgs {
     pub quiet: bool,
 }
 
-/// The `--json` output (the CLI contract other tools rely on).
-#[derive(Serialize)]
-struct ImagesReport {
-    failure_points: Vec<PointReport>,
-    images: BTreeMap<String, ImageReport>,
-}
-
-#[derive(Serialize)]
-struct PointReport {
-    index: u64,
-    kind: FailureKind,
-    checkpoint: Option<u64>,
-    images: Vec<String>,
-    incomplete: bool,
-}
-
-#[derive(Serialize, Default)]
-struct ImageReport {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    hex: Option<String>,
-}
-
 pub fn run(args: &ImagesArgs) -> Result<()> {
     let reader = Reader::open(&args.trace)?;
     let header = reader.header();
@@ -112,18 +87,22 @@ pub fn run(args: &ImagesArgs) -> Result<()> {
         None => Image::zeroed(config.image_len()),
     };
     let store = args.out.as_ref().map(ImageStore::open).transpose()?;
+    let mut output = Output::new(args.json, io::stdout().lock());
+    if !args.json {
+        output.title(&args.trace, &config)?;
+    }
     let mut sink = ImageSink {
         persisted,
         store,
         hex: args.hex,
-        report: ImagesReport {
-            failure_points: Vec::new(),
-            images: BTreeMap::new(),
-        },
+        output,
+        images: BTreeMap::new(),
+        points: 0,
+        incomplete: 0,
         index_saved: Instant::now(),
     };
     let mut progress = Progress::new(!args.quiet);
-    let mut replay = Replay::new(config.clone());
+    let mut replay = Replay::new(config);
     let mut entries = 0u64;
     for entry in reader {
         replay.step(&entry?, &mut sink)?;
@@ -136,32 +115,28 @@ pub fn run(args: &ImagesArgs) -> Result<()> {
     if let Some(store) = &sink.store {
         store.flush_index()?;
     }
-    let mut out = io::stdout().lock();
-    if args.json {
-        writeln!(out, "{}", serde_json::to_string(&sink.report)?)?;
-    } else {
-        write!(
-            out,
-            "{}",
-            sink.table(&args.trace, entries, &config, progress.elapsed())
-        )?;
-    }
-    Ok(())
+    sink.finish(entries, progress.elapsed())
 }
 
-/// Keeps the persisted image, materialises each crash image on top of it and records it.
-struct ImageSink {
+/// Keeps the persisted image, materialises each crash image on top of it, records it and
+/// writes each failure point out as soon as it is done, so memory does not grow with the
+/// trace: only the distinct images are remembered.
+struct ImageSink<W: Write> {
     persisted: Image,
     store: Option<ImageStore>,
     hex: bool,
-    report: ImagesReport,
+    output: Output<W>,
+    /// Distinct images, with their contents as hex when asked for.
+    images: BTreeMap<[u8; 32], Option<String>>,
+    points: u64,
+    incomplete: u64,
     index_saved: Instant,
 }
 
 /// How often the store's index is saved during a run, so an interrupted run can resume.
 const INDEX_SAVE_INTERVAL: Duration = Duration::from_secs(10);
 
-impl Sink for ImageSink {
+impl<W: Write> Sink for ImageSink<W> {
     fn persist(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()> {
         self.persisted.write(offset, bytes);
         Ok(())
@@ -169,8 +144,7 @@ impl Sink for ImageSink {
 
     fn failure_point(&mut self, view: &FailureView<'_>) -> io::Result<()> {
         let crash = view.crash_images();
-        let mut hashes: Vec<String> = Vec::new();
-        let mut seen = HashSet::new();
+        let mut hashes = Vec::new();
         for image in &crash.images {
             let mut contents = self.persisted.clone();
             view.apply(image, |offset, bytes| contents.write(offset, bytes));
@@ -183,30 +157,17 @@ impl Sink for ImageSink {
                 Some(store) => store.insert(&contents, origin)?,
                 None => contents.hash(),
             };
-            let key = hash.to_hex().to_string();
-            if seen.insert(hash) {
-                hashes.push(key.clone());
+            if !hashes.contains(&hash) {
+                hashes.push(hash);
             }
             let hex = self.hex;
-            self.report
-                .images
-                .entry(key)
-                .or_insert_with(|| ImageReport {
-                    hex: hex.then(|| to_hex(&contents)),
-                });
+            self.images
+                .entry(*hash.as_bytes())
+                .or_insert_with(|| hex.then(|| to_hex(&contents)));
         }
-        let FailurePoint {
-            index,
-            kind,
-            checkpoint,
-        } = view.point;
-        self.report.failure_points.push(PointReport {
-            index,
-            kind,
-            checkpoint,
-            images: hashes,
-            incomplete: crash.incomplete,
-        });
+        self.points += 1;
+        self.incomplete += u64::from(crash.incomplete);
+        self.output.point(&view.point, &hashes, crash.incomplete)?;
         if let Some(store) = &self.store {
             if self.index_saved.elapsed() >= INDEX_SAVE_INTERVAL {
                 store.flush_index()?;
@@ -217,87 +178,136 @@ impl Sink for ImageSink {
     }
 }
 
-impl ImageSink {
+impl<W: Write> ImageSink<W> {
     fn describe(&self, entries: u64) -> String {
         format!(
             "{entries} entries replayed, {} failure points, {} distinct images",
-            self.report.failure_points.len(),
-            self.report.images.len()
+            self.points,
+            self.images.len()
         )
     }
 
-    /// The human-readable summary: one row per failure point.
-    fn table(
-        &self,
-        trace: &std::path::Path,
-        entries: u64,
-        config: &Config,
-        took: Duration,
-    ) -> String {
-        let mut t = String::new();
-        let _ = writeln!(
-            t,
-            "{}: {entries} entries, PM {:#x} bytes{}, cache {}, strategy {}",
-            trace.display(),
-            config.pm_size,
-            if config.blk_size > 0 {
+    fn finish(mut self, entries: u64, took: Duration) -> Result<()> {
+        match &mut self.output {
+            Output::Json { out, .. } => {
+                let images: serde_json::Map<String, serde_json::Value> = self
+                    .images
+                    .iter()
+                    .map(|(hash, hex)| {
+                        let mut fields = serde_json::Map::new();
+                        if let Some(hex) = hex {
+                            fields.insert("hex".into(), hex.clone().into());
+                        }
+                        (
+                            blake3::Hash::from(*hash).to_hex().to_string(),
+                            fields.into(),
+                        )
+                    })
+                    .collect();
+                writeln!(out, "],\"images\":{}}}", serde_json::Value::Object(images))?;
+            }
+            Output::Text(out) => {
+                writeln!(
+                    out,
+                    "{} entries, {} failure points, {} distinct images{} in {:.2}s",
+                    entries,
+                    self.points,
+                    self.images.len(),
+                    if self.incomplete > 0 {
+                        format!(", {} failure points sampled", self.incomplete)
+                    } else {
+                        String::new()
+                    },
+                    took.as_secs_f64()
+                )?;
+                if let Some(store) = &self.store {
+                    writeln!(
+                        out,
+                        "images stored in {} (index.json names their origins)",
+                        store.dir().display()
+                    )?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Where failure points go as they are done: a table for people or the JSON contract
+/// `{"failure_points": [...], "images": {...}}`, written incrementally.
+enum Output<W: Write> {
+    Text(W),
+    Json { out: W, first: bool },
+}
+
+impl<W: Write> Output<W> {
+    fn new(json: bool, out: W) -> Self {
+        if json {
+            Output::Json { out, first: true }
+        } else {
+            Output::Text(out)
+        }
+    }
+
+    fn title(&mut self, trace: &Path, config: &Config) -> io::Result<()> {
+        if let Output::Text(out) = self {
+            let blk = if config.blk_size > 0 {
                 format!(", block device {:#x} bytes", config.blk_size)
             } else {
                 String::new()
-            },
-            config.cache,
-            config.strategy
-        );
-        let _ = writeln!(
-            t,
-            "{:>10}  {:<10}  {:>10}  {:>7}",
-            "index", "kind", "checkpoint", "images"
-        );
-        for p in &self.report.failure_points {
-            let checkpoint = p.checkpoint.map_or("-".to_string(), |c| c.to_string());
-            let _ = writeln!(
-                t,
+            };
+            writeln!(
+                out,
+                "{}: PM {:#x} bytes{blk}, cache {}, strategy {}",
+                trace.display(),
+                config.pm_size,
+                config.cache,
+                config.strategy
+            )?;
+            writeln!(
+                out,
+                "{:>10}  {:<10}  {:>10}  {:>7}",
+                "index", "kind", "checkpoint", "images"
+            )?;
+        }
+        Ok(())
+    }
+
+    fn point(
+        &mut self,
+        p: &FailurePoint,
+        hashes: &[blake3::Hash],
+        incomplete: bool,
+    ) -> io::Result<()> {
+        match self {
+            Output::Text(out) => writeln!(
+                out,
                 "{:>10}  {:<10}  {:>10}  {:>7}{}",
                 p.index,
                 p.kind.to_string(),
-                checkpoint,
-                p.images.len(),
-                if p.incomplete {
+                p.checkpoint.map_or("-".to_string(), |c| c.to_string()),
+                hashes.len(),
+                if incomplete {
                     "  (sampled: more than --max-images)"
                 } else {
                     ""
                 }
-            );
+            ),
+            Output::Json { out, first } => {
+                let point = serde_json::json!({
+                    "index": p.index,
+                    "kind": p.kind,
+                    "checkpoint": p.checkpoint,
+                    "images": hashes.iter().map(|h| h.to_hex().to_string()).collect::<Vec<_>>(),
+                    "incomplete": incomplete,
+                });
+                let sep = if *first { "{\"failure_points\":[" } else { "," };
+                *first = false;
+                write!(out, "{sep}{point}")
+            }
         }
-        let incomplete = self
-            .report
-            .failure_points
-            .iter()
-            .filter(|p| p.incomplete)
-            .count();
-        let _ = writeln!(
-            t,
-            "{} failure points, {} distinct images{} in {:.2}s",
-            self.report.failure_points.len(),
-            self.report.images.len(),
-            if incomplete > 0 {
-                format!(", {incomplete} sampled")
-            } else {
-                String::new()
-            },
-            took.as_secs_f64()
-        );
-        if let Some(store) = &self.store {
-            let _ = writeln!(
-                t,
-                "images stored in {} (index.json names their origins)",
-                store.dir().display()
-            );
-        }
-        t
     }
 }
-
 fn to_hex(image: &Image) -> String {
     let mut bytes = vec![0u8; image.len() as usize];
     image.read(0, &mut bytes);
