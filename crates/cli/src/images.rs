@@ -4,7 +4,7 @@ use crate::progress::Progress;
 use crate::size::parse_size;
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use persim_image::{Image, ImageStore};
+use persim_image::{Image, ImageStore, DEFAULT_HASH_LEVEL};
 use persim_model::{CacheMode, Config, FailurePoint, FailureView, Origin, Replay, Sink, Strategy};
 use persim_trace::Reader;
 use std::collections::BTreeMap;
@@ -42,6 +42,10 @@ pub struct ImagesArgs {
     /// Seed of those samples.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Hash memo granularity: chaining values are kept for subtrees of 2^LEVEL KiB, so
+    /// re-hashing an image after a small change reads only the changed subtrees.
+    #[arg(long, default_value_t = DEFAULT_HASH_LEVEL, value_name = "LEVEL")]
+    pub hash_level: u32,
     /// Initial PM contents (then the block device's); zeros when not given.
     #[arg(long)]
     pub initial: Option<PathBuf>,
@@ -85,7 +89,8 @@ pub fn run(args: &ImagesArgs) -> Result<()> {
         Some(path) => Image::from_file(path, config.image_len())
             .with_context(|| format!("reading the initial image {}", path.display()))?,
         None => Image::zeroed(config.image_len()),
-    };
+    }
+    .with_hash_level(args.hash_level)?;
     let store = args.out.as_ref().map(ImageStore::open).transpose()?;
     let mut output = Output::new(args.json, io::stdout().lock());
     if !args.json {

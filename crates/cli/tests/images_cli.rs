@@ -76,6 +76,38 @@ fn options_change_the_model() {
 }
 
 #[test]
+fn initial_contents_and_hash_level() {
+    let dir = tempfile::tempdir().unwrap();
+    let initial = dir.path().join("initial.img");
+    std::fs::write(&initial, [0x5a; 0x100]).unwrap();
+    let trace = example("nt-mixed.trace");
+    let t = trace.to_str().unwrap();
+    let v = json(&[
+        "images",
+        t,
+        "--json",
+        "--hex",
+        "--initial",
+        initial.to_str().unwrap(),
+    ]);
+    let end = v["failure_points"][1]["images"][0].as_str().unwrap();
+    let bytes = hex_decode(v["images"][end]["hex"].as_str().unwrap());
+    assert_eq!(&bytes[0..8], &[0xaa; 8], "A is durable after the fence");
+    assert!(
+        bytes[0x48..].iter().all(|&b| b == 0x5a),
+        "untouched bytes keep the initial contents"
+    );
+    // the memo level changes how hashes are computed, never what they are
+    let plain = json(&["images", t, "--json"]);
+    assert_eq!(json(&["images", t, "--json", "--hash-level", "0"]), plain);
+    let err = persim()
+        .args(["images", t, "--hash-level", "99"])
+        .output()
+        .unwrap();
+    assert_eq!(err.status.code(), Some(2));
+}
+
+#[test]
 fn store_holds_each_image_once_and_a_rerun_resumes() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("images");
