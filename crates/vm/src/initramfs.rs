@@ -8,6 +8,7 @@ use crate::kernel::Kernel;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 const INIT_SCRIPT: &str = include_str!("init.sh");
 /// Bumped when the archive layout changes, so old cache entries are not reused.
@@ -46,8 +47,11 @@ pub fn build_cached(spec: &InitramfsSpec, cache_dir: &Path) -> Result<PathBuf, V
         )
     })?;
     let bytes = write_archive(&files).map_err(|e| VmError::io("writing the initramfs", e))?;
-    // Written under a temporary name and renamed, so a concurrent build never sees half a file.
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    // Written under a name unique to this build and renamed, so concurrent builds (threads
+    // or processes) never see half a file.
+    static BUILDS: AtomicU64 = AtomicU64::new(0);
+    let build = BUILDS.fetch_add(1, Ordering::Relaxed);
+    let tmp = path.with_extension(format!("tmp{}-{build}", std::process::id()));
     std::fs::write(&tmp, bytes)
         .map_err(|e| VmError::io(format!("writing {}", tmp.display()), e))?;
     std::fs::rename(&tmp, &path)

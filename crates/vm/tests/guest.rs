@@ -100,19 +100,25 @@ fn trace_options(fs: &str, command: &str, output: PathBuf, artifacts: Artifacts)
 
 #[test]
 fn hello_world_on_ext4_dax_is_traced_between_checkpoints() {
-    let Some(artifacts) = artifacts_or_skip("hello_world_on_ext4_dax_is_traced_between_checkpoints") else {
+    let Some(artifacts) =
+        artifacts_or_skip("hello_world_on_ext4_dax_is_traced_between_checkpoints")
+    else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
     let output = dir.path().join("hello.trace");
     let command = "hypercall checkpoint 1\necho HelloWorld > /mnt/myfile\nhypercall checkpoint 2";
     let started = Instant::now();
-    let summary = persim_vm::trace(&trace_options("ext4", command, output.clone(), artifacts)).unwrap();
+    let summary =
+        persim_vm::trace(&trace_options("ext4", command, output.clone(), artifacts)).unwrap();
     eprintln!("VM start to end: {:.2} s", started.elapsed().as_secs_f64());
     assert_eq!(summary.exit_code, 0, "{}", summary.output);
 
     let (header, entries) = persim_trace::read_all(&output).unwrap();
-    assert_eq!((header.pm_base, header.pm_size), (summary.pm_base, summary.pm_size));
+    assert_eq!(
+        (header.pm_base, header.pm_size),
+        (summary.pm_base, summary.pm_size)
+    );
     let ops: Vec<Op> = entries.into_iter().map(|e| e.op).collect();
     let position = |wanted: &Op| ops.iter().position(|op| op == wanted);
     let cp1 = position(&Op::Hypercall(Hypercall::Checkpoint(1))).expect("checkpoint 1");
@@ -136,13 +142,21 @@ fn hello_world_on_ext4_dax_is_traced_between_checkpoints() {
     let data_end = data_end.expect("HelloWorld\\n written to PM between the checkpoints");
     // ... and are flushed and fenced after they were written.
     let after = &ops[data_end..cp2];
-    assert!(after.iter().any(|op| matches!(op, Op::Flush { .. })), "no flush after the data");
-    assert!(after.iter().any(|op| matches!(op, Op::Fence(_))), "no fence after the data");
+    assert!(
+        after.iter().any(|op| matches!(op, Op::Flush { .. })),
+        "no flush after the data"
+    );
+    assert!(
+        after.iter().any(|op| matches!(op, Op::Fence(_))),
+        "no fence after the data"
+    );
 }
 
 #[test]
 fn missing_kernel_modules_and_corrupt_configs_are_clear_errors() {
-    let Some(artifacts) = artifacts_or_skip("missing_kernel_modules_and_corrupt_configs_are_clear_errors") else {
+    let Some(artifacts) =
+        artifacts_or_skip("missing_kernel_modules_and_corrupt_configs_are_clear_errors")
+    else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
