@@ -1,0 +1,179 @@
+//! Verdicts per checkpoint interval (ARCHITECTURE.md): the states a crash can leave between
+//! checkpoint N and N+1, the final states (at the first failure point of N+1), *single
+//! final state* and *atomic*.
+
+use crate::state::Recovered;
+use persim_model::{Choice, FailurePoint, Origin};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+
+/// One distinct state of an interval.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateInfo {
+    /// `c<N>s<K>`: the K-th state discovered in interval N.
+    pub name: String,
+    pub outcome: String,
+    /// Every image behind this state in the interval is a partial one (neither nothing nor
+    /// everything pending): only reordering or torn writes lead here.
+    pub partial_only: bool,
+    /// Trace indices of the failure points where the state arises.
+    pub failure_points: Vec<u64>,
+    /// Hashes of the crash images behind it.
+    pub images: Vec<String>,
+}
+
+/// A state whose recovery failed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorInfo {
+    pub state: String,
+    pub outcome: String,
+    pub output: String,
+}
+
+/// The verdict of interval `from` → `to`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckpointVerdict {
+    pub from: u64,
+    pub to: u64,
+    pub states: Vec<StateInfo>,
+    /// Names of the states at the first failure point of checkpoint `to`.
+    pub final_states: Vec<String>,
+    pub single_final_state: bool,
+    /// Single final state, at most two states in the interval and no failed recovery.
+    pub atomic: bool,
+    pub errors: Vec<ErrorInfo>,
+}
+
+impl CheckpointVerdict {
+    pub fn violated(&self) -> bool {
+        !self.atomic
+    }
+}
+
+/// An image's hash and every origin recorded for it (the image store's index).
+pub struct ImageOrigins<'a> {
+    pub hash: &'a str,
+    pub origins: &'a [Origin],
+}
+
+/// Computes the verdict of every interval N → N+1 for which the trace has checkpoint N+1.
+/// `state_of` gives the recovered state of an image; images without one are reported as
+/// errors of their interval.
+pub fn verdicts<'a>(
+    images: impl IntoIterator<Item = ImageOrigins<'a>>,
+    state_of: impl Fn(&str) -> Option<&'a Recovered>,
+) -> Vec<CheckpointVerdict> {
+    // failure point -> its images, "nothing" first and "everything" last (discovery order)
+    let mut points: BTreeMap<FailurePoint, Vec<(u8, &str, bool)>> = BTreeMap::new();
+    for image in images {
+        for origin in image.origins {
+            let rank = match origin.choice {
+                Choice::Nothing => 0,
+                Choice::Everything => 2,
+                _ => 1,
+            };
+            points
+                .entry(origin.point)
+                .or_default()
+                .push((rank, image.hash, is_partial(origin)));
+        }
+    }
+    for list in points.values_mut() {
+        list.sort();
+    }
+    let first_of = |checkpoint: u64| points.keys().find(|p| p.checkpoint == Some(checkpoint));
+    let mut checkpoints: Vec<u64> = points.keys().filter_map(|p| p.checkpoint).collect();
+    checkpoints.dedup();
+    let mut out = Vec::new();
+    for &from in &checkpoints {
+        let Some(final_point) = first_of(from + 1) else {
+            continue;
+        };
+        let in_interval = points
+            .iter()
+            .filter(|(p, _)| p.checkpoint == Some(from))
+            .chain(std::iter::once((final_point, &points[final_point])));
+        let mut interval = Interval::new(from);
+        for (point, list) in in_interval {
+            for &(_, hash, partial) in list {
+                interval.add(point.index, hash, partial, state_of(hash));
+            }
+        }
+        let final_states = interval.names_at(final_point.index);
+        let single_final_state = final_states.len() == 1;
+        let atomic = single_final_state && interval.states.len() <= 2 && interval.errors.is_empty();
+        out.push(CheckpointVerdict {
+            from,
+            to: from + 1,
+            states: interval.states,
+            final_states,
+            single_final_state,
+            atomic,
+            errors: interval.errors,
+        });
+    }
+    out
+}
+
+fn is_partial(origin: &Origin) -> bool {
+    let whole = |c: &Choice| matches!(c, Choice::Nothing | Choice::Everything);
+    !whole(&origin.choice) || origin.block.as_ref().is_some_and(|b| !whole(b))
+}
+
+/// The states of one interval as they are discovered.
+struct Interval<'a> {
+    checkpoint: u64,
+    states: Vec<StateInfo>,
+    errors: Vec<ErrorInfo>,
+    by_state: HashMap<Option<&'a Recovered>, usize>,
+}
+
+impl<'a> Interval<'a> {
+    fn new(checkpoint: u64) -> Self {
+        Interval {
+            checkpoint,
+            states: Vec::new(),
+            errors: Vec::new(),
+            by_state: HashMap::new(),
+        }
+    }
+
+    fn add(&mut self, point: u64, hash: &str, partial: bool, recovered: Option<&'a Recovered>) {
+        let next = self.states.len();
+        let i = *self.by_state.entry(recovered).or_insert(next);
+        if i == next {
+            let name = format!("c{}s{}", self.checkpoint, i);
+            let outcome = recovered.map_or("not-extracted", Recovered::outcome);
+            if recovered.is_none_or(Recovered::is_error) {
+                self.errors.push(ErrorInfo {
+                    state: name.clone(),
+                    outcome: outcome.to_string(),
+                    output: recovered.map_or("no state was extracted for this image", |r| r.text()).to_string(),
+                });
+            }
+            self.states.push(StateInfo {
+                name,
+                outcome: outcome.to_string(),
+                partial_only: true,
+                failure_points: Vec::new(),
+                images: Vec::new(),
+            });
+        }
+        let state = &mut self.states[i];
+        state.partial_only &= partial;
+        if state.failure_points.last() != Some(&point) {
+            state.failure_points.push(point);
+        }
+        if !state.images.iter().any(|h| h == hash) {
+            state.images.push(hash.to_string());
+        }
+    }
+
+    fn names_at(&self, point: u64) -> Vec<String> {
+        self.states
+            .iter()
+            .filter(|s| s.failure_points.contains(&point))
+            .map(|s| s.name.clone())
+            .collect()
+    }
+}
