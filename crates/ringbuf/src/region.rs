@@ -38,6 +38,10 @@ unsafe impl Sync for HeapRegion {}
 
 impl HeapRegion {
     /// Allocates `len` zero bytes aligned to a page.
+    ///
+    /// # Panics
+    ///
+    /// If `len` exceeds `isize::MAX` rounded down to a page, like `Vec::with_capacity`.
     pub fn new(len: usize) -> Self {
         let Some(layout) = Self::layout(len) else {
             // Nothing to allocate; still a page-aligned address, like any other region.
