@@ -2,8 +2,10 @@
 
 mod images;
 mod progress;
+mod record;
 mod size;
 mod trace_cmd;
+mod vm_args;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -33,18 +35,31 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     Images(images::ImagesArgs),
-    /// Inspect and convert traces.
-    Trace {
-        #[command(subcommand)]
-        command: trace_cmd::TraceCommand,
-    },
+    Trace(TraceArgs),
+}
+
+/// Record a trace in the VM, or inspect and convert traces.
+///
+/// Recording: `persim trace --fs ext4 --cmd 'echo HelloWorld > myfile' -o hello.ptrace`
+/// boots the VM, creates and mounts the file system with DAX, and traces the commands.
+#[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+struct TraceArgs {
+    #[command(subcommand)]
+    command: Option<trace_cmd::TraceCommand>,
+    #[command(flatten)]
+    record: record::RecordArgs,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Images(args) => images::run(&args),
-        Command::Trace { command } => trace_cmd::run(&command),
+        Command::Trace(TraceArgs {
+            command: Some(command),
+            ..
+        }) => trace_cmd::run(&command),
+        Command::Trace(TraceArgs { record, .. }) => record::run(&record),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,73 @@
+//! `persim trace --fs ext4 --cmd '...' -o TRACE`: record a trace in the VM.
+
+use crate::vm_args::{cache_dir, VmArgs};
+use anyhow::{bail, Result};
+use clap::Args;
+use persim_vm::{trace, Artifacts, TraceOptions, TraceSummary};
+use std::path::PathBuf;
+
+#[derive(Args, Debug)]
+pub struct RecordArgs {
+    #[command(flatten)]
+    pub vm: VmArgs,
+    /// Shell commands to trace, run in the guest in /mnt (the mounted file system) between
+    /// `hypercall start` and `hypercall success` (or `fail` on a non-zero exit). Use
+    /// `hypercall checkpoint N` between operations.
+    #[arg(long, required = true)]
+    pub cmd: Option<String>,
+    /// Where to write the binary trace.
+    #[arg(short, long, required = true)]
+    pub out: Option<PathBuf>,
+    /// Record loads too.
+    #[arg(long)]
+    pub reads: bool,
+    /// Attach a frame-pointer stack trace to every entry.
+    #[arg(long)]
+    pub stack_traces: bool,
+    /// No progress lines on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// Records a trace; returns what the guest printed and the timings.
+pub fn record(args: &RecordArgs, command: &str, out: PathBuf) -> Result<TraceSummary> {
+    let options = TraceOptions {
+        config: args.vm.config()?,
+        command: command.to_string(),
+        output: out,
+        reads: args.reads,
+        stack_traces: args.stack_traces,
+        timeout: args.vm.timeout(),
+        cache_dir: cache_dir(),
+        artifacts: Artifacts::locate()?,
+        progress: !args.quiet,
+    };
+    Ok(trace(&options)?)
+}
+
+pub fn run(args: &RecordArgs) -> Result<()> {
+    let (Some(command), Some(out)) = (&args.cmd, &args.out) else {
+        bail!("give the commands to trace (--cmd) and the output file (-o)");
+    };
+    let summary = record(args, command, out.clone())?;
+    print!("{}", summary.output);
+    for error in &summary.kernel_errors {
+        eprintln!("persim trace: kernel: {error}");
+    }
+    eprintln!(
+        "persim trace: {} written (boot {:.1} s, setup {:.1} s, traced run {:.1} s, shutdown {:.1} s); the commands exited with {}",
+        out.display(),
+        summary.boot.as_secs_f64(),
+        summary.setup.as_secs_f64(),
+        summary.traced.as_secs_f64(),
+        summary.shutdown.as_secs_f64(),
+        summary.exit_code
+    );
+    if summary.exit_code != 0 {
+        bail!(
+            "the traced commands failed with exit code {}",
+            summary.exit_code
+        );
+    }
+    Ok(())
+}
