@@ -95,6 +95,19 @@ check_installed() {
     echo "setup.sh: QEMU $version, kernel(s): $(cd /boot && echo vmlinuz-*)"
 }
 
+# Static guest tools and the plugin are part of the release build above; this is the
+# pipeline a new user sees first.
+run_main_job() {
+    local persim out
+    persim="$(dirname "$0")/../target/release/persim"
+    out=${PERSIM_DEMO_DIR:-/tmp/persim-demo}
+    mkdir -p "$out"
+    echo "setup.sh: main job: trace 'echo HelloWorld > myfile' on ext4-DAX, then its crash images"
+    "$persim" trace --fs ext4 -o "$out/hello.ptrace" \
+        --cmd 'hypercall checkpoint 1; echo HelloWorld > myfile; hypercall checkpoint 2'
+    "$persim" images "$out/hello.ptrace" --strategy program-order --out "$out/images"
+}
+
 build_workspace() {
     command -v cargo >/dev/null || die "cargo not found: install a Rust toolchain (rustup) first"
     (cd "$(dirname "$0")/.." && cargo build --release --workspace)
@@ -106,7 +119,21 @@ build_guest_tools() {
         --config 'target.x86_64-unknown-linux-gnu.rustflags=["-C","target-feature=+crt-static"]')
 }
 
+usage() {
+    echo "usage: $0 [--no-main-job]"
+    echo "Installs QEMU 10, the guest kernel and tools (Debian packages), builds Persim, and"
+    echo "runs the main job (trace a file-system operation, generate its crash images)."
+    echo "  --no-main-job   install and build only (what scripts/test.sh uses)"
+}
+
 main() {
+    local main_job=1
+    case ${1:-} in
+        "") ;;
+        --no-main-job) main_job=0 ;;
+        -h | --help) usage; exit 0 ;;
+        *) usage >&2; exit 2 ;;
+    esac
     check_prerequisites
     apt_update
     add_backports_source
@@ -116,6 +143,7 @@ main() {
     check_installed
     build_workspace
     build_guest_tools
+    if ((main_job)); then run_main_job; fi
 }
 
 main "$@"
