@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use persim_image::{Image, ImageStore, DEFAULT_HASH_LEVEL};
 use persim_model::{CacheMode, Config, FailurePoint, FailureView, Origin, Replay, Sink, Strategy};
-use persim_trace::Reader;
+use persim_trace::{initial_image_path, Reader};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{self, Write};
@@ -46,7 +46,8 @@ pub struct ImagesArgs {
     /// re-hashing an image after a small change reads only the changed subtrees.
     #[arg(long, default_value_t = DEFAULT_HASH_LEVEL, value_name = "LEVEL")]
     pub hash_level: u32,
-    /// Initial PM contents (then the block device's); zeros when not given.
+    /// Initial PM contents (then the block device's); default: TRACE.initial, which
+    /// `persim trace` writes, else zeros.
     #[arg(long)]
     pub initial: Option<PathBuf>,
     /// Store distinct images as DIR/<hash>.img with DIR/index.json naming their origins.
@@ -85,7 +86,11 @@ pub fn run(args: &ImagesArgs) -> Result<()> {
         pm_size,
         blk_size: args.blk_size.unwrap_or(header.blk_size),
     };
-    let persisted = match &args.initial {
+    let initial = args.initial.clone().or_else(|| {
+        let recorded = initial_image_path(&args.trace);
+        recorded.is_file().then_some(recorded)
+    });
+    let persisted = match &initial {
         Some(path) => Image::from_file(path, config.image_len())
             .with_context(|| format!("reading the initial image {}", path.display()))?,
         None => Image::zeroed(config.image_len()),

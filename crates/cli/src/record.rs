@@ -29,11 +29,13 @@ pub struct RecordArgs {
     pub quiet: bool,
 }
 
-/// Records a trace; returns what the guest printed and the timings.
-pub fn record(args: &RecordArgs, command: &str, out: PathBuf) -> Result<TraceSummary> {
+/// Records a trace after running `setup` untraced; returns what the guest printed and the
+/// timings.
+pub fn record(args: &RecordArgs, setup: &str, command: &str, out: PathBuf) -> Result<TraceSummary> {
     let options = TraceOptions {
         config: args.vm.config()?,
         command: command.to_string(),
+        setup: setup.to_string(),
         output: out,
         reads: args.reads,
         stack_traces: args.stack_traces,
@@ -49,7 +51,7 @@ pub fn run(args: &RecordArgs) -> Result<()> {
     let (Some(command), Some(out)) = (&args.cmd, &args.out) else {
         bail!("give the commands to trace (--cmd) and the output file (-o)");
     };
-    let summary = record(args, command, out.clone())?;
+    let summary = record(args, "", command, out.clone())?;
     print!("{}", summary.output);
     for error in &summary.kernel_errors {
         eprintln!("persim trace: kernel: {error}");

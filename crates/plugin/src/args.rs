@@ -10,11 +10,15 @@ pub struct Args {
     pub pm_size: u64,
     pub trace: PathBuf,
     pub reads: bool,
+    /// The host file behind the NVDIMM and where to copy it at `hypercall start`: the PM
+    /// contents the trace starts from (crash images are built on top of them).
+    pub initial: Option<(PathBuf, PathBuf)>,
 }
 
 impl Args {
     pub fn parse<'a>(raw: impl IntoIterator<Item = &'a str>) -> Result<Args, String> {
         let (mut pm_base, mut pm_size, mut trace, mut reads) = (None, None, None, false);
+        let (mut pm_file, mut initial) = (None, None);
         for arg in raw {
             let (key, value) = arg
                 .split_once('=')
@@ -24,6 +28,8 @@ impl Args {
                 "pm_size" => pm_size = Some(parse_u64(key, value)?),
                 "trace" => trace = Some(PathBuf::from(value)),
                 "reads" => reads = parse_bool(key, value)?,
+                "pm_file" => pm_file = Some(PathBuf::from(value)),
+                "initial" => initial = Some(PathBuf::from(value)),
                 // Stack traces are not recorded yet; accepted so the runner's option is not an error.
                 "stacks" => {
                     parse_bool(key, value)?;
@@ -39,6 +45,11 @@ impl Args {
                 .ok_or_else(|| need("pm_size (> 0)"))?,
             trace: trace.ok_or_else(|| need("trace"))?,
             reads,
+            initial: match (pm_file, initial) {
+                (Some(pm_file), Some(initial)) => Some((pm_file, initial)),
+                (None, None) => None,
+                _ => return Err("`pm_file` and `initial` go together".into()),
+            },
         })
     }
 }
@@ -79,9 +90,20 @@ mod tests {
                 pm_base: 1 << 32,
                 pm_size: 64 << 20,
                 trace: "/t/x".into(),
-                reads: true
+                reads: true,
+                initial: None,
             }
         );
+        let with_initial = Args::parse([
+            "pm_base=0",
+            "pm_size=64",
+            "trace=/t",
+            "pm_file=/p",
+            "initial=/i",
+        ])
+        .unwrap();
+        assert_eq!(with_initial.initial, Some(("/p".into(), "/i".into())));
+        assert!(Args::parse(["pm_base=0", "pm_size=64", "trace=/t", "pm_file=/p"]).is_err());
     }
 
     #[test]

@@ -76,6 +76,9 @@ impl Tracer {
                     },
                     ..Header::default()
                 };
+                if let Some((pm_file, initial)) = &self.args.initial {
+                    snapshot(pm_file, initial)?;
+                }
                 let writer = BackgroundWriter::spawn(&self.args.trace, &header).map_err(|e| {
                     format!("cannot create trace {}: {e}", self.args.trace.display())
                 })?;
@@ -187,6 +190,21 @@ impl Tracer {
     }
 }
 
+/// Copies the PM backing file while the (single) vCPU is stopped in the `start` hypercall,
+/// so the copy is exactly the state the trace starts from. Written atomically.
+fn snapshot(pm_file: &std::path::Path, to: &std::path::Path) -> Result<(), String> {
+    let tmp = to.with_extension("tmp");
+    std::fs::copy(pm_file, &tmp)
+        .and_then(|_| std::fs::rename(&tmp, to))
+        .map_err(|e| {
+            format!(
+                "cannot copy PM {} to {}: {e}",
+                pm_file.display(),
+                to.display()
+            )
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,7 +217,28 @@ mod tests {
             pm_size: 1 << 20,
             trace: dir.path().join("t"),
             reads: false,
+            initial: None,
         })
+    }
+
+    #[test]
+    fn start_snapshots_the_pm_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let pm = dir.path().join("pm");
+        std::fs::write(&pm, b"formatted file system").unwrap();
+        let mut t = Tracer::new(Args {
+            pm_base: BASE,
+            pm_size: 1 << 20,
+            trace: dir.path().join("t"),
+            reads: false,
+            initial: Some((pm.clone(), dir.path().join("initial"))),
+        });
+        t.hypercall(Hypercall::Start, 0).unwrap();
+        std::fs::write(&pm, b"changed after start").unwrap();
+        assert_eq!(
+            std::fs::read(dir.path().join("initial")).unwrap(),
+            b"formatted file system"
+        );
     }
 
     fn ops(dir: &tempfile::TempDir) -> Vec<Op> {

@@ -21,3 +21,11 @@ pub use entry::{
 pub use error::{TraceError, TraceErrorKind};
 pub use reader::{read_all, Format, Reader};
 pub use text::{ParseEntryError, TextWriter};
+
+/// Where the PM contents at the start of a recorded trace are kept, next to the trace:
+/// crash images are built on top of them.
+pub fn initial_image_path(trace: &std::path::Path) -> std::path::PathBuf {
+    let mut name = trace.as_os_str().to_owned();
+    name.push(".initial");
+    name.into()
+}

@@ -7,6 +7,7 @@ use crate::error::VmError;
 use crate::initramfs::{build_cached, InitramfsSpec};
 use crate::kernel::Kernel;
 use crate::qemu::{check_version, Plugin, QemuSpec, MAX_MEMORY_MIB, PM_BASE};
+use persim_trace::initial_image_path;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -16,7 +17,7 @@ const PLUGIN_FILE: &str = "libpersim_plugin.so";
 const BUILD_HINT: &str =
     "build them with `scripts/setup.sh` (or: cargo build --release -p persim-plugin && \
      cargo build --release -p persim-guest --target x86_64-unknown-linux-gnu \
-     --config 'target.x86_64-unknown-linux-gnu.rustflags=[\"-C\",\"target-feature=+crt-static\"]')";
+     --config 'target.x86_64-unknown-linux-gnu.rustflags=[\"-C\",\"target-feature=+crt-static\",\"-C\",\"force-frame-pointers=yes\"]')";
 
 /// Files built from this workspace that the VM needs.
 #[derive(Clone, Debug)]
@@ -110,6 +111,11 @@ pub struct TraceOptions {
     /// Shell commands run in the guest, in /mnt, between `hypercall start` and
     /// `hypercall success` (exit code 0) or `hypercall fail`.
     pub command: String,
+    /// Shell commands run after mount, before tracing starts (e.g. to create files the
+    /// traced commands work on; end with `sync` to make them durable).
+    pub setup: String,
+    /// The trace; the PM contents at `hypercall start` go next to it
+    /// (`persim_trace::initial_image_path`).
     pub output: PathBuf,
     pub reads: bool,
     pub stack_traces: bool,
@@ -158,6 +164,8 @@ pub fn trace(opts: &TraceOptions) -> Result<TraceSummary, VmError> {
                 format!("pm_base={PM_BASE}"),
                 format!("pm_size={pm_size}"),
                 format!("trace={}", opts.output.display()),
+                format!("pm_file={}", pm.0.display()),
+                format!("initial={}", initial_image_path(&opts.output).display()),
                 format!("reads={}", on_off(opts.reads)),
                 format!("stacks={}", on_off(opts.stack_traces)),
             ],
@@ -177,7 +185,8 @@ pub fn trace(opts: &TraceOptions) -> Result<TraceSummary, VmError> {
 
     let started = Instant::now();
     check_pm_range(&mut vm, pm_size, opts.timeout)?;
-    for command in [&opts.config.mkfs, &opts.config.mount] {
+    let setup_commands = [&opts.config.mkfs, &opts.config.mount, &opts.setup];
+    for command in setup_commands.into_iter().filter(|c| !c.trim().is_empty()) {
         let out = vm.run(command, opts.timeout)?;
         if out.exit_code != 0 {
             return Err(VmError::SetupFailed {

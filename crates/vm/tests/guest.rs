@@ -88,6 +88,7 @@ fn trace_options(fs: &str, command: &str, output: PathBuf, artifacts: Artifacts)
     TraceOptions {
         config: VmConfig::for_fs(&default_config_dir(), fs).unwrap(),
         command: command.to_owned(),
+        setup: String::new(),
         output,
         reads: false,
         stack_traces: false,
