@@ -114,9 +114,10 @@ build_workspace() {
 }
 
 # The guest tools run in the initramfs, which has no C library: link them statically.
+# Frame pointers make them walkable by `persim trace --stack-traces`.
 build_guest_tools() {
     (cd "$(dirname "$0")/.." && cargo build --release -p persim-guest --target x86_64-unknown-linux-gnu \
-        --config 'target.x86_64-unknown-linux-gnu.rustflags=["-C","target-feature=+crt-static"]')
+        --config 'target.x86_64-unknown-linux-gnu.rustflags=["-C","target-feature=+crt-static","-C","force-frame-pointers=yes"]')
 }
 
 usage() {

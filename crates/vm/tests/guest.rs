@@ -1,7 +1,7 @@
 //! End-to-end tests with the real QEMU and Debian kernel (installed by scripts/setup.sh).
 //! Without them they are skipped with a message, except under CI (CI set), where they must run.
 
-use persim_trace::{Hypercall, Op};
+use persim_trace::{FenceKind, FlushKind, Hypercall, Op};
 use persim_vm::{default_config_dir, prepare, Artifacts, QemuSpec, TraceOptions, Vm, VmConfig};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -170,4 +170,173 @@ fn missing_kernel_modules_and_corrupt_configs_are_clear_errors() {
     std::fs::write(&corrupt, "name = \"x\"\nmemory_mib = \"lots\"\n").unwrap();
     let e = VmConfig::load(&corrupt).unwrap_err().to_string();
     assert!(e.contains("bad.toml") && e.contains("memory_mib"), "{e}");
+}
+
+/// The static test program `pm-probe` (guest/src/bin/pm-probe.rs), built by setup.sh next
+/// to `hypercall`; it is added to the initramfs only for these tests.
+fn with_probe(test: &str, mut artifacts: Artifacts) -> Option<(Artifacts, PathBuf)> {
+    let probe = artifacts.guest_tools[0].with_file_name("pm-probe");
+    if !probe.is_file() {
+        let reason = format!("{} is missing (run scripts/setup.sh)", probe.display());
+        assert!(std::env::var_os("CI").is_none(), "{test}: {reason}");
+        eprintln!("SKIPPED {test}: {reason}");
+        return None;
+    }
+    artifacts.guest_tools.push(probe.clone());
+    Some((artifacts, probe))
+}
+
+/// Runs `pm-probe` traced; returns its entries and the two values it prints.
+struct ProbeRun {
+    entries: Vec<persim_trace::Entry>,
+    /// PM offset of the probe file's first byte (from FIEMAP and sysfs, in the guest).
+    pm_offset: u64,
+    /// Run-time address of `persim_probe_outer` (the binary is a static PIE).
+    outer: u64,
+}
+
+fn run_probe(artifacts: Artifacts, stack_traces: bool) -> ProbeRun {
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("probe.trace");
+    let mut opts = trace_options("ext4", "pm-probe /mnt/probe", output.clone(), artifacts);
+    opts.stack_traces = stack_traces;
+    let summary = persim_vm::trace(&opts).unwrap();
+    assert_eq!(summary.exit_code, 0, "{}", summary.output);
+    let printed = |key: &str| {
+        summary
+            .output
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| u64::from_str_radix(v.trim_start_matches("0x"), 16).ok())
+            .unwrap_or_else(|| panic!("pm-probe did not print {key}: {}", summary.output))
+    };
+    let (header, entries) = persim_trace::read_all(&output).unwrap();
+    assert_eq!(
+        header.flags & persim_trace::Header::FLAG_STACKS != 0,
+        stack_traces
+    );
+    ProbeRun {
+        entries,
+        pm_offset: printed("pm_offset="),
+        outer: printed("outer="),
+    }
+}
+
+/// The entries strictly between checkpoints `n` and `n + 1`.
+fn between_checkpoints(entries: &[persim_trace::Entry], n: u64) -> &[persim_trace::Entry] {
+    let at = |k| {
+        entries
+            .iter()
+            .position(|e| e.op == Op::Hypercall(Hypercall::Checkpoint(k)))
+            .unwrap_or_else(|| panic!("no checkpoint {k} in the trace"))
+    };
+    &entries[at(n) + 1..at(n + 1)]
+}
+
+/// What pm-probe does between checkpoints 1 and 2, at offsets from its file's start.
+fn expected_probe_ops(base: u64) -> Vec<Op> {
+    let write = |offset: u64, data: &[u8], nt| Op::Write {
+        addr: base + offset,
+        data: data.to_vec(),
+        nt,
+    };
+    vec![
+        write(0x00, &0x1122_3344_5566_7788u64.to_le_bytes(), true),
+        write(0x40, &0x0102_0304_0506_0708u64.to_le_bytes(), false),
+        write(0x4a, &0xbeefu16.to_le_bytes(), false),
+        Op::Flush {
+            kind: FlushKind::Clwb,
+            addr: base + 0x48,
+        },
+        Op::Flush {
+            kind: FlushKind::Clflushopt,
+            addr: base + 0x10,
+        },
+        Op::Fence(FenceKind::Sfence),
+    ]
+}
+
+#[test]
+fn probe_nt_cached_flush_and_fence_entries_are_exact() {
+    const TEST: &str = "probe_nt_cached_flush_and_fence_entries_are_exact";
+    let Some((artifacts, _)) = artifacts_or_skip(TEST).and_then(|a| with_probe(TEST, a)) else {
+        return;
+    };
+    let run = run_probe(artifacts, false);
+    let ops: Vec<Op> = between_checkpoints(&run.entries, 1)
+        .iter()
+        .map(|e| e.op.clone())
+        .collect();
+    assert_eq!(ops, expected_probe_ops(run.pm_offset));
+}
+
+/// Symbol -> (address, size) of the probe's functions, from the host's `nm`.
+fn symbols(binary: &std::path::Path) -> std::collections::HashMap<String, (u64, u64)> {
+    let out = std::process::Command::new("nm")
+        .args(["-S", "--defined-only"])
+        .arg(binary)
+        .output()
+        .expect("nm (binutils) runs");
+    assert!(out.status.success(), "nm {}", binary.display());
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| {
+            let [addr, size, _, name] = line.split_whitespace().collect::<Vec<_>>()[..] else {
+                return None;
+            };
+            let hex = |s| u64::from_str_radix(s, 16).ok();
+            Some((name.to_owned(), (hex(addr)?, hex(size)?)))
+        })
+        .collect()
+}
+
+#[test]
+fn stack_traces_follow_frame_pointers_through_the_probe_call_chain() {
+    const TEST: &str = "stack_traces_follow_frame_pointers_through_the_probe_call_chain";
+    let Some((artifacts, probe)) = artifacts_or_skip(TEST).and_then(|a| with_probe(TEST, a)) else {
+        return;
+    };
+    let run = run_probe(artifacts, true);
+    let symbols = symbols(&probe);
+    let load_bias = run.outer - symbols["persim_probe_outer"].0;
+    let function_of = |addr: u64| {
+        let addr = addr.wrapping_sub(load_bias);
+        symbols
+            .iter()
+            .find(|(_, &(start, size))| (start..start + size).contains(&addr))
+            .map(|(name, _)| name.as_str())
+    };
+
+    // Stacks do not change what is recorded.
+    let ops: Vec<Op> = between_checkpoints(&run.entries, 1)
+        .iter()
+        .map(|e| e.op.clone())
+        .collect();
+    assert_eq!(ops, expected_probe_ops(run.pm_offset));
+
+    // inner stores, middle flushes after the call, outer fences after the call; each
+    // stack holds the probe's callers, innermost first, then the return into `main`.
+    let chain = between_checkpoints(&run.entries, 2);
+    let (inner, middle, outer) = (
+        "persim_probe_inner",
+        "persim_probe_middle",
+        "persim_probe_outer",
+    );
+    let expected: [(&str, &[&str]); 3] =
+        [(inner, &[middle, outer]), (middle, &[outer]), (outer, &[])];
+    assert_eq!(chain.len(), expected.len(), "{chain:#x?}");
+    for (entry, (function, callers)) in chain.iter().zip(expected) {
+        let pc = entry.meta.pc.expect("every entry has a pc");
+        let stack = &entry.meta.stack;
+        assert_eq!(function_of(pc), Some(function), "{entry:#x?}");
+        assert!(
+            stack.len() > callers.len() && stack.len() <= 16,
+            "{entry:#x?}"
+        );
+        let found: Vec<Option<&str>> = stack.iter().map(|&a| function_of(a)).collect();
+        let wanted: Vec<Option<&str>> = callers.iter().copied().map(Some).collect();
+        assert_eq!(found[..callers.len()], wanted, "{entry:#x?}");
+        let caller_of_outer = found[callers.len()].expect("a return into the probe's code");
+        assert!(!caller_of_outer.starts_with("persim_probe"), "{entry:#x?}");
+    }
 }
