@@ -1,8 +1,12 @@
 //! Persim analysis: the states recovered from crash images, verdicts per checkpoint
 //! interval, reports, and trace debugging.
 
+mod diff;
+mod report;
 mod state;
 mod verdict;
 
+pub use diff::line_diff;
+pub use report::{Mark, Report};
 pub use state::Recovered;
 pub use verdict::{verdicts, CheckpointVerdict, ErrorInfo, ImageOrigins, StateInfo};

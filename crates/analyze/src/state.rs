@@ -63,6 +63,9 @@ mod tests {
         assert_eq!(a, b);
         assert_ne!(a, Recovered::state(r#"{"b": 2, "a": {"y": 2, "x": 3}}"#));
         assert!(!a.is_error());
-        assert!(Recovered::Hang { output: String::new() }.is_error());
+        assert!(Recovered::Hang {
+            output: String::new()
+        }
+        .is_error());
     }
 }

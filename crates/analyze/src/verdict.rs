@@ -148,7 +148,9 @@ impl<'a> Interval<'a> {
                 self.errors.push(ErrorInfo {
                     state: name.clone(),
                     outcome: outcome.to_string(),
-                    output: recovered.map_or("no state was extracted for this image", |r| r.text()).to_string(),
+                    output: recovered
+                        .map_or("no state was extracted for this image", |r| r.text())
+                        .to_string(),
                 });
             }
             self.states.push(StateInfo {
