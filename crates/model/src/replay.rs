@@ -181,6 +181,11 @@ impl Replay {
         Ok(())
     }
 
+    /// The lines with pending units now (before the next entry), in address order.
+    pub fn pending_lines(&self) -> Vec<&LineState> {
+        self.pm.dirty_lines()
+    }
+
     /// Ends the trace: the final failure point.
     pub fn finish(mut self, sink: &mut impl Sink) -> Result<(), ModelError> {
         self.failure_point(FailureKind::End, sink)

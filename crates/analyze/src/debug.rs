@@ -1,0 +1,163 @@
+//! Trace debugging: what the model holds pending at an entry, and every entry that touches
+//! given cache lines.
+
+use persim_model::{Config, FailureView, ModelError, Replay, Sink, LINE};
+use persim_trace::{Entry, Op, TraceError};
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::io;
+
+/// The crash model's pending state just before an entry.
+#[derive(Debug, Serialize)]
+pub struct PendingState {
+    pub index: u64,
+    pub lines: Vec<PendingLine>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PendingLine {
+    pub line: u64,
+    /// Units up to this position are flushed (made durable by the next fence).
+    pub flush_mark: usize,
+    /// The pending sequence in program order.
+    pub units: Vec<PendingUnit>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PendingUnit {
+    pub addr: u64,
+    pub bytes: String,
+    pub nt: bool,
+    /// The trace entry that stored it.
+    pub entry: u64,
+    /// Its position in the global store order.
+    pub order: u64,
+}
+
+/// Something went wrong reading or replaying the trace.
+#[derive(Debug)]
+pub enum DebugError {
+    Trace(TraceError),
+    Model(ModelError),
+}
+
+impl std::fmt::Display for DebugError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DebugError::Trace(e) => write!(f, "{e}"),
+            DebugError::Model(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for DebugError {}
+
+/// Replays entries before `index` and returns the pending state there.
+pub fn pending_at(
+    entries: impl IntoIterator<Item = Result<Entry, TraceError>>,
+    config: Config,
+    index: u64,
+) -> Result<PendingState, DebugError> {
+    let mut replay = Replay::new(config);
+    for entry in entries.into_iter().take(index as usize) {
+        let entry = entry.map_err(DebugError::Trace)?;
+        replay
+            .step(&entry, &mut Discard)
+            .map_err(DebugError::Model)?;
+    }
+    let lines = replay
+        .pending_lines()
+        .iter()
+        .map(|l| PendingLine {
+            line: l.line,
+            flush_mark: l.flush_mark(),
+            units: l
+                .units()
+                .iter()
+                .map(|u| PendingUnit {
+                    addr: u.addr,
+                    bytes: u.bytes().iter().map(|b| format!("{b:02x}")).collect(),
+                    nt: u.nt,
+                    entry: u.entry,
+                    order: u.seq,
+                })
+                .collect(),
+        })
+        .collect();
+    Ok(PendingState { index, lines })
+}
+
+impl PendingState {
+    pub fn to_text(&self) -> String {
+        let mut t = String::new();
+        let _ = writeln!(
+            t,
+            "pending before entry {}: {} line(s)",
+            self.index,
+            self.lines.len()
+        );
+        for l in &self.lines {
+            let _ = writeln!(t, "line {:#x} (flush mark {}):", l.line, l.flush_mark);
+            for (i, u) in l.units.iter().enumerate() {
+                let flushed = if i < l.flush_mark { "flushed" } else { "" };
+                let kind = if u.nt { "ntwrite" } else { "write" };
+                let _ = writeln!(
+                    t,
+                    "  #{:<8} {kind:<7} {:#x} {:<16} entry {} {flushed}",
+                    u.order, u.addr, u.bytes, u.entry
+                );
+            }
+        }
+        t
+    }
+}
+
+/// Discards what replay reports: only the pending state is wanted.
+struct Discard;
+
+impl Sink for Discard {
+    fn persist(&mut self, _: u64, _: &[u8]) -> io::Result<()> {
+        Ok(())
+    }
+    fn failure_point(&mut self, _: &FailureView<'_>) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Every entry that stores to or flushes one of `lines` (line addresses or any byte of
+/// them), with the fences and hypercalls between the first and the last of them, as text
+/// lines `INDEX: ENTRY`.
+pub fn entries_touching(
+    entries: impl IntoIterator<Item = Result<Entry, TraceError>>,
+    lines: &[u64],
+) -> Result<Vec<String>, TraceError> {
+    let lines: Vec<u64> = lines.iter().map(|l| l & !(LINE - 1)).collect();
+    let touches = |start: u64, len: u64| {
+        let first = start & !(LINE - 1);
+        let last = (start + len.max(1) - 1) & !(LINE - 1);
+        lines.iter().any(|l| (first..=last).contains(l))
+    };
+    let mut out = Vec::new();
+    // fences and hypercalls seen since the last touching entry, shown once another follows
+    let mut between = Vec::new();
+    for (index, entry) in entries.into_iter().enumerate() {
+        let entry = entry?;
+        let relevant = match &entry.op {
+            Op::Write { addr, data, .. } => touches(*addr, data.len() as u64),
+            Op::Read { addr, size } => touches(*addr, *size),
+            Op::Flush { addr, .. } => touches(*addr, 1),
+            Op::Fence(_) | Op::Hypercall(_) => {
+                if !out.is_empty() {
+                    between.push(format!("{index}: {entry}"));
+                }
+                continue;
+            }
+            _ => false,
+        };
+        if relevant {
+            out.append(&mut between);
+            out.push(format!("{index}: {entry}"));
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,40 @@
+//! Trace debugging on the bundled NOVA-style example.
+
+use persim_analyze::{entries_touching, pending_at};
+use persim_model::Config;
+use persim_trace::Reader;
+use std::path::Path;
+
+fn reader() -> Reader {
+    Reader::open(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/nova-hello.trace"))
+        .unwrap()
+}
+
+#[test]
+fn pending_state_shows_the_unflushed_tail() {
+    let state = pending_at(reader(), Config::new(0x2000), 8).unwrap();
+    assert_eq!(state.lines.len(), 1);
+    let line = &state.lines[0];
+    assert_eq!((line.line, line.flush_mark), (0x1000, 0));
+    let units: Vec<(u64, &str, bool, u64)> = line
+        .units
+        .iter()
+        .map(|u| (u.addr, u.bytes.as_str(), u.nt, u.entry))
+        .collect();
+    assert_eq!(units, [(0x1008, "6c640a", false, 3)]);
+    assert!(state.to_text().contains("line 0x1000"));
+    // before the first fence both the NT part and the tail are pending
+    let early = pending_at(reader(), Config::new(0x2000), 4).unwrap();
+    assert_eq!(early.lines[0].units.len(), 2);
+}
+
+#[test]
+fn entries_touching_lines_with_fences_between() {
+    let tail = entries_touching(reader(), &[0x1000]).unwrap();
+    assert_eq!(tail.len(), 2);
+    assert!(tail[0].starts_with("2: ntwrite 0x1000") && tail[1].starts_with("3: write 0x1008"));
+    let both = entries_touching(reader(), &[0x1003, 0x40]).unwrap();
+    let indices: Vec<&str> = both.iter().map(|l| l.split(':').next().unwrap()).collect();
+    assert_eq!(indices, ["2", "3", "4", "5", "6"]);
+    assert!(both[2].contains("fence sfence"));
+}
