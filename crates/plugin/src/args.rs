@@ -10,6 +10,11 @@ pub struct Args {
     pub pm_size: u64,
     pub trace: PathBuf,
     pub reads: bool,
+    /// A frame-pointer stack trace with every entry.
+    pub stacks: bool,
+    /// Off: `start` instruments nothing and writes no trace, so the plugin costs what a
+    /// loaded, idle plugin costs (the baseline of the overhead measurement).
+    pub tracing: bool,
     /// The host file behind the NVDIMM and where to copy it at `hypercall start`: the PM
     /// contents the trace starts from (crash images are built on top of them).
     pub initial: Option<(PathBuf, PathBuf)>,
@@ -17,7 +22,8 @@ pub struct Args {
 
 impl Args {
     pub fn parse<'a>(raw: impl IntoIterator<Item = &'a str>) -> Result<Args, String> {
-        let (mut pm_base, mut pm_size, mut trace, mut reads) = (None, None, None, false);
+        let (mut pm_base, mut pm_size, mut trace) = (None, None, None);
+        let (mut reads, mut stacks, mut tracing) = (false, false, true);
         let (mut pm_file, mut initial) = (None, None);
         for arg in raw {
             let (key, value) = arg
@@ -30,10 +36,8 @@ impl Args {
                 "reads" => reads = parse_bool(key, value)?,
                 "pm_file" => pm_file = Some(PathBuf::from(value)),
                 "initial" => initial = Some(PathBuf::from(value)),
-                // Stack traces are not recorded yet; accepted so the runner's option is not an error.
-                "stacks" => {
-                    parse_bool(key, value)?;
-                }
+                "stacks" => stacks = parse_bool(key, value)?,
+                "tracing" => tracing = parse_bool(key, value)?,
                 _ => return Err(format!("unknown argument `{key}`")),
             }
         }
@@ -45,6 +49,8 @@ impl Args {
                 .ok_or_else(|| need("pm_size (> 0)"))?,
             trace: trace.ok_or_else(|| need("trace"))?,
             reads,
+            stacks,
+            tracing,
             initial: match (pm_file, initial) {
                 (Some(pm_file), Some(initial)) => Some((pm_file, initial)),
                 (None, None) => None,
@@ -81,7 +87,7 @@ mod tests {
             "pm_size=0x4000000",
             "trace=/t/x",
             "reads=on",
-            "stacks=off",
+            "stacks=on",
         ])
         .unwrap();
         assert_eq!(
@@ -91,6 +97,8 @@ mod tests {
                 pm_size: 64 << 20,
                 trace: "/t/x".into(),
                 reads: true,
+                stacks: true,
+                tracing: true,
                 initial: None,
             }
         );
@@ -104,6 +112,8 @@ mod tests {
         .unwrap();
         assert_eq!(with_initial.initial, Some(("/p".into(), "/i".into())));
         assert!(Args::parse(["pm_base=0", "pm_size=64", "trace=/t", "pm_file=/p"]).is_err());
+        let idle = Args::parse(["pm_base=0", "pm_size=64", "trace=/t", "tracing=off"]).unwrap();
+        assert!(!idle.tracing && !idle.stacks && !idle.reads);
     }
 
     #[test]

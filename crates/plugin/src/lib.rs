@@ -15,4 +15,5 @@ mod hypercall;
 // out of the unit-test executable, which runs without QEMU.
 #[cfg(not(test))]
 mod qemu;
+mod stack;
 mod tracer;

@@ -3,10 +3,10 @@
 
 use crate::decode::{classify, Class, MemOperand, Segment};
 use crate::tracer::{Next, Tracer};
-use crate::{args, hypercall};
+use crate::{args, hypercall, stack};
 use persim_trace::{FenceKind, FlushKind};
 use qemu_plugin::plugin::{HasCallbacks, Register};
-use qemu_plugin::sys::qemu_plugin_tb;
+use qemu_plugin::sys::{qemu_plugin_read_memory_vaddr, qemu_plugin_tb, GByteArray};
 use qemu_plugin::{
     qemu_plugin_get_registers, qemu_plugin_outs, qemu_plugin_register_atexit_cb,
     qemu_plugin_register_vcpu_tb_trans_cb, CallbackFlags, Info, MemRW, MemValue, MemoryInfo,
@@ -62,6 +62,39 @@ fn read_u64(reg: &RegisterDescriptor) -> u64 {
     let n = bytes.len().min(8);
     le[..n].copy_from_slice(&bytes[..n]);
     u64::from_le_bytes(le)
+}
+
+/// Reads guest virtual memory (through the current vCPU's page tables) into a GByteArray
+/// that QEMU resizes, so it must be glib's: allocated once, reused for every read. (The
+/// qemu-plugin crate's wrapper passes a plain struct instead, which glib cannot resize.)
+struct GuestMemory(*mut GByteArray);
+
+// SAFETY: the array is used only from vCPU callbacks, which hold the state lock.
+unsafe impl Send for GuestMemory {}
+
+extern "C" {
+    /// From the glib that QEMU links.
+    fn g_byte_array_new() -> *mut GByteArray;
+}
+
+impl GuestMemory {
+    fn new() -> GuestMemory {
+        // SAFETY: plain allocation; the array lives as long as the plugin.
+        GuestMemory(unsafe { g_byte_array_new() })
+    }
+
+    /// A stack frame: the saved rbp and the return address above it.
+    fn read_frame(&mut self, addr: u64) -> Option<(u64, u64)> {
+        // SAFETY: `self.0` is a live GByteArray; QEMU sets its size to 16 on success.
+        let bytes = unsafe {
+            if !qemu_plugin_read_memory_vaddr(addr, self.0, 16) {
+                return None;
+            }
+            std::slice::from_raw_parts((*self.0).data, (*self.0).len as usize)
+        };
+        let word = |at: usize| Some(u64::from_le_bytes(bytes.get(at..at + 8)?.try_into().ok()?));
+        Some((word(0)?, word(8)?))
+    }
 }
 
 fn state() -> MutexGuard<'static, State> {
@@ -122,7 +155,20 @@ impl HasCallbacks for PersimPlugin {
         if registers.gprs.iter().any(Option::is_none) {
             say("QEMU does not expose all general-purpose registers: flush addresses may be wrong");
         }
-        state().registers = registers;
+        let mut s = state();
+        if s.tracer.stacks() {
+            const RBP: usize = 5;
+            match registers.gprs[RBP].clone() {
+                Some(rbp) => {
+                    let mut memory = GuestMemory::new();
+                    s.tracer.set_stack_source(Box::new(move || {
+                        stack::walk(read_u64(&rbp), |frame| memory.read_frame(frame))
+                    }));
+                }
+                None => say("QEMU does not expose rbp: entries get no stack traces"),
+            }
+        }
+        s.registers = registers;
         Ok(())
     }
 }
@@ -144,9 +190,15 @@ extern "C" fn on_reset(id: PluginId) {
 }
 
 extern "C" fn on_translate(_id: PluginId, tb: *mut qemu_plugin_tb) {
-    let (tracing, reads) = {
+    let (tracing, reads, stacks) = {
         let s = state();
-        (s.tracer.tracing(), s.tracer.reads())
+        (s.tracer.tracing(), s.tracer.reads(), s.tracer.stacks())
+    };
+    // Stack walks read rbp, from any callback that may record an entry.
+    let regs = if stacks {
+        CallbackFlags::QEMU_PLUGIN_CB_R_REGS
+    } else {
+        CallbackFlags::QEMU_PLUGIN_CB_NO_REGS
     };
     let tb = TranslationBlock::from(tb);
     for insn in tb.instructions() {
@@ -168,14 +220,16 @@ extern "C" fn on_translate(_id: PluginId, tb: *mut qemu_plugin_tb) {
                 CallbackFlags::QEMU_PLUGIN_CB_R_REGS,
             ),
             Class::Fence(kind) => {
-                insn.register_execute_callback(move |_| state().tracer.fence(pc, kind))
+                insn.register_execute_callback_flags(move |_| state().tracer.fence(pc, kind), regs)
             }
-            Class::Locked => {
-                insn.register_execute_callback(move |_| state().tracer.fence(pc, FenceKind::Locked))
-            }
-            Class::Serializing => insn.register_execute_callback(move |_| {
-                state().tracer.fence(pc, FenceKind::Serializing)
-            }),
+            Class::Locked => insn.register_execute_callback_flags(
+                move |_| state().tracer.fence(pc, FenceKind::Locked),
+                regs,
+            ),
+            Class::Serializing => insn.register_execute_callback_flags(
+                move |_| state().tracer.fence(pc, FenceKind::Serializing),
+                regs,
+            ),
             Class::Plain | Class::NtStore | Class::Cpuid => {}
         }
         let nt = class == Class::NtStore;
@@ -184,9 +238,10 @@ extern "C" fn on_translate(_id: PluginId, tb: *mut qemu_plugin_tb) {
         } else {
             MemRW::QEMU_PLUGIN_MEM_W
         };
-        insn.register_memory_access_callback(
+        insn.register_memory_access_callback_flags(
             move |_, info, vaddr| on_access(pc, nt, &info, vaddr),
             rw,
+            regs,
         );
     }
 }

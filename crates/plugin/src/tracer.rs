@@ -31,7 +31,12 @@ pub struct Tracer {
     /// Flushes of PM-looking addresses whose page was never accessed.
     pub unresolved_flushes: u64,
     pub entries: u64,
+    /// The current stack trace, with `stacks=on` (it reads the guest's registers and
+    /// memory, so it is only called from callbacks with register access).
+    stack_source: Option<StackSource>,
 }
+
+pub type StackSource = Box<dyn FnMut() -> Vec<u64> + Send>;
 
 /// What the QEMU side must do after a hypercall.
 #[derive(Debug, PartialEq, Eq)]
@@ -52,7 +57,17 @@ impl Tracer {
             pages: HashMap::new(),
             unresolved_flushes: 0,
             entries: 0,
+            stack_source: None,
         }
+    }
+
+    pub fn stacks(&self) -> bool {
+        self.args.stacks
+    }
+
+    /// Installs the stack walker once the vCPU's registers are known (`stacks=on`).
+    pub fn set_stack_source(&mut self, source: StackSource) {
+        self.stack_source = Some(source);
     }
 
     pub fn tracing(&self) -> bool {
@@ -65,15 +80,14 @@ impl Tracer {
 
     pub fn hypercall(&mut self, call: Hypercall, pc: u64) -> Result<Next, String> {
         match (self.phase, call) {
+            (Phase::BeforeStart, Hypercall::Start) if !self.args.tracing => Ok(Next::Continue),
             (Phase::BeforeStart, Hypercall::Start) => {
+                let flag = |on, flag| if on { flag } else { 0 };
                 let header = Header {
                     pm_base: self.args.pm_base,
                     pm_size: self.args.pm_size,
-                    flags: if self.args.reads {
-                        Header::FLAG_READS
-                    } else {
-                        0
-                    },
+                    flags: flag(self.args.reads, Header::FLAG_READS)
+                        | flag(self.args.stacks, Header::FLAG_STACKS),
                     ..Header::default()
                 };
                 if let Some((pm_file, initial)) = &self.args.initial {
@@ -181,7 +195,7 @@ impl Tracer {
                 op,
                 meta: Meta {
                     pc: Some(pc),
-                    stack: Vec::new(),
+                    stack: self.stack_source.as_mut().map_or_else(Vec::new, |f| f()),
                 },
             });
             self.traced_since_fence = true;
@@ -211,14 +225,57 @@ mod tests {
 
     const BASE: u64 = 1 << 32;
 
-    fn tracer(dir: &tempfile::TempDir) -> Tracer {
-        Tracer::new(Args {
+    fn args(dir: &tempfile::TempDir) -> Args {
+        Args {
             pm_base: BASE,
             pm_size: 1 << 20,
             trace: dir.path().join("t"),
             reads: false,
+            stacks: false,
+            tracing: true,
             initial: None,
-        })
+        }
+    }
+
+    fn tracer(dir: &tempfile::TempDir) -> Tracer {
+        Tracer::new(args(dir))
+    }
+
+    #[test]
+    fn entries_carry_the_stack_and_the_header_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = Tracer::new(Args {
+            stacks: true,
+            ..args(&dir)
+        });
+        let mut depth = 0;
+        t.set_stack_source(Box::new(move || {
+            depth += 1;
+            (0..depth).collect()
+        }));
+        t.hypercall(Hypercall::Start, 1).unwrap();
+        t.access(2, 0, BASE, 1, Some(vec![1]), false);
+        t.hypercall(Hypercall::Success, 3).unwrap();
+        let (header, entries) = persim_trace::read_all(&dir.path().join("t")).unwrap();
+        assert_eq!(header.flags, Header::FLAG_STACKS);
+        let stacks: Vec<Vec<u64>> = entries.into_iter().map(|e| e.meta.stack).collect();
+        assert_eq!(stacks, [vec![0], vec![0, 1], vec![0, 1, 2]]);
+    }
+
+    #[test]
+    fn with_tracing_off_start_records_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = Tracer::new(Args {
+            tracing: false,
+            ..args(&dir)
+        });
+        assert_eq!(t.hypercall(Hypercall::Start, 1), Ok(Next::Continue));
+        assert!(!t.tracing());
+        t.access(2, 0, BASE, 1, Some(vec![1]), false);
+        t.hypercall(Hypercall::Success, 3).unwrap();
+        t.finish().unwrap();
+        assert!(!dir.path().join("t").exists());
+        assert_eq!(t.entries, 0);
     }
 
     #[test]
@@ -227,11 +284,8 @@ mod tests {
         let pm = dir.path().join("pm");
         std::fs::write(&pm, b"formatted file system").unwrap();
         let mut t = Tracer::new(Args {
-            pm_base: BASE,
-            pm_size: 1 << 20,
-            trace: dir.path().join("t"),
-            reads: false,
             initial: Some((pm.clone(), dir.path().join("initial"))),
+            ..args(&dir)
         });
         t.hypercall(Hypercall::Start, 0).unwrap();
         std::fs::write(&pm, b"changed after start").unwrap();
