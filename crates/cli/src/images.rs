@@ -66,6 +66,11 @@ pub struct ImagesArgs {
 }
 
 pub fn run(args: &ImagesArgs) -> Result<()> {
+    generate(args, io::stdout().lock())
+}
+
+/// Replays the trace and writes the table or the JSON object to `out`.
+pub fn generate(args: &ImagesArgs, out: impl Write) -> Result<()> {
     let reader = Reader::open(&args.trace)?;
     let header = reader.header();
     let Some(pm_size) = args
@@ -97,7 +102,7 @@ pub fn run(args: &ImagesArgs) -> Result<()> {
     }
     .with_hash_level(args.hash_level)?;
     let store = args.out.as_ref().map(ImageStore::open).transpose()?;
-    let mut output = Output::new(args.json, io::stdout().lock());
+    let mut output = Output::new(args.json, out);
     if !args.json {
         output.title(&args.trace, &config)?;
     }

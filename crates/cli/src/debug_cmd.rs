@@ -1,0 +1,68 @@
+//! `persim debug lines|at DIR`: look into a run's trace through the crash model.
+
+use crate::size::parse_size;
+use anyhow::Result;
+use clap::Subcommand;
+use persim_analyze::{entries_touching, pending_at};
+use persim_model::{CacheMode, Config};
+use persim_trace::Reader;
+use std::path::{Path, PathBuf};
+
+#[derive(Subcommand, Debug)]
+pub enum DebugCommand {
+    /// Every entry that stores to or flushes the given cache lines, with the fences and
+    /// hypercalls between them.
+    Lines {
+        /// A run directory, or a trace file.
+        dir: PathBuf,
+        /// Line addresses (PM offsets; any byte of a line names it), comma-separated.
+        #[arg(long, value_delimiter = ',', value_parser = parse_size, required = true)]
+        lines: Vec<u64>,
+    },
+    /// The crash model's pending state just before entry INDEX: dirty lines, their
+    /// pending stores in order, flush marks.
+    At {
+        /// A run directory, or a trace file.
+        dir: PathBuf,
+        #[arg(long)]
+        index: u64,
+        #[arg(long, default_value = "volatile")]
+        cache: CacheMode,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub fn run(command: &DebugCommand) -> Result<()> {
+    match command {
+        DebugCommand::Lines { dir, lines } => {
+            for line in entries_touching(Reader::open(&trace_of(dir))?, lines)? {
+                println!("{line}");
+            }
+        }
+        DebugCommand::At { dir, index, cache, json } => {
+            let reader = Reader::open(&trace_of(dir))?;
+            // a hand-written trace may not say its PM size; any size holds its stores
+            let pm_size = Some(reader.header().pm_size).filter(|&s| s > 0);
+            let mut config = Config::new(pm_size.unwrap_or(u64::MAX / 2));
+            config.cache = *cache;
+            let state = pending_at(reader, config, *index)?;
+            if *json {
+                println!("{}", serde_json::to_string_pretty(&state)?);
+            } else {
+                print!("{}", state.to_text());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A run directory's trace, or the trace file itself.
+fn trace_of(path: &Path) -> PathBuf {
+    if path.is_dir() {
+        path.join("trace.ptrace")
+    } else {
+        path.to_path_buf()
+    }
+}

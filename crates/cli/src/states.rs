@@ -1,0 +1,67 @@
+//! The states stage of a run: recover every distinct crash image in the VM, keeping each
+//! result as DIR/states/<hash>.json as soon as it is known, so a run can resume.
+
+use crate::run::{write_atomically, PipelineArgs};
+use crate::testcase::TestCase;
+use crate::vm_args::cache_dir;
+use anyhow::{Context, Result};
+use persim_analyze::Recovered;
+use persim_image::ImageStore;
+use persim_vm::{extract_states, Artifacts, ExtractOptions, VmConfig};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Images recovered per batch: a batch's results are saved before the next starts.
+const BATCH_PER_JOB: usize = 8;
+
+/// Recovers the images of `store` that have no state in `states_dir` yet; returns every
+/// image's state by hash.
+pub fn extract_missing(
+    p: &PipelineArgs,
+    config: &VmConfig,
+    test: &TestCase,
+    store: &ImageStore,
+    states_dir: &Path,
+) -> Result<Vec<(String, Recovered)>> {
+    fs::create_dir_all(states_dir).with_context(|| format!("cannot create {}", states_dir.display()))?;
+    let mut known = Vec::new();
+    let mut missing: Vec<(String, PathBuf)> = Vec::new();
+    for (hash, _) in store.records() {
+        let path = states_dir.join(format!("{}.json", hash.to_hex()));
+        match fs::read_to_string(&path) {
+            Ok(text) => known.push((
+                hash.to_hex().to_string(),
+                serde_json::from_str(&text).with_context(|| format!("{} is malformed", path.display()))?,
+            )),
+            Err(_) => missing.push((hash.to_hex().to_string(), store.image_path(&hash))),
+        }
+    }
+    if missing.is_empty() {
+        return Ok(known);
+    }
+    let jobs = p.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let options = ExtractOptions {
+        config: config.clone(),
+        ignore: test.ignore.clone(),
+        jobs,
+        timeout: p.vm.timeout(),
+        cache_dir: cache_dir(),
+        artifacts: Artifacts::locate()?,
+    };
+    let total = missing.len();
+    for (b, batch) in missing.chunks(jobs * BATCH_PER_JOB).enumerate() {
+        let paths: Vec<PathBuf> = batch.iter().map(|(_, p)| p.clone()).collect();
+        let done_before = b * jobs * BATCH_PER_JOB;
+        let results = extract_states(&options, &paths, |done, _| {
+            if !p.quiet {
+                eprintln!("persim: states: {}/{total} images recovered", done_before + done);
+            }
+        })?;
+        for ((hash, _), recovered) in batch.iter().zip(results) {
+            let path = states_dir.join(format!("{hash}.json"));
+            write_atomically(&path, serde_json::to_string(&recovered)?.as_bytes())?;
+            known.push((hash.clone(), recovered));
+        }
+    }
+    Ok(known)
+}
