@@ -1,0 +1,163 @@
+//! Replays a run through the crash model and recovers every crash image as it is produced.
+
+use std::fmt;
+use std::io;
+use std::mem::discriminant;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use persim_model::{CacheMode, Choice, Config, FailurePoint, FailureView, Replay, Sink, Strategy};
+use persim_ringbuf::{AppendError, Eadr, HeapRegion, RingBuf};
+
+use crate::oracle::{Expected, Problem, Recovered};
+use crate::run::Run;
+
+/// A crash image whose recovery broke a guarantee.
+#[derive(Clone, Debug)]
+pub struct Violation {
+    pub point: FailurePoint,
+    pub choice: Choice,
+    pub problem: Problem,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let FailurePoint {
+            index,
+            kind,
+            checkpoint,
+        } = self.point;
+        write!(
+            f,
+            "{kind} failure point at entry {index} (checkpoint {checkpoint:?}), image {:?}: {}",
+            self.choice, self.problem
+        )
+    }
+}
+
+/// What one replay found.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub points: usize,
+    pub images: usize,
+    /// Failure points whose image set exceeded the cap and was sampled.
+    pub incomplete: usize,
+    /// The first violation of each kind of [`Problem`], in trace order.
+    pub witnesses: Vec<Violation>,
+    pub violation_count: usize,
+}
+
+/// Replays `run` with `cache` and `strategy` (at most `max_images` per failure point) and
+/// opens and recovers every crash image as a log of alignment `ALIGN`.
+pub fn check<const ALIGN: usize>(
+    run: &Run,
+    cache: CacheMode,
+    strategy: Strategy,
+    max_images: usize,
+) -> Report {
+    let mut config = Config::new(run.initial.len() as u64);
+    config.cache = cache;
+    config.strategy = strategy;
+    config.max_images = max_images;
+    let mut checker = Checker::<ALIGN> {
+        run,
+        persisted: run.initial.clone(),
+        report: Report::default(),
+    };
+    let mut replay = Replay::new(config);
+    for entry in &run.trace {
+        replay
+            .step(entry, &mut checker)
+            .expect("the ring buffer's trace replays");
+    }
+    replay.finish(&mut checker).expect("the trace replays");
+    checker.report
+}
+
+struct Checker<'a, const ALIGN: usize> {
+    run: &'a Run,
+    /// The durable contents so far.
+    persisted: Vec<u8>,
+    report: Report,
+}
+
+impl<const ALIGN: usize> Sink for Checker<'_, ALIGN> {
+    fn persist(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        self.persisted[offset as usize..][..bytes.len()].copy_from_slice(bytes);
+        Ok(())
+    }
+
+    fn failure_point(&mut self, view: &FailureView<'_>) -> io::Result<()> {
+        let expected = Expected::at(self.run, view.point);
+        let crash = view.crash_images();
+        let report = &mut self.report;
+        report.points += 1;
+        report.incomplete += usize::from(crash.incomplete);
+        for image in crash.images {
+            report.images += 1;
+            let mut region = HeapRegion::new(self.persisted.len());
+            let bytes = region.as_mut_slice();
+            bytes.copy_from_slice(&self.persisted);
+            view.apply(&image, |offset, data| {
+                bytes[offset as usize..][..data.len()].copy_from_slice(data)
+            });
+            if let Err(problem) = restart::<ALIGN>(region, &expected) {
+                report.violation_count += 1;
+                let kind = discriminant(&problem);
+                if report
+                    .witnesses
+                    .iter()
+                    .all(|v| discriminant(&v.problem) != kind)
+                {
+                    report.witnesses.push(Violation {
+                        point: view.point,
+                        choice: image.choice,
+                        problem,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Opens the crash image as a restarted program would, recovers it and judges the result;
+/// then appends once and checks that the new entry joins the recovered ones (the open
+/// must not append over a torn tail or reuse an id).
+fn restart<const ALIGN: usize>(region: HeapRegion, expected: &Expected) -> Result<(), Problem> {
+    catch_unwind(AssertUnwindSafe(|| {
+        let mut log = RingBuf::<_, _, ALIGN>::open(region, Eadr, 1).map_err(Problem::Open)?;
+        let recovered = recover(&mut log);
+        expected.judge(&recovered)?;
+        let body = b"appended after the restart";
+        match log.append(body) {
+            Ok(id) => {
+                let mut want = recovered;
+                want.push(Ok((id, body.to_vec())));
+                let got = recover(&mut log);
+                if got != want {
+                    return Err(Problem::Restart(format!(
+                        "appending entry {id} left the ids {:?}",
+                        ids(&got)
+                    )));
+                }
+            }
+            Err(AppendError::LogFull { .. }) => {}
+            Err(e) => return Err(Problem::Restart(e.to_string())),
+        }
+        Ok(())
+    }))
+    .unwrap_or(Err(Problem::Panicked))
+}
+
+fn recover<const ALIGN: usize>(log: &mut RingBuf<HeapRegion, Eadr, ALIGN>) -> Recovered {
+    log.recover()
+        .map(|item| item.map(|entry| (entry.id, entry.body.to_vec())))
+        .collect()
+}
+
+fn ids(recovered: &Recovered) -> Vec<u64> {
+    recovered
+        .iter()
+        .map(|item| item.as_ref().map_or_else(|e| e.id(), |(id, _)| *id))
+        .collect()
+}
