@@ -11,8 +11,8 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
 const READY: &str = "@@PERSIM-READY";
-const BEGIN: &str = "@@PERSIM-BEGIN ";
-const END: &str = "@@PERSIM-END ";
+pub(crate) const BEGIN: &str = "@@PERSIM-BEGIN ";
+pub(crate) const END: &str = "@@PERSIM-END ";
 const MODULE_FAILED: &str = "@@PERSIM-MODULE-FAILED ";
 const PANIC: &str = "Kernel panic - not syncing";
 /// Console lines that mean the kernel hit a bug but may carry on.
@@ -165,6 +165,11 @@ impl Vm {
     /// The last console lines, for error messages.
     pub fn log_tail(&self) -> String {
         self.log.iter().cloned().collect::<Vec<_>>().join("\n")
+    }
+
+    /// Forgets the console lines so far: later error messages show only what follows.
+    pub fn clear_log(&mut self) {
+        self.log.clear();
     }
 
     /// Feeds console lines to `done` until it returns true. A panic, QEMU's exit or the

@@ -11,6 +11,8 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 const INIT_SCRIPT: &str = include_str!("init.sh");
+/// Attaches and detaches the NVDIMM (fsdax at boot; image swaps for state extraction).
+const PMEM_SCRIPT: &str = include_str!("extract/pmem.sh");
 /// Bumped when the archive layout changes, so old cache entries are not reused.
 const LAYOUT_VERSION: &str = "persim-initramfs-1";
 const TOOL_DIRS: [&str; 4] = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"];
@@ -72,6 +74,10 @@ fn collect_files(spec: &InitramfsSpec) -> Result<BTreeMap<String, GuestFile>, Vm
         executable: true,
     };
     files.insert("/init".to_owned(), exe(INIT_SCRIPT.as_bytes().to_vec()));
+    files.insert(
+        "/bin/persim-pmem".to_owned(),
+        exe(PMEM_SCRIPT.as_bytes().to_vec()),
+    );
     files.insert(
         "/bin/busybox".to_owned(),
         exe(read_input(spec.busybox, "busybox-static")?),

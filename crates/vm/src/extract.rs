@@ -1,0 +1,273 @@
+//! State extraction: every crash image is attached to a guest without modifying the image
+//! file, recovered with the configuration's `recover` command, and dumped with `fs-dump`;
+//! failures (recovery error, kernel crash, hang) are results. Workers run in parallel, each
+//! driving one guest that it reuses for image after image (see docs/extraction.md).
+
+mod scratch;
+mod worker;
+
+use crate::config::VmConfig;
+use crate::error::VmError;
+use crate::trace::{prepare, Artifacts};
+use persim_analyze::Recovered;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+use worker::Worker;
+
+const FS_DUMP: &str = "fs-dump";
+
+/// How each image reaches a guest.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ExtractMode {
+    /// One guest per worker; per image the NVDIMM is detached, its backing file is
+    /// overwritten with the image, and it is attached again.
+    #[default]
+    ReuseGuest,
+    /// A fresh boot per image: the reference the reused guest is checked against.
+    FreshBoot,
+}
+
+/// The arguments of `fs-dump` in the guest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DumpOptions {
+    /// The directory dumped: where `recover` mounts the file system.
+    pub root: String,
+    /// Fields left out of the dump (`--ignore`), e.g. `atime`.
+    pub ignore: Vec<String>,
+    /// Names left out of the dump (one `--exclude` each), e.g. `lost+found`.
+    pub exclude: Vec<String>,
+}
+
+impl Default for DumpOptions {
+    fn default() -> Self {
+        DumpOptions {
+            root: "/mnt".to_owned(),
+            ignore: Vec::new(),
+            exclude: Vec::new(),
+        }
+    }
+}
+
+impl DumpOptions {
+    /// The guest shell command that writes the dump to `output`.
+    fn command(&self, output: &str) -> String {
+        let mut command = FS_DUMP.to_owned();
+        if !self.ignore.is_empty() {
+            command.push_str(" --ignore ");
+            command.push_str(&shell_quote(&self.ignore.join(",")));
+        }
+        for name in &self.exclude {
+            command.push_str(" --exclude ");
+            command.push_str(&shell_quote(name));
+        }
+        command.push(' ');
+        command.push_str(&shell_quote(&self.root));
+        command.push_str(" >");
+        command.push_str(output);
+        command
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct ExtractOptions {
+    /// The VM of the trace: its PM size, modules, tools and `recover` command.
+    pub config: VmConfig,
+    pub dump: DumpOptions,
+    /// Parallel workers, each with its own guest.
+    pub jobs: usize,
+    /// Limit per image for recovery, dump and unmount; beyond it the image is a `Hang`.
+    pub timeout: Duration,
+    /// Limit for booting a guest.
+    pub boot_timeout: Duration,
+    pub mode: ExtractMode,
+    /// Initramfs cache and the workers' scratch PM files.
+    pub cache_dir: PathBuf,
+    pub artifacts: Artifacts,
+}
+
+impl ExtractOptions {
+    /// Defaults: fs-dump of /mnt with all fields, one worker per available core, 60 s per
+    /// image, 120 s per boot, a reused guest.
+    pub fn new(config: VmConfig, artifacts: Artifacts, cache_dir: PathBuf) -> ExtractOptions {
+        ExtractOptions {
+            config,
+            dump: DumpOptions::default(),
+            jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            timeout: Duration::from_secs(60),
+            boot_timeout: Duration::from_secs(120),
+            mode: ExtractMode::default(),
+            cache_dir,
+            artifacts,
+        }
+    }
+}
+
+/// Recovers every image and returns its state or failure, in the order of `images`.
+/// `progress(done, total)` is called (on the calling thread) after each image. A tool
+/// failure (QEMU cannot start, an unreadable image, a broken guest) stops all workers and
+/// is returned as the error.
+pub fn extract_states(
+    opts: &ExtractOptions,
+    images: &[PathBuf],
+    mut progress: impl FnMut(usize, usize),
+) -> Result<Vec<Recovered>, VmError> {
+    if images.is_empty() {
+        return Ok(Vec::new());
+    }
+    for image in images {
+        check_image(image, opts.config.pm_size())?;
+    }
+    let artifacts = with_fs_dump(&opts.artifacts)?;
+    let prepared = prepare(&opts.config, &artifacts, &opts.cache_dir)?;
+    let jobs = opts.jobs.clamp(1, images.len());
+
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let mut results: Vec<Option<Recovered>> = vec![None; images.len()];
+    let mut failure = None;
+    std::thread::scope(|scope| {
+        let (tx, rx) = mpsc::channel();
+        for _ in 0..jobs {
+            let tx = tx.clone();
+            let (next, stop, prepared) = (&next, &stop, &prepared);
+            scope.spawn(move || {
+                let mut worker = match Worker::new(opts, prepared) {
+                    Ok(worker) => worker,
+                    Err(e) => return drop(tx.send(Err(e))),
+                };
+                while !stop.load(Ordering::Relaxed) {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(image) = images.get(i) else { break };
+                    let result = worker.extract(image).map(|state| (i, state));
+                    let failed = result.is_err();
+                    if tx.send(result).is_err() || failed {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        let mut done = 0;
+        for message in rx {
+            match message {
+                Ok((i, state)) => {
+                    results[i] = Some(state);
+                    done += 1;
+                    progress(done, images.len());
+                }
+                Err(e) => {
+                    stop.store(true, Ordering::Relaxed);
+                    failure.get_or_insert(e);
+                }
+            }
+        }
+    });
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(results
+            .into_iter()
+            .map(|r| r.expect("every image has a result when no worker failed"))
+            .collect()),
+    }
+}
+
+/// Images must be readable files of exactly the configuration's PM size.
+fn check_image(image: &Path, pm_size: u64) -> Result<(), VmError> {
+    let context = || format!("crash image {}", image.display());
+    let meta = std::fs::metadata(image).map_err(|e| VmError::io(context(), e))?;
+    if !meta.is_file() || meta.len() != pm_size {
+        return Err(VmError::io(
+            context(),
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "is not a PM image of {pm_size} bytes (the VM configuration's pm_size_mib); \
+                     extract with the configuration the trace was recorded with"
+                ),
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The guest tools plus `fs-dump`, which is built next to them.
+fn with_fs_dump(artifacts: &Artifacts) -> Result<Artifacts, VmError> {
+    let has = |p: &PathBuf| p.file_name().is_some_and(|n| n == FS_DUMP);
+    if artifacts.guest_tools.iter().any(has) {
+        return Ok(artifacts.clone());
+    }
+    let fs_dump = artifacts
+        .guest_tools
+        .iter()
+        .map(|tool| tool.with_file_name(FS_DUMP))
+        .find(|p| p.is_file())
+        .ok_or_else(|| VmError::Missing {
+            what: format!("the static guest tool `{FS_DUMP}` next to the other guest tools"),
+            hint: "build the guest tools with `scripts/setup.sh`".to_owned(),
+        })?;
+    let mut artifacts = artifacts.clone();
+    artifacts.guest_tools.push(fs_dump);
+    Ok(artifacts)
+}
+
+fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dump_command_quotes_every_argument() {
+        let dump = DumpOptions {
+            root: "/mnt/my dir".to_owned(),
+            ignore: vec!["atime".to_owned(), "ctime".to_owned()],
+            exclude: vec!["lost+found".to_owned(), "it's".to_owned()],
+        };
+        assert_eq!(
+            dump.command("/tmp/s.json"),
+            r"fs-dump --ignore 'atime,ctime' --exclude 'lost+found' --exclude 'it'\''s' '/mnt/my dir' >/tmp/s.json"
+        );
+        assert_eq!(
+            DumpOptions::default().command("/o"),
+            "fs-dump '/mnt' >/o"
+        );
+    }
+
+    #[test]
+    fn images_of_the_wrong_size_are_refused_before_any_boot() {
+        let dir = tempfile::tempdir().unwrap();
+        let image = dir.path().join("short.img");
+        std::fs::write(&image, [0u8; 4096]).unwrap();
+        let e = check_image(&image, 64 << 20).unwrap_err().to_string();
+        assert!(e.contains("short.img") && e.contains("67108864 bytes"), "{e}");
+        let e = check_image(&dir.path().join("gone.img"), 4096).unwrap_err().to_string();
+        assert!(e.contains("gone.img"), "{e}");
+        assert!(check_image(&image, 4096).is_ok());
+    }
+
+    #[test]
+    fn fs_dump_is_found_next_to_the_other_guest_tools() {
+        let dir = tempfile::tempdir().unwrap();
+        let hypercall = dir.path().join("hypercall");
+        std::fs::write(&hypercall, "").unwrap();
+        let artifacts = Artifacts {
+            plugin: dir.path().join("plugin.so"),
+            guest_tools: vec![hypercall.clone()],
+            busybox: "/bin/busybox".into(),
+        };
+        let e = with_fs_dump(&artifacts).unwrap_err().to_string();
+        assert!(e.contains("`fs-dump`") && e.contains("setup.sh"), "{e}");
+        std::fs::write(dir.path().join(FS_DUMP), "").unwrap();
+        let tools = with_fs_dump(&artifacts).unwrap().guest_tools;
+        assert_eq!(tools, [hypercall, dir.path().join(FS_DUMP)]);
+        let again = Artifacts {
+            guest_tools: tools.clone(),
+            ..artifacts
+        };
+        assert_eq!(with_fs_dump(&again).unwrap().guest_tools, tools);
+    }
+}

@@ -1,0 +1,47 @@
+#!/bin/busybox sh
+# Attaches the NVDIMM as /dev/pmem0 in fsdax mode, and detaches it again.
+#   persim-pmem fsdax    give a raw namespace a pfn device (at boot, and after attach)
+#   persim-pmem detach   unmount everything on /dev/pmem0 and unbind region0: the namespace,
+#                        the pfn device and pmem0 with its page cache are destroyed
+#   persim-pmem attach   bind region0 again: the kernel probes the namespace as at boot
+#                        (finding the pfn info block of the PM contents), then fsdax
+region=/sys/bus/nd/devices/region0
+
+# A label-less NVDIMM shows up as a raw namespace, which cannot do DAX. Give it a pfn
+# device (fsdax mode, `ram`: struct pages in RAM): the kernel writes an info block into the
+# namespace, and finds it again when a PM image that has it is attached.
+fsdax() {
+    ns=/sys/bus/nd/devices/namespace0.0
+    [ -d "$ns" ] || return 0
+    [ "$(cat /sys/block/pmem0/queue/dax 2>/dev/null)" = 1 ] && return 0
+    pfn=$(cat $region/pfn_seed)
+    echo namespace0.0 >/sys/bus/nd/drivers/nd_pmem/unbind
+    cat /proc/sys/kernel/random/uuid >"/sys/bus/nd/devices/$pfn/uuid"
+    echo ram >"/sys/bus/nd/devices/$pfn/mode"
+    echo namespace0.0 >"/sys/bus/nd/devices/$pfn/namespace"
+    echo "$pfn" >/sys/bus/nd/drivers/nd_pmem/bind
+    [ "$(cat /sys/block/pmem0/queue/dax 2>/dev/null)" = 1 ]
+}
+
+detach() {
+    for m in $(awk '$1 == "/dev/pmem0" { print $2 }' /proc/mounts); do
+        umount "$m" || return 1
+    done
+    echo region0 >/sys/bus/nd/drivers/nd_region/unbind
+}
+
+attach() {
+    echo region0 >/sys/bus/nd/drivers/nd_region/bind || return 1
+    # Namespaces are registered asynchronously; this waits for their probes.
+    cat /sys/bus/nd/devices/ndbus0/wait_probe >/dev/null
+    # As at boot, a failed conversion is reported and left to the mount to fail.
+    fsdax || echo "@@PERSIM-FSDAX-FAILED"
+}
+
+case "$1" in
+fsdax | detach | attach) "$1" ;;
+*)
+    echo "usage: persim-pmem fsdax|detach|attach" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,259 @@
+//! One extraction worker: a guest and its scratch PM file. Per image: attach (rebind the
+//! NVDIMM, or boot), `recover`, `fs-dump`, fetch the dump, unmount and detach.
+
+use super::scratch::ScratchPm;
+use super::{ExtractMode, ExtractOptions};
+use crate::console::{CommandOutput, Vm, BEGIN, END};
+use crate::error::VmError;
+use crate::qemu::QemuSpec;
+use crate::trace::Prepared;
+use persim_analyze::Recovered;
+use std::path::Path;
+use std::time::Instant;
+
+const ATTACH: &str = "persim-pmem attach";
+const DETACH: &str = "persim-pmem detach";
+/// In the guest's tmpfs: the dump is fetched by a command of its own, so that nothing the
+/// recovery or fs-dump print can mix with it.
+const STATE_FILE: &str = "/tmp/persim-state.json";
+/// Prints the dump with console messages below KERN_EMERG held back, so that no kernel
+/// message lands inside the JSON. A panic is still printed (and detected).
+const FETCH: &str = "level=$(cut -f1 /proc/sys/kernel/printk)\n\
+                     echo 1 >/proc/sys/kernel/printk\n\
+                     cat /tmp/persim-state.json\n\
+                     rc=$?\n\
+                     echo \"$level\" >/proc/sys/kernel/printk\n\
+                     exit $rc";
+
+pub(super) struct Worker<'a> {
+    opts: &'a ExtractOptions,
+    spec: QemuSpec,
+    pm: ScratchPm,
+    /// The running guest; None until the first image and after a crash or hang.
+    vm: Option<Vm>,
+}
+
+/// Why the steps for an image ended early.
+enum Stop {
+    /// The image's result is known: the guest crashed or hung (and is gone).
+    Result(Recovered),
+    /// The tool failed; extraction ends.
+    Tool(VmError),
+}
+
+impl<'a> Worker<'a> {
+    pub(super) fn new(opts: &'a ExtractOptions, prepared: &Prepared) -> Result<Self, VmError> {
+        let pm = ScratchPm::create(&opts.cache_dir, opts.config.pm_size())?;
+        let spec = QemuSpec {
+            kernel: prepared.kernel.image.clone(),
+            initramfs: prepared.initramfs.clone(),
+            memory_mib: opts.config.memory_mib,
+            pm_file: pm.path().to_owned(),
+            pm_size: opts.config.pm_size(),
+            plugin: None,
+        };
+        Ok(Worker {
+            opts,
+            spec,
+            pm,
+            vm: None,
+        })
+    }
+
+    /// The state recovered from `image`, or how recovery failed.
+    pub(super) fn extract(&mut self, image: &Path) -> Result<Recovered, VmError> {
+        let result = self.steps(image);
+        if self.opts.mode == ExtractMode::FreshBoot {
+            self.vm = None;
+        }
+        match result {
+            Ok(recovered) | Err(Stop::Result(recovered)) => Ok(recovered),
+            Err(Stop::Tool(e)) => Err(e),
+        }
+    }
+
+    fn steps(&mut self, image: &Path) -> Result<Recovered, Stop> {
+        let deadline = match self.opts.mode {
+            ExtractMode::ReuseGuest => {
+                self.detached_guest().map_err(Stop::Tool)?;
+                self.pm.load(image).map_err(Stop::Tool)?;
+                let deadline = Instant::now() + self.opts.timeout;
+                self.vm_mut().clear_log();
+                let out = self.run(ATTACH, deadline)?;
+                expect_success(ATTACH, out).map_err(Stop::Tool)?;
+                deadline
+            }
+            ExtractMode::FreshBoot => {
+                self.pm.load(image).map_err(Stop::Tool)?;
+                let vm = Vm::boot(&self.spec, self.opts.boot_timeout).map_err(vm_failure)?;
+                self.vm = Some(vm);
+                self.vm_mut().clear_log();
+                Instant::now() + self.opts.timeout
+            }
+        };
+        let recovered = self.recover_and_dump(deadline)?;
+        if self.run(DETACH, deadline)?.exit_code != 0 {
+            // The state stands; the next image gets a fresh guest.
+            self.vm = None;
+        }
+        Ok(recovered)
+    }
+
+    /// Boots the worker's guest if it has none (on an all-zero PM) and detaches the NVDIMM.
+    fn detached_guest(&mut self) -> Result<(), VmError> {
+        if self.vm.is_some() {
+            return Ok(());
+        }
+        self.pm.clear()?;
+        let mut vm = Vm::boot(&self.spec, self.opts.boot_timeout)?;
+        expect_success(DETACH, vm.run(DETACH, self.opts.boot_timeout)?)?;
+        self.vm = Some(vm);
+        Ok(())
+    }
+
+    fn recover_and_dump(&mut self, deadline: Instant) -> Result<Recovered, Stop> {
+        let recover = self.run(&self.opts.config.recover, deadline)?;
+        if recover.exit_code != 0 {
+            return Ok(Recovered::RecoveryError {
+                output: normalise(&recover.output),
+            });
+        }
+        let dump = self.opts.dump.command(STATE_FILE);
+        let out = self.run(&format!("rm -f {STATE_FILE}\n{dump}"), deadline)?;
+        if out.exit_code != 0 {
+            return Ok(Recovered::RecoveryError {
+                output: normalise(&format!(
+                    "`{dump}` failed with exit code {}:\n{}",
+                    out.exit_code, out.output
+                )),
+            });
+        }
+        let out = self.run(FETCH, deadline)?;
+        let out = expect_success("fetching the fs-dump output", out).map_err(Stop::Tool)?;
+        Ok(Recovered::state(&out.output))
+    }
+
+    /// Runs a step of an image in the guest. A kernel bug report, a panic, QEMU's exit or
+    /// the deadline decide the image's result, and the guest is discarded.
+    fn run(&mut self, script: &str, deadline: Instant) -> Result<CommandOutput, Stop> {
+        let timeout = deadline.saturating_duration_since(Instant::now());
+        match self.vm_mut().run(script, timeout) {
+            Ok(out) if out.kernel_errors.is_empty() => Ok(out),
+            Ok(out) => {
+                self.vm = None;
+                Err(Stop::Result(Recovered::GuestCrash {
+                    output: normalise(&out.output),
+                }))
+            }
+            Err(e) => {
+                self.vm = None;
+                Err(match e {
+                    VmError::QemuFailed { message, log_tail } => {
+                        Stop::Result(Recovered::GuestCrash {
+                            output: normalise(&format!("{message}\n{log_tail}")),
+                        })
+                    }
+                    e => vm_failure(e),
+                })
+            }
+        }
+    }
+
+    fn vm_mut(&mut self) -> &mut Vm {
+        self.vm
+            .as_mut()
+            .expect("steps of an image run while the worker has a guest")
+    }
+}
+
+/// A panic or a hang is the image's result; anything else is the tool's failure.
+fn vm_failure(e: VmError) -> Stop {
+    match e {
+        VmError::GuestPanic { log_tail } => Stop::Result(Recovered::GuestCrash {
+            output: normalise(&log_tail),
+        }),
+        VmError::Timeout {
+            phase, log_tail, ..
+        } => Stop::Result(Recovered::Hang {
+            output: normalise(&format!("no answer during {phase}\n{log_tail}")),
+        }),
+        e => Stop::Tool(e),
+    }
+}
+
+fn expect_success(command: &str, out: CommandOutput) -> Result<CommandOutput, VmError> {
+    if out.exit_code == 0 {
+        return Ok(out);
+    }
+    Err(VmError::SetupFailed {
+        command: command.to_owned(),
+        exit_code: out.exit_code,
+        output: out.output,
+    })
+}
+
+/// Console text without what differs between runs of the same image: kernel timestamps
+/// and the protocol's markers (their ids count the guest's commands).
+fn normalise(text: &str) -> String {
+    text.lines()
+        .filter(|line| !line.starts_with(BEGIN) && !line.starts_with(END))
+        .map(without_timestamp)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// "[   12.345678] EXT4-fs ..." -> "EXT4-fs ..."
+fn without_timestamp(line: &str) -> &str {
+    let Some((stamp, text)) = line.strip_prefix('[').and_then(|l| l.split_once("] ")) else {
+        return line;
+    };
+    let stamp = stamp.trim_start();
+    let is_time = !stamp.is_empty() && stamp.chars().all(|c| c.is_ascii_digit() || c == '.');
+    if is_time {
+        text
+    } else {
+        line
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalised_output_drops_timestamps_and_markers_only() {
+        let text = "@@PERSIM-BEGIN 7\n\
+                    [    3.059813] EXT4-fs (pmem0): VFS: Can't find ext4 filesystem\n\
+                    mount: mounting /dev/pmem0 on /mnt failed: Invalid argument\n\
+                    [x] kept\n\
+                    @@PERSIM-END 7 255";
+        assert_eq!(
+            normalise(text),
+            "EXT4-fs (pmem0): VFS: Can't find ext4 filesystem\n\
+             mount: mounting /dev/pmem0 on /mnt failed: Invalid argument\n\
+             [x] kept"
+        );
+    }
+
+    #[test]
+    fn panics_and_hangs_are_results_other_failures_are_not() {
+        let panic = VmError::GuestPanic {
+            log_tail: "[ 1.5] Kernel panic - not syncing: x".into(),
+        };
+        assert!(matches!(
+            vm_failure(panic),
+            Stop::Result(Recovered::GuestCrash { output }) if output == "Kernel panic - not syncing: x"
+        ));
+        let hang = VmError::Timeout {
+            phase: "command `mount`".into(),
+            seconds: 3,
+            log_tail: "[ 2.0] stuck".into(),
+        };
+        assert!(matches!(
+            vm_failure(hang),
+            Stop::Result(Recovered::Hang { output }) if output == "no answer during command `mount`\nstuck"
+        ));
+        let broken = VmError::Protocol("bad".into());
+        assert!(matches!(vm_failure(broken), Stop::Tool(_)));
+    }
+}
