@@ -24,6 +24,12 @@ mod correct;
     feature = "mutant-no-zero-next-header"
 ))]
 mod mutants;
+#[cfg(not(any(
+    feature = "mutant-no-first-fence",
+    feature = "mutant-no-second-fence",
+    feature = "mutant-no-zero-next-header"
+)))]
+mod props;
 
 use persim_model::{CacheMode, Strategy};
 use persim_ringbuf::TraceStyle;
