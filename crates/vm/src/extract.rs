@@ -38,6 +38,8 @@ pub struct DumpOptions {
     pub ignore: Vec<String>,
     /// Names left out of the dump (one `--exclude` each), e.g. `lost+found`.
     pub exclude: Vec<String>,
+    /// Longest file contents printed (`--max-content`); None prints whole files.
+    pub max_content: Option<u64>,
 }
 
 impl Default for DumpOptions {
@@ -46,6 +48,7 @@ impl Default for DumpOptions {
             root: "/mnt".to_owned(),
             ignore: Vec::new(),
             exclude: Vec::new(),
+            max_content: None,
         }
     }
 }
@@ -62,7 +65,10 @@ impl DumpOptions {
             command.push_str(" --exclude ");
             command.push_str(&shell_quote(name));
         }
-        command.push(' ');
+        if let Some(bytes) = self.max_content {
+            command.push_str(&format!(" --max-content {bytes}"));
+        }
+        command.push_str(" -- ");
         command.push_str(&shell_quote(&self.root));
         command.push_str(" >");
         command.push_str(output);
@@ -226,14 +232,15 @@ mod tests {
             root: "/mnt/my dir".to_owned(),
             ignore: vec!["atime".to_owned(), "ctime".to_owned()],
             exclude: vec!["lost+found".to_owned(), "it's".to_owned()],
+            max_content: Some(4096),
         };
         assert_eq!(
             dump.command("/tmp/s.json"),
-            r"fs-dump --ignore 'atime,ctime' --exclude 'lost+found' --exclude 'it'\''s' '/mnt/my dir' >/tmp/s.json"
+            r"fs-dump --ignore 'atime,ctime' --exclude 'lost+found' --exclude 'it'\''s' --max-content 4096 -- '/mnt/my dir' >/tmp/s.json"
         );
         assert_eq!(
             DumpOptions::default().command("/o"),
-            "fs-dump '/mnt' >/o"
+            "fs-dump -- '/mnt' >/o"
         );
     }
 

@@ -1,0 +1,246 @@
+//! State extraction with the real QEMU, kernel and fs-dump (scripts/setup.sh installs and
+//! builds them). Without them the tests are skipped with a message, except under CI.
+
+use persim_analyze::Recovered;
+use persim_vm::{
+    default_config_dir, extract_states, prepare, Artifacts, ExtractMode, ExtractOptions,
+    QemuSpec, Vm, VmConfig,
+};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+const TIMEOUT: Duration = Duration::from_secs(120);
+/// ext4's "needs recovery" feature flag (s_feature_incompat): set while mounted, cleared
+/// by the journal replay at the next mount.
+const EXT4_RECOVER: u32 = 0x4;
+
+fn artifacts_or_skip(test: &str) -> Option<Artifacts> {
+    let reason = if persim_vm::check_version().is_err() {
+        "QEMU >= 10".to_owned()
+    } else {
+        match Artifacts::locate() {
+            Ok(artifacts) => {
+                let fs_dump = artifacts.guest_tools[0].with_file_name("fs-dump");
+                if fs_dump.is_file() {
+                    return Some(artifacts);
+                }
+                format!("{}", fs_dump.display())
+            }
+            Err(e) => e.to_string(),
+        }
+    };
+    if std::env::var_os("CI").is_some() {
+        panic!("{test}: {reason} is missing, and CI must run the VM tests: run scripts/setup.sh");
+    }
+    eprintln!("SKIPPED {test}: {reason} is missing (run scripts/setup.sh)");
+    None
+}
+
+fn cache_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("persim-cache")
+}
+
+fn ext4() -> VmConfig {
+    VmConfig::for_fs(&default_config_dir(), "ext4").unwrap()
+}
+
+/// Runs `steps` in a guest on a fresh ext4-DAX file system and copies the PM backing file
+/// after each step, while the file system is mounted: crash images whose recovery replays
+/// the journal.
+fn crash_images(artifacts: &Artifacts, dir: &Path, steps: &[&str]) -> Vec<PathBuf> {
+    let config = ext4();
+    let prepared = prepare(&config, artifacts, &cache_dir()).unwrap();
+    let pm = dir.join("pm.backing");
+    std::fs::File::create(&pm)
+        .unwrap()
+        .set_len(config.pm_size())
+        .unwrap();
+    let spec = QemuSpec {
+        kernel: prepared.kernel.image,
+        initramfs: prepared.initramfs,
+        memory_mib: config.memory_mib,
+        pm_file: pm.clone(),
+        pm_size: config.pm_size(),
+        plugin: None,
+    };
+    let mut vm = Vm::boot(&spec, TIMEOUT).unwrap();
+    for command in [&config.mkfs, &config.mount] {
+        let out = vm.run(command, TIMEOUT).unwrap();
+        assert_eq!(out.exit_code, 0, "{command}: {}", out.output);
+    }
+    let images = steps
+        .iter()
+        .enumerate()
+        .map(|(i, step)| {
+            let out = vm.run(step, TIMEOUT).unwrap();
+            assert_eq!(out.exit_code, 0, "{step}: {}", out.output);
+            let image = dir.join(format!("step{i}.img"));
+            std::fs::copy(&pm, &image).unwrap();
+            image
+        })
+        .collect();
+    vm.shutdown(TIMEOUT).unwrap();
+    images
+}
+
+/// An image of PM-sized pseudo-random bytes.
+fn garbage_image(path: &Path, size: u64) -> PathBuf {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let bytes: Vec<u8> = (0..size / 8)
+        .flat_map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x.to_le_bytes()
+        })
+        .collect();
+    std::fs::write(path, bytes).unwrap();
+    path.to_owned()
+}
+
+fn zero_image(path: &Path, size: u64) -> PathBuf {
+    std::fs::File::create(path).unwrap().set_len(size).unwrap();
+    path.to_owned()
+}
+
+/// s_feature_incompat of the first ext4 superblock in the image (the file system starts
+/// after the pfn info block, at a 4 KiB-aligned offset).
+fn ext4_incompat(image: &[u8]) -> Option<u32> {
+    (0..image.len() - 2048).step_by(4096).find_map(|start| {
+        let sb = &image[start + 1024..start + 2048];
+        (sb[0x38..0x3a] == [0x53, 0xef])
+            .then(|| u32::from_le_bytes(sb[0x60..0x64].try_into().unwrap()))
+    })
+}
+
+fn hash(path: &Path) -> blake3::Hash {
+    blake3::hash(&std::fs::read(path).unwrap())
+}
+
+fn options(artifacts: Artifacts, mode: ExtractMode, jobs: usize) -> ExtractOptions {
+    let mut opts = ExtractOptions::new(ext4(), artifacts, cache_dir());
+    opts.mode = mode;
+    opts.jobs = jobs;
+    opts.dump.ignore = ["atime", "ctime", "mtime"].map(str::to_owned).into();
+    opts.dump.exclude = vec!["lost+found".to_owned()];
+    opts
+}
+
+/// Extracts and returns the results and the wall time per image; checks the progress calls.
+fn timed_extract(opts: &ExtractOptions, images: &[PathBuf]) -> (Vec<Recovered>, f64) {
+    let mut calls = Vec::new();
+    let started = Instant::now();
+    let states = extract_states(opts, images, |done, total| calls.push((done, total))).unwrap();
+    let per_image = started.elapsed().as_secs_f64() / images.len() as f64;
+    let expected: Vec<_> = (1..=images.len()).map(|done| (done, images.len())).collect();
+    assert_eq!(calls, expected, "one progress call per finished image");
+    assert_eq!(states.len(), images.len());
+    (states, per_image)
+}
+
+fn dump(state: &Recovered) -> &str {
+    match state {
+        Recovered::State { dump } => dump,
+        other => panic!("expected a state, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_reused_guest_gives_the_states_of_fresh_boots_and_images_stay_untouched() {
+    let test = "a_reused_guest_gives_the_states_of_fresh_boots_and_images_stay_untouched";
+    let Some(artifacts) = artifacts_or_skip(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let size = ext4().pm_size();
+    let mut images = crash_images(
+        &artifacts,
+        dir.path(),
+        &[
+            "echo one >/mnt/a && sync",
+            "mkdir /mnt/d && echo two >/mnt/d/b && ln -s a /mnt/l && sync",
+            "mv /mnt/a /mnt/d/c && rm /mnt/d/b && sync",
+            "echo three >>/mnt/d/c && umount /mnt",
+        ],
+    );
+    images.push(zero_image(&dir.path().join("zero.img"), size));
+    images.push(garbage_image(&dir.path().join("garbage.img"), size));
+    // The same image twice, and an earlier image after later ones: no state leaks
+    // from one image into the next.
+    images.push(images[0].clone());
+    let before: Vec<_> = images.iter().map(|i| hash(i)).collect();
+    let incompat = ext4_incompat(&std::fs::read(&images[0]).unwrap()).expect("ext4 superblock");
+    assert_ne!(incompat & EXT4_RECOVER, 0, "the image needs a journal replay");
+
+    let (reused, reuse_time) = timed_extract(
+        &options(artifacts.clone(), ExtractMode::ReuseGuest, 2),
+        &images,
+    );
+    let (fresh, fresh_time) =
+        timed_extract(&options(artifacts, ExtractMode::FreshBoot, 2), &images);
+    eprintln!(
+        "{} images, 2 workers: reused guest {reuse_time:.2} s/image, fresh boot {fresh_time:.2} s/image",
+        images.len()
+    );
+
+    assert_eq!(reused, fresh);
+    let after: Vec<_> = images.iter().map(|i| hash(i)).collect();
+    assert_eq!(before, after, "extraction must never modify an image file");
+
+    let states: Vec<&str> = reused[..4].iter().map(dump).collect();
+    assert!(states[0].contains("/a\"") && !states[0].contains("/d\""), "{}", states[0]);
+    assert!(states[1].contains("/d/b\"") && states[1].contains("/l\""), "{}", states[1]);
+    assert!(states[2].contains("/d/c\"") && !states[2].contains("/d/b\""), "{}", states[2]);
+    assert_ne!(states[2], states[3], "appended bytes change the state");
+    assert!(!states[0].contains("lost+found") && !states[0].contains("atime"));
+    assert_eq!(reused[6], reused[0]);
+    for (state, what) in [(&reused[4], "all-zero"), (&reused[5], "garbage")] {
+        assert!(
+            matches!(state, Recovered::RecoveryError { output } if output.contains("mount")),
+            "{what} image: {state:?}"
+        );
+    }
+}
+
+#[test]
+fn crashes_and_hangs_are_results_and_the_worker_carries_on() {
+    let test = "crashes_and_hangs_are_results_and_the_worker_carries_on";
+    let Some(artifacts) = artifacts_or_skip(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let images = crash_images(
+        &artifacts,
+        dir.path(),
+        &[
+            "echo ok >/mnt/f && sync",
+            "touch /mnt/hang && sync",
+            "rm /mnt/hang && touch /mnt/panic && sync",
+        ],
+    );
+    let mut opts = options(artifacts, ExtractMode::ReuseGuest, 1);
+    // A recovery that hangs or panics the kernel on the images marked for it.
+    opts.config.recover = format!(
+        "{} || exit\n[ -e /mnt/hang ] && sleep 600\n\
+         [ -e /mnt/panic ] && echo c >/proc/sysrq-trigger\ntrue",
+        opts.config.recover
+    );
+    opts.timeout = Duration::from_secs(10);
+    let order = [0, 1, 0, 2, 0].map(|i| images[i].clone());
+    let (states, _) = timed_extract(&opts, &order);
+
+    assert!(dump(&states[0]).contains("/f\""));
+    assert!(
+        matches!(&states[1], Recovered::Hang { output } if output.contains("no answer")),
+        "{:?}",
+        states[1]
+    );
+    assert!(
+        matches!(&states[3], Recovered::GuestCrash { output } if output.contains("sysrq")),
+        "{:?}",
+        states[3]
+    );
+    // After a hang and after a panic the worker's next guest gives the same state.
+    assert_eq!(states[2], states[0]);
+    assert_eq!(states[4], states[0]);
+}
