@@ -2,7 +2,7 @@
 
 mod fs_dump_support;
 
-use fs_dump_support::{dump, fs_dump, Scratch};
+use fs_dump_support::{dump, fs_dump, running_as_root, Scratch};
 use std::ffi::OsStr;
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
@@ -344,20 +344,10 @@ fn bad_options_exit_2_with_usage() {
     );
 }
 
-/// The uid the tests run as: the owner of a file they create.
-fn own_uid(scratch: &Scratch) -> u32 {
-    let probe = scratch.path.join("uid-probe");
-    fs::write(&probe, "").unwrap();
-    let uid = fs::metadata(&probe).unwrap().uid();
-    fs::remove_file(probe).unwrap();
-    uid
-}
-
 #[test]
 fn unreadable_entries_are_reported_in_the_dump() {
     let scratch = Scratch::new("fs-dump-unreadable");
     let root = &scratch.path;
-    let as_root = own_uid(&scratch) == 0;
     fs::create_dir(root.join("locked")).unwrap();
     fs::write(root.join("locked/hidden"), "").unwrap();
     fs::write(root.join("secret"), "").unwrap();
@@ -371,7 +361,7 @@ fn unreadable_entries_are_reported_in_the_dump() {
         fs::set_permissions(root.join(path), fs::Permissions::from_mode(mode)).unwrap();
     }
     // Root reads everything, so as root the dump runs as nobody.
-    let mut command = if as_root {
+    let mut command = if running_as_root() {
         let mut setpriv = Command::new("setpriv");
         setpriv.args(["--reuid=65534", "--regid=65534", "--clear-groups"]);
         setpriv.arg(env!("CARGO_BIN_EXE_fs-dump"));

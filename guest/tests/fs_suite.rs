@@ -4,7 +4,7 @@
 
 mod fs_dump_support;
 
-use fs_dump_support::{dump, fs_dump, Scratch};
+use fs_dump_support::{dump, fs_dump, running_as_root, Scratch};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -194,9 +194,10 @@ fn busybox_sh(script: &str) -> Result<(), String> {
         .args(["sh", "-e", "-c", script])
         .output();
     let output = output.map_err(|e| e.to_string())?;
-    match output.status.success() {
-        true => Ok(()),
-        false => Err(String::from_utf8_lossy(&output.stderr).into_owned()),
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&output.stderr).into_owned())
     }
 }
 
@@ -206,13 +207,9 @@ fn every_operation_runs_with_busybox_and_changes_the_dump() {
         eprintln!("busybox is not installed: the suite's commands were not run");
         return;
     }
-    let probe = Scratch::new("fs-suite-uid");
-    let as_root = std::fs::metadata(&probe.path).map(|m| {
-        use std::os::unix::fs::MetadataExt;
-        m.uid() == 0
-    });
+    let as_root = running_as_root();
     for test in suite() {
-        if test.name == "chown" && !as_root.as_ref().is_ok_and(|root| *root) {
+        if test.name == "chown" && !as_root {
             eprintln!("not root: the chown test was not run");
             continue;
         }
@@ -222,10 +219,11 @@ fn every_operation_runs_with_busybox_and_changes_the_dump() {
         if let Err(e) = busybox_sh(&in_scratch(&test.setup)) {
             panic!("{}: setup failed: {e}", test.name);
         }
-        let ignore = ["--ignore".to_string(), test.ignore.join(",")];
-        let args: Vec<&str> = match test.ignore.is_empty() {
-            true => Vec::new(),
-            false => ignore.iter().map(String::as_str).collect(),
+        let ignore = test.ignore.join(",");
+        let args = if ignore.is_empty() {
+            vec![]
+        } else {
+            vec!["--ignore", &ignore]
         };
         // The first listing of a directory may update its atime: do it before comparing.
         dump(&args, &scratch.path);

@@ -1,5 +1,6 @@
 //! Shared by the fs-dump and suite tests: scratch directories and running fs-dump.
 
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -21,6 +22,13 @@ impl Scratch {
         std::fs::create_dir(&path).expect("create a scratch directory");
         Scratch { path }
     }
+}
+
+/// Whether the tests run as root, who may chown and read everything: the owner of a
+/// directory they create.
+pub fn running_as_root() -> bool {
+    let scratch = Scratch::new("uid");
+    std::fs::metadata(&scratch.path).is_ok_and(|meta| meta.uid() == 0)
 }
 
 impl Drop for Scratch {
