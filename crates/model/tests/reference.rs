@@ -192,19 +192,19 @@ fn states(entries: &[Entry], mode: CacheMode) -> Vec<RefState> {
     out
 }
 
-fn config(mode: CacheMode, strategy: Strategy) -> Config {
+fn config(mode: CacheMode, strategy: Strategy, max_images: usize) -> Config {
     let mut c = Config::new(PM);
     c.blk_size = BLK;
     c.cache = mode;
     c.strategy = strategy;
-    c.max_images = 1 << 20;
+    c.max_images = max_images;
     c
 }
 
 /// Checks one strategy against the reference at every failure point.
 fn check(entries: &[Entry], mode: CacheMode, strategy: Strategy) -> Result<(), TestCaseError> {
     let points = replay_in_memory(
-        config(mode, strategy),
+        config(mode, strategy, 1 << 20),
         vec![0; (PM + BLK) as usize],
         entries,
     )
@@ -269,8 +269,56 @@ fn op() -> impl proptest::strategy::Strategy<Value = Op> {
     ]
 }
 
+/// With a small cap, every strategy samples: still only images of the exact set, at most
+/// the cap (but never fewer than nothing/everything on both the PM and the block side),
+/// and exhaustive is flagged incomplete whenever it misses images.
+fn check_sampled(
+    entries: &[Entry],
+    mode: CacheMode,
+    strategy: Strategy,
+    cap: usize,
+) -> Result<(), TestCaseError> {
+    let points = replay_in_memory(
+        config(mode, strategy, cap),
+        vec![0; (PM + BLK) as usize],
+        entries,
+    )
+    .unwrap();
+    let refs = states(entries, mode);
+    for p in &points {
+        let exact = refs[p.point.index as usize].exact_set(mode, p.point.kind);
+        let got: ImageSet = p.images.iter().map(|(img, _, _)| img.clone()).collect();
+        prop_assert!(
+            got.is_subset(&exact),
+            "{:?} sampled an image outside the model's set at {:?}",
+            strategy,
+            p.point
+        );
+        prop_assert!(
+            p.images.len() <= cap.max(4),
+            "{} images above the cap {}",
+            p.images.len(),
+            cap
+        );
+        if strategy == Strategy::Exhaustive && !p.incomplete {
+            prop_assert_eq!(got.len(), exact.len());
+        }
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn samples_stay_in_the_model_set(ops in prop::collection::vec(op(), 0..12), cap in 2..6usize) {
+        let entries: Vec<Entry> = ops.into_iter().map(Entry::from).collect();
+        for mode in [CacheMode::Volatile, CacheMode::Persistent] {
+            for strategy in [Strategy::Exhaustive, Strategy::GlobalPrefix] {
+                check_sampled(&entries, mode, strategy, cap)?;
+            }
+        }
+    }
 
     #[test]
     fn strategies_agree_with_the_reference(ops in prop::collection::vec(op(), 0..10)) {

@@ -96,7 +96,7 @@ fn pm_side(config: &Config, lines: &[&LineState], lens: &[u32], cap: usize, seed
         },
         _ => exhaustive_label(c, number, of, seed),
     };
-    run(&mut space.sweep(), cap, seed, label)
+    run(|| space.sweep(), cap, seed, label)
 }
 
 fn block_side(
@@ -113,20 +113,21 @@ fn block_side(
         return Some(ends(block_writes.to_vec()));
     }
     let label = |c: &Candidate, number: usize, of: usize| exhaustive_label(c, number, of, seed);
-    Some(run(&mut BlockSpace(block_writes), cap, seed, label))
+    Some(run(|| BlockSpace(block_writes), cap, seed, label))
 }
 
-/// Enumerates the space, or samples it when it holds more than `cap` elements.
-fn run(
-    space: &mut impl Space,
+/// Enumerates the space, or samples it when it holds more than `cap` elements. Each walk
+/// gets a fresh space from `fresh`, since a walk only moves forward through the cuts.
+fn run<S: Space>(
+    fresh: impl Fn() -> S,
     cap: usize,
     seed: u64,
     label: impl Fn(&Candidate, usize, usize) -> Choice,
 ) -> Side {
-    let everything = space.everything();
-    let (candidates, incomplete) = match enumerate(space, cap) {
+    let everything = fresh().everything();
+    let (candidates, incomplete) = match enumerate(&mut fresh(), cap) {
         Some(all) => (all, false),
-        None => (sample(space, cap, seed), true),
+        None => (sample(&mut fresh(), cap, seed), true),
     };
     let of = candidates.len();
     let picks = candidates
