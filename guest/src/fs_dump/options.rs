@@ -93,7 +93,13 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, String
             "--" => only_operands = true,
             "--help" => return Ok(Command::Help),
             "--ignore" => {
-                for field in value()?.to_string_lossy().split(',') {
+                // Empty items are skipped, so an empty list (`--ignore ""`) ignores nothing.
+                let fields = value()?;
+                for field in fields
+                    .to_string_lossy()
+                    .split(',')
+                    .filter(|f| !f.is_empty())
+                {
                     options.ignore.push(known_field(field)?);
                 }
             }
@@ -160,6 +166,12 @@ mod tests {
         assert_eq!(options.max_content, Some(16));
         assert!(options.excludes(OsStr::new("lost+found")));
         assert!(!options.wants("atime") && options.wants("mtime"));
+    }
+
+    #[test]
+    fn an_empty_ignore_list_ignores_nothing() {
+        let options = dump_options(&["--ignore", "", "--ignore=atime,", "/mnt"]).unwrap();
+        assert_eq!(options.ignore, ["atime"]);
     }
 
     #[test]
