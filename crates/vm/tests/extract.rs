@@ -3,8 +3,8 @@
 
 use persim_analyze::Recovered;
 use persim_vm::{
-    default_config_dir, extract_states, prepare, Artifacts, ExtractMode, ExtractOptions,
-    QemuSpec, Vm, VmConfig,
+    default_config_dir, extract_states, prepare, Artifacts, ExtractMode, ExtractOptions, QemuSpec,
+    Vm, VmConfig,
 };
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -132,7 +132,9 @@ fn timed_extract(opts: &ExtractOptions, images: &[PathBuf]) -> (Vec<Recovered>, 
     let started = Instant::now();
     let states = extract_states(opts, images, |done, total| calls.push((done, total))).unwrap();
     let per_image = started.elapsed().as_secs_f64() / images.len() as f64;
-    let expected: Vec<_> = (1..=images.len()).map(|done| (done, images.len())).collect();
+    let expected: Vec<_> = (1..=images.len())
+        .map(|done| (done, images.len()))
+        .collect();
     assert_eq!(calls, expected, "one progress call per finished image");
     assert_eq!(states.len(), images.len());
     (states, per_image)
@@ -170,7 +172,11 @@ fn a_reused_guest_gives_the_states_of_fresh_boots_and_images_stay_untouched() {
     images.push(images[0].clone());
     let before: Vec<_> = images.iter().map(|i| hash(i)).collect();
     let incompat = ext4_incompat(&std::fs::read(&images[0]).unwrap()).expect("ext4 superblock");
-    assert_ne!(incompat & EXT4_RECOVER, 0, "the image needs a journal replay");
+    assert_ne!(
+        incompat & EXT4_RECOVER,
+        0,
+        "the image needs a journal replay"
+    );
 
     let (reused, reuse_time) = timed_extract(
         &options(artifacts.clone(), ExtractMode::ReuseGuest, 2),
@@ -188,9 +194,21 @@ fn a_reused_guest_gives_the_states_of_fresh_boots_and_images_stay_untouched() {
     assert_eq!(before, after, "extraction must never modify an image file");
 
     let states: Vec<&str> = reused[..4].iter().map(dump).collect();
-    assert!(states[0].contains("/a\"") && !states[0].contains("/d\""), "{}", states[0]);
-    assert!(states[1].contains("/d/b\"") && states[1].contains("/l\""), "{}", states[1]);
-    assert!(states[2].contains("/d/c\"") && !states[2].contains("/d/b\""), "{}", states[2]);
+    assert!(
+        states[0].contains("/a\"") && !states[0].contains("/d\""),
+        "{}",
+        states[0]
+    );
+    assert!(
+        states[1].contains("/d/b\"") && states[1].contains("/l\""),
+        "{}",
+        states[1]
+    );
+    assert!(
+        states[2].contains("/d/c\"") && !states[2].contains("/d/b\""),
+        "{}",
+        states[2]
+    );
     assert_ne!(states[2], states[3], "appended bytes change the state");
     assert!(!states[0].contains("lost+found") && !states[0].contains("atime"));
     assert_eq!(reused[6], reused[0]);
@@ -243,4 +261,47 @@ fn crashes_and_hangs_are_results_and_the_worker_carries_on() {
     // After a hang and after a panic the worker's next guest gives the same state.
     assert_eq!(states[2], states[0]);
     assert_eq!(states[4], states[0]);
+}
+
+/// The per-image time of both modes with one worker (docs/extraction.md):
+/// `cargo test --release -p persim-vm --test extract -- --ignored --nocapture`
+#[test]
+#[ignore = "a measurement: run it alone, with --release"]
+fn measure_reused_guest_against_fresh_boot() {
+    let Some(artifacts) = artifacts_or_skip("measure_reused_guest_against_fresh_boot") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let steps: Vec<String> = (0..6)
+        .map(|i| {
+            format!("mkdir /mnt/d{i} && echo {i} >/mnt/d{i}/f && mv /mnt/d{i}/f /mnt/g{i} && sync")
+        })
+        .collect();
+    let steps: Vec<&str> = steps.iter().map(String::as_str).collect();
+    let images = crash_images(&artifacts, dir.path(), &steps);
+    let images: Vec<PathBuf> = images.iter().chain(&images).cloned().collect();
+
+    let mut seconds = Vec::new();
+    for mode in [ExtractMode::ReuseGuest, ExtractMode::FreshBoot] {
+        // Steady state: from the first finished image to the last (the first one pays the
+        // reused guest's boot).
+        let mut finished = Vec::new();
+        let started = Instant::now();
+        let states = extract_states(&options(artifacts.clone(), mode, 1), &images, |_, _| {
+            finished.push(started.elapsed().as_secs_f64())
+        })
+        .unwrap();
+        assert!(states.iter().all(|s| !s.is_error()), "{states:?}");
+        let first = finished[0];
+        let per_image = (finished[finished.len() - 1] - first) / (finished.len() - 1) as f64;
+        eprintln!(
+            "{mode:?}: {} images, first done after {first:.2} s, then {per_image:.2} s/image",
+            images.len()
+        );
+        seconds.push(per_image);
+    }
+    assert!(
+        seconds[0] * 3.0 < seconds[1],
+        "reusing the guest must pay off: {seconds:?}"
+    );
 }
