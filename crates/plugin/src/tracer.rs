@@ -28,6 +28,9 @@ pub struct Tracer {
     /// Virtual page -> physical page, learned from PM accesses, to place flushes (QEMU
     /// reports no access for them).
     pages: HashMap<u64, u64>,
+    /// The last (virtual, physical) page pair learned: consecutive stores mostly hit the
+    /// same page, and hashing on every store is the tracer's largest cost of its own.
+    last_page: (u64, u64),
     /// Flushes of PM-looking addresses whose page was never accessed.
     pub unresolved_flushes: u64,
     pub entries: u64,
@@ -55,6 +58,7 @@ impl Tracer {
             nt_pending: false,
             traced_since_fence: false,
             pages: HashMap::new(),
+            last_page: (u64::MAX, u64::MAX),
             unresolved_flushes: 0,
             entries: 0,
             stack_source: None,
@@ -131,7 +135,11 @@ impl Tracer {
         let Some(addr) = self.pm_offset(paddr) else {
             return;
         };
-        self.pages.insert(vaddr >> PAGE_SHIFT, paddr >> PAGE_SHIFT);
+        let page = (vaddr >> PAGE_SHIFT, paddr >> PAGE_SHIFT);
+        if page != self.last_page {
+            self.pages.insert(page.0, page.1);
+            self.last_page = page;
+        }
         let op = match data {
             Some(data) => {
                 self.nt_pending |= nt;
@@ -177,9 +185,9 @@ impl Tracer {
     pub fn finish(&mut self) -> Result<(), String> {
         self.phase = Phase::Done;
         match self.writer.take() {
-            Some(writer) => writer
+            Some(writer) => { let t = std::time::Instant::now(); let r = writer
                 .finish()
-                .map_err(|e| format!("writing trace {}: {e}", self.args.trace.display())),
+                .map_err(|e| format!("writing trace {}: {e}", self.args.trace.display())); use std::io::Write; let mut f = std::fs::OpenOptions::new().append(true).create(true).open("/tmp/persim-finish.log").unwrap(); writeln!(f, "finish {:?} entries {}", t.elapsed(), self.entries).unwrap(); r }
             None => Ok(()),
         }
     }

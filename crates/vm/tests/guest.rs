@@ -2,7 +2,9 @@
 //! Without them they are skipped with a message, except under CI (CI set), where they must run.
 
 use persim_trace::{FenceKind, FlushKind, Hypercall, Op};
-use persim_vm::{default_config_dir, prepare, Artifacts, QemuSpec, TraceOptions, Vm, VmConfig};
+use persim_vm::{
+    default_config_dir, prepare, Artifacts, Plugin, QemuSpec, TraceOptions, Vm, VmConfig, PM_BASE,
+};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -32,7 +34,7 @@ fn cache_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("persim-cache")
 }
 
-fn boot(config: &VmConfig, artifacts: &Artifacts, pm_file: PathBuf) -> Vm {
+fn boot(config: &VmConfig, artifacts: &Artifacts, pm_file: PathBuf, plugin: Option<Plugin>) -> Vm {
     let prepared = prepare(config, artifacts, &cache_dir()).unwrap();
     std::fs::File::create(&pm_file)
         .unwrap()
@@ -44,7 +46,7 @@ fn boot(config: &VmConfig, artifacts: &Artifacts, pm_file: PathBuf) -> Vm {
         memory_mib: config.memory_mib,
         pm_file,
         pm_size: config.pm_size(),
-        plugin: None,
+        plugin,
     };
     Vm::boot(&spec, TIMEOUT).unwrap()
 }
@@ -58,7 +60,7 @@ fn commands_run_over_the_serial_console_with_exit_codes() {
     let config = VmConfig::for_fs(&default_config_dir(), "ext4").unwrap();
     let dir = tempfile::tempdir().unwrap();
     let started = Instant::now();
-    let mut vm = boot(&config, &artifacts, dir.path().join("pm.img"));
+    let mut vm = boot(&config, &artifacts, dir.path().join("pm.img"), None);
     eprintln!("boot: {:.2} s", started.elapsed().as_secs_f64());
 
     let out = vm
@@ -339,4 +341,97 @@ fn stack_traces_follow_frame_pointers_through_the_probe_call_chain() {
         let caller_of_outer = found[callers.len()].expect("a return into the probe's code");
         assert!(!caller_of_outer.starts_with("persim_probe"), "{entry:#x?}");
     }
+}
+
+/// The workload of the overhead measurement: 16 MiB written to ext4-DAX in 256 KiB files
+/// (allocation, zeroing, copying, journaling), then read back.
+const BENCH_WORKLOAD: &str = "i=0; while [ $i -lt 64 ]; do \
+    dd if=/dev/zero of=/mnt/f$i bs=64k count=4 2>/dev/null || exit 1; i=$((i + 1)); done; \
+    cat /mnt/f* | wc -c";
+
+/// Guest time of BENCH_WORKLOAD between `hypercall start` and `success`, with the plugin
+/// loaded and tracing on or off; also the number of trace entries and bytes.
+fn time_workload(artifacts: &Artifacts, tracing: bool) -> (Duration, usize, u64) {
+    let config = VmConfig::for_fs(&default_config_dir(), "ext4").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("bench.trace");
+    let plugin = Plugin {
+        library: artifacts.plugin.clone(),
+        args: vec![
+            format!("pm_base={PM_BASE}"),
+            format!("pm_size={}", config.pm_size()),
+            format!("trace={}", trace.display()),
+            format!("tracing={}", if tracing { "on" } else { "off" }),
+        ],
+    };
+    let mut vm = boot(&config, artifacts, dir.path().join("pm.img"), Some(plugin));
+    for command in [&config.mkfs, &config.mount] {
+        let out = vm.run(command, TIMEOUT).unwrap();
+        assert_eq!(out.exit_code, 0, "{command}: {}", out.output);
+    }
+    let started = Instant::now();
+    let script = format!("hypercall start\n{BENCH_WORKLOAD}\nhypercall success");
+    let out = vm.run(&script, TIMEOUT).unwrap();
+    let elapsed = started.elapsed();
+    assert_eq!(
+        (out.exit_code, out.output.as_str()),
+        (0, "16777216"),
+        "workload failed"
+    );
+    vm.shutdown(TIMEOUT).unwrap();
+    if !tracing {
+        assert!(!trace.exists(), "no trace with tracing off");
+        return (elapsed, 0, 0);
+    }
+    let (_, entries) = persim_trace::read_all(&trace).unwrap();
+    let bytes = std::fs::metadata(&trace).unwrap().len();
+    (elapsed, entries.len(), bytes)
+}
+
+const BENCH_RUNS: usize = 3;
+
+/// scripts/bench-tracer.sh: the figures of docs/performance.md "## Tracer". Ignored by
+/// default (about two minutes of VM time).
+#[test]
+#[ignore]
+fn bench_tracer_overhead() {
+    let Some(artifacts) = artifacts_or_skip("bench_tracer_overhead") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let command = "echo HelloWorld > /mnt/myfile";
+    let started = Instant::now();
+    let opts = trace_options(
+        "ext4",
+        command,
+        dir.path().join("hello.trace"),
+        artifacts.clone(),
+    );
+    let summary = persim_vm::trace(&opts).unwrap();
+    let hello = started.elapsed();
+    assert_eq!(summary.exit_code, 0, "{}", summary.output);
+    eprintln!(
+        "hello-world on ext4-DAX, VM start to end: {:.2} s",
+        hello.as_secs_f64()
+    );
+
+    // The machine is shared: alternate the two and compare the least disturbed runs.
+    let (mut off, mut on) = (Vec::new(), Vec::new());
+    let mut traced = (0, 0);
+    for _ in 0..BENCH_RUNS {
+        off.push(time_workload(&artifacts, false).0.as_secs_f64());
+        let (elapsed, entries, bytes) = time_workload(&artifacts, true);
+        on.push(elapsed.as_secs_f64());
+        traced = (entries, bytes);
+    }
+    let min = |runs: &[f64]| runs.iter().copied().fold(f64::INFINITY, f64::min);
+    eprintln!(
+        "16 MiB workload after start, best of {BENCH_RUNS}: tracing off {:.2} s {off:.2?}, \
+         on {:.2} s {on:.2?}: {:.2}x ({} entries, {:.1} MiB trace)",
+        min(&off),
+        min(&on),
+        min(&on) / min(&off),
+        traced.0,
+        traced.1 as f64 / f64::from(1 << 20)
+    );
 }

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Measures the tracer (docs/performance.md, "## Tracer"): traced hello-world on ext4-DAX
+# from VM start to end, and the guest time of a 16 MiB write workload after
+# `hypercall start` with tracing on vs the plugin loaded with tracing off (best of 3 each).
+# Needs the artifacts of scripts/setup.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release -p persim-plugin
+cargo build --release -p persim-guest --target x86_64-unknown-linux-gnu \
+    --config 'target.x86_64-unknown-linux-gnu.rustflags=["-C","target-feature=+crt-static","-C","force-frame-pointers=yes"]'
+cargo test --release -p persim-vm --test guest bench_tracer_overhead -- --ignored --nocapture 2>&1 |
+    grep -v '^persim trace:'
