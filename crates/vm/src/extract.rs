@@ -250,8 +250,13 @@ mod tests {
         let image = dir.path().join("short.img");
         std::fs::write(&image, [0u8; 4096]).unwrap();
         let e = check_image(&image, 64 << 20).unwrap_err().to_string();
-        assert!(e.contains("short.img") && e.contains("67108864 bytes"), "{e}");
-        let e = check_image(&dir.path().join("gone.img"), 4096).unwrap_err().to_string();
+        assert!(
+            e.contains("short.img") && e.contains("67108864 bytes"),
+            "{e}"
+        );
+        let e = check_image(&dir.path().join("gone.img"), 4096)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("gone.img"), "{e}");
         assert!(check_image(&image, 4096).is_ok());
     }

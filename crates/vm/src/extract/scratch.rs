@@ -125,7 +125,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut scratch = ScratchPm::create(dir.path(), SIZE).unwrap();
         let last = SIZE as usize / BLOCK - 1;
-        let a = image(dir.path(), "a.img", &[(0, 1), (1, 1), (2, 1), (300, 7), (last, 9)]);
+        let a = image(
+            dir.path(),
+            "a.img",
+            &[(0, 1), (1, 1), (2, 1), (300, 7), (last, 9)],
+        );
         let b = image(dir.path(), "b.img", &[(0, 1), (1, 2), (2, 2), (300, 7)]);
         let (a_bytes, b_bytes) = (std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
 
@@ -139,7 +143,10 @@ mod tests {
         assert_eq!(std::fs::read(&a).unwrap(), a_bytes);
 
         scratch.clear().unwrap();
-        assert!(std::fs::read(scratch.path()).unwrap().iter().all(|&b| b == 0));
+        assert!(std::fs::read(scratch.path())
+            .unwrap()
+            .iter()
+            .all(|&b| b == 0));
         let path = scratch.path().to_owned();
         drop(scratch);
         assert!(!path.exists());
