@@ -41,7 +41,12 @@ pub fn run(command: &DebugCommand) -> Result<()> {
                 println!("{line}");
             }
         }
-        DebugCommand::At { dir, index, cache, json } => {
+        DebugCommand::At {
+            dir,
+            index,
+            cache,
+            json,
+        } => {
             let reader = Reader::open(&trace_of(dir))?;
             // a hand-written trace may not say its PM size; any size holds its stores
             let pm_size = Some(reader.header().pm_size).filter(|&s| s > 0);

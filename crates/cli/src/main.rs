@@ -1,15 +1,23 @@
 //! `persim`: find crash-consistency bugs in persistent-memory software.
 
+mod debug_cmd;
 mod images;
 mod progress;
 mod record;
+mod report_cmd;
+mod run;
 mod size;
+mod states;
+mod suite;
+mod testcase;
 mod trace_cmd;
 mod vm_args;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+/// Exit code when a test found crash-consistency violations.
+const EXIT_VIOLATIONS: u8 = 1;
 /// Exit code when the tool itself failed (bad input, I/O error).
 const EXIT_TOOL_FAILED: u8 = 2;
 
@@ -18,14 +26,18 @@ const EXIT_TOOL_FAILED: u8 = 2;
     name = "persim",
     version,
     about = "Crash-consistency testing for persistent-memory software",
-    long_about = "Persim records what software does to persistent memory (PM), replays the \
-                  trace through a crash model and produces every PM content a crash could \
-                  leave, so that recovery can be checked on each.\n\n\
+    long_about = "Persim records what software does to persistent memory (PM) in a QEMU VM, \
+                  replays the trace through a crash model, recovers every PM content a crash \
+                  could leave, and reports each checkpoint interval whose crash states are not \
+                  atomic.\n\n\
                   Typical first steps:\n  \
-                  persim images examples/journal.trace          # crash images of a trace\n  \
-                  persim trace print examples/journal.trace     # a trace as text\n\n\
-                  Traces are text (see shared TRACE-TEXT format) or Persim's compressed binary \
-                  form; every command accepts both."
+                  persim run --fs ext4 --test hello-world --out runs/hello   # one test, end to end\n  \
+                  persim suite fs --fs ext4 --out runs/ext4                  # the file-system suite\n  \
+                  persim report runs/hello --diff                            # evidence of a violation\n  \
+                  persim images examples/journal-missing-fence.trace         # crash images of a trace\n\n\
+                  Traces are text (shared TRACE-TEXT format) or Persim's compressed binary \
+                  form; every command accepts both. Exit codes: 0 no violation, 1 violations \
+                  found, 2 the tool failed."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -34,8 +46,16 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    Run(run::RunArgs),
+    Suite(suite::SuiteArgs),
+    Report(report_cmd::ReportArgs),
     Images(images::ImagesArgs),
     Trace(TraceArgs),
+    /// Look into a run's trace through the crash model.
+    Debug {
+        #[command(subcommand)]
+        command: debug_cmd::DebugCommand,
+    },
 }
 
 /// Record a trace in the VM, or inspect and convert traces.
@@ -54,20 +74,34 @@ struct TraceArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Images(args) => images::run(&args),
+        Command::Run(args) => run::run(&args).map(violations),
+        Command::Suite(args) => suite::run(&args).map(violations),
+        Command::Report(args) => report_cmd::run(&args).map(violations),
+        Command::Debug { command } => debug_cmd::run(&command).map(|()| ExitCode::SUCCESS),
+        Command::Images(args) => images::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Trace(TraceArgs {
             command: Some(command),
             ..
-        }) => trace_cmd::run(&command),
-        Command::Trace(TraceArgs { record, .. }) => record::run(&record),
+        }) => trace_cmd::run(&command).map(|()| ExitCode::SUCCESS),
+        Command::Trace(TraceArgs { record, .. }) => {
+            record::run(&record).map(|()| ExitCode::SUCCESS)
+        }
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("persim: error: {e:#}");
             ExitCode::from(EXIT_TOOL_FAILED)
         }
+    }
+}
+
+fn violations(found: bool) -> ExitCode {
+    if found {
+        ExitCode::from(EXIT_VIOLATIONS)
+    } else {
+        ExitCode::SUCCESS
     }
 }
 

@@ -33,7 +33,10 @@ pub struct ReportArgs {
 pub fn run(args: &ReportArgs) -> Result<bool> {
     let path = args.dir.join("report.json");
     let text = fs::read_to_string(&path).with_context(|| {
-        format!("cannot read {} (is this a directory of `persim run`?)", path.display())
+        format!(
+            "cannot read {} (is this a directory of `persim run`?)",
+            path.display()
+        )
     })?;
     let report: Report =
         serde_json::from_str(&text).with_context(|| format!("{} is malformed", path.display()))?;
@@ -44,14 +47,19 @@ pub fn run(args: &ReportArgs) -> Result<bool> {
     print!("{}", report.to_text());
     for c in report.checkpoints.iter().filter(|c| c.violated()) {
         if args.failure_points {
-            println!("\ncheckpoint {} -> {}: failure points per state", c.from, c.to);
+            println!(
+                "\ncheckpoint {} -> {}: failure points per state",
+                c.from, c.to
+            );
             for s in &c.states {
                 let points: Vec<String> = s.failure_points.iter().map(u64::to_string).collect();
                 println!("  {}: {}", s.name, points.join(", "));
             }
         }
         if args.diff {
-            let Some((first, rest)) = c.states.split_first() else { continue };
+            let Some((first, rest)) = c.states.split_first() else {
+                continue;
+            };
             let old = load_state(&args.dir, &first.images[0])?;
             for s in rest {
                 let new = load_state(&args.dir, &s.images[0])?;
@@ -68,8 +76,9 @@ pub fn run(args: &ReportArgs) -> Result<bool> {
 
 fn load_state(dir: &Path, hash: &str) -> Result<Recovered> {
     let path = dir.join("states").join(format!("{hash}.json"));
-    let text = fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
-    Ok(serde_json::from_str(&text).with_context(|| format!("{} is malformed", path.display()))?)
+    let text =
+        fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("{} is malformed", path.display()))
 }
 
 /// The pending lines at checkpoint `to`'s failure point: the stores whose order or
@@ -96,5 +105,10 @@ fn checkpoint_index(dir: &Path, checkpoint: u64) -> Result<u64> {
         .flatten()
         .find(|p| p["kind"] == kind.as_str() && p["checkpoint"] == checkpoint)
         .and_then(|p| p["index"].as_u64())
-        .with_context(|| format!("{} has no failure point at checkpoint {checkpoint}", path.display()))
+        .with_context(|| {
+            format!(
+                "{} has no failure point at checkpoint {checkpoint}",
+                path.display()
+            )
+        })
 }

@@ -68,9 +68,15 @@ pub struct RunArgs {
 pub fn run(args: &RunArgs) -> Result<bool> {
     let (name, path) = testcase::resolve(&args.test)?;
     let test = TestCase::load(&path)?;
+    if !args.pipeline.quiet {
+        eprintln!("persim run {name}: {}", test.description);
+    }
     let report = run_test(&args.pipeline, &name, &test, &args.out)?;
     print!("{}", report.to_text());
-    println!("run directory: {} (persim report {0} --diff)", args.out.display());
+    println!(
+        "run directory: {} (persim report {0} --diff)",
+        args.out.display()
+    );
     Ok(report.violations() > 0)
 }
 
@@ -144,9 +150,11 @@ pub fn run_test(p: &PipelineArgs, name: &str, test: &TestCase, dir: &Path) -> Re
     timings.insert("states".to_string(), stage.elapsed().as_secs_f64());
     say(format!("{} distinct images recovered", states.len()));
 
-    let hashes: Vec<String> = store.records().map(|(h, _)| h.to_hex().to_string()).collect();
-    let by_hash: HashMap<&str, &Recovered> =
-        states.iter().map(|(h, r)| (h.as_str(), r)).collect();
+    let hashes: Vec<String> = store
+        .records()
+        .map(|(h, _)| h.to_hex().to_string())
+        .collect();
+    let by_hash: HashMap<&str, &Recovered> = states.iter().map(|(h, r)| (h.as_str(), r)).collect();
     let checkpoints = verdicts(
         store
             .records()
@@ -166,7 +174,10 @@ pub fn run_test(p: &PipelineArgs, name: &str, test: &TestCase, dir: &Path) -> Re
         checkpoints,
         timings,
     };
-    write_atomically(&dir.join("report.json"), serde_json::to_string_pretty(&report)?.as_bytes())?;
+    write_atomically(
+        &dir.join("report.json"),
+        serde_json::to_string_pretty(&report)?.as_bytes(),
+    )?;
     write_atomically(&dir.join("report.txt"), report.to_text().as_bytes())?;
     Ok(report)
 }

@@ -11,9 +11,6 @@ use persim_vm::{extract_states, Artifacts, ExtractOptions, VmConfig};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// Images recovered per batch: a batch's results are saved before the next starts.
-const BATCH_PER_JOB: usize = 8;
-
 /// Recovers the images of `store` that have no state in `states_dir` yet; returns every
 /// image's state by hash.
 pub fn extract_missing(
@@ -23,7 +20,8 @@ pub fn extract_missing(
     store: &ImageStore,
     states_dir: &Path,
 ) -> Result<Vec<(String, Recovered)>> {
-    fs::create_dir_all(states_dir).with_context(|| format!("cannot create {}", states_dir.display()))?;
+    fs::create_dir_all(states_dir)
+        .with_context(|| format!("cannot create {}", states_dir.display()))?;
     let mut known = Vec::new();
     let mut missing: Vec<(String, PathBuf)> = Vec::new();
     for (hash, _) in store.records() {
@@ -31,7 +29,8 @@ pub fn extract_missing(
         match fs::read_to_string(&path) {
             Ok(text) => known.push((
                 hash.to_hex().to_string(),
-                serde_json::from_str(&text).with_context(|| format!("{} is malformed", path.display()))?,
+                serde_json::from_str(&text)
+                    .with_context(|| format!("{} is malformed", path.display()))?,
             )),
             Err(_) => missing.push((hash.to_hex().to_string(), store.image_path(&hash))),
         }
@@ -39,29 +38,23 @@ pub fn extract_missing(
     if missing.is_empty() {
         return Ok(known);
     }
-    let jobs = p.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let options = ExtractOptions {
-        config: config.clone(),
-        ignore: test.ignore.clone(),
-        jobs,
-        timeout: p.vm.timeout(),
-        cache_dir: cache_dir(),
-        artifacts: Artifacts::locate()?,
-    };
-    let total = missing.len();
-    for (b, batch) in missing.chunks(jobs * BATCH_PER_JOB).enumerate() {
-        let paths: Vec<PathBuf> = batch.iter().map(|(_, p)| p.clone()).collect();
-        let done_before = b * jobs * BATCH_PER_JOB;
-        let results = extract_states(&options, &paths, |done, _| {
-            if !p.quiet {
-                eprintln!("persim: states: {}/{total} images recovered", done_before + done);
-            }
-        })?;
-        for ((hash, _), recovered) in batch.iter().zip(results) {
-            let path = states_dir.join(format!("{hash}.json"));
-            write_atomically(&path, serde_json::to_string(&recovered)?.as_bytes())?;
-            known.push((hash.clone(), recovered));
+    let mut options = ExtractOptions::new(config.clone(), Artifacts::locate()?, cache_dir());
+    options.dump.ignore = test.ignore.clone();
+    options.dump.exclude = vec!["lost+found".to_string()];
+    options.timeout = p.vm.timeout();
+    if let Some(jobs) = p.jobs {
+        options.jobs = jobs;
+    }
+    let paths: Vec<PathBuf> = missing.iter().map(|(_, path)| path.clone()).collect();
+    let results = extract_states(&options, &paths, |done, total| {
+        if !p.quiet {
+            eprintln!("persim: states: {done}/{total} images recovered");
         }
+    })?;
+    for ((hash, _), recovered) in missing.into_iter().zip(results) {
+        let path = states_dir.join(format!("{hash}.json"));
+        write_atomically(&path, serde_json::to_string(&recovered)?.as_bytes())?;
+        known.push((hash, recovered));
     }
     Ok(known)
 }

@@ -59,8 +59,8 @@ pub fn run(args: &SuiteArgs) -> Result<bool> {
     for (i, (name, path)) in tests.iter().enumerate() {
         eprintln!("persim suite: [{}/{}] {name}", i + 1, tests.len());
         let started = Instant::now();
-        let outcome =
-            TestCase::load(path).and_then(|t| run_test(&args.pipeline, name, &t, &args.out.join(name)));
+        let outcome = TestCase::load(path)
+            .and_then(|t| run_test(&args.pipeline, name, &t, &args.out.join(name)));
         let seconds = started.elapsed().as_secs_f64();
         results.tests.push(match outcome {
             Ok(report) => TestResult {
@@ -82,7 +82,10 @@ pub fn run(args: &SuiteArgs) -> Result<bool> {
         });
     }
     let table = table(&results);
-    write_atomically(&args.out.join("results.json"), serde_json::to_string_pretty(&results)?.as_bytes())?;
+    write_atomically(
+        &args.out.join("results.json"),
+        serde_json::to_string_pretty(&results)?.as_bytes(),
+    )?;
     write_atomically(&args.out.join("results.txt"), table.as_bytes())?;
     print!("{table}");
     Ok(results.tests.iter().any(|t| t.mark != "✓"))
@@ -90,8 +93,16 @@ pub fn run(args: &SuiteArgs) -> Result<bool> {
 
 fn table(r: &Results) -> String {
     let mut t = String::new();
-    let _ = writeln!(t, "suite {} on {} (cache {}, strategy {})", r.suite, r.fs, r.cache, r.strategy);
-    let _ = writeln!(t, "{:<20} {:>6} {:>10} {:>9}", "test", "result", "violations", "seconds");
+    let _ = writeln!(
+        t,
+        "suite {} on {} (cache {}, strategy {})",
+        r.suite, r.fs, r.cache, r.strategy
+    );
+    let _ = writeln!(
+        t,
+        "{:<20} {:>6} {:>10} {:>9}",
+        "test", "result", "violations", "seconds"
+    );
     for test in &r.tests {
         let _ = writeln!(
             t,
@@ -100,7 +111,10 @@ fn table(r: &Results) -> String {
             test.mark,
             format!("{}/{}", test.violations, test.intervals),
             test.seconds,
-            test.error.as_ref().map_or(String::new(), |e| format!("  {}", e.lines().next().unwrap_or("")))
+            test.error.as_ref().map_or(String::new(), |e| format!(
+                "  {}",
+                e.lines().next().unwrap_or("")
+            ))
         );
     }
     t

@@ -22,19 +22,24 @@ impl TestCase {
     pub fn load(path: &Path) -> Result<TestCase> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read test {}", path.display()))?;
-        let test: TestCase =
-            toml::from_str(&text).with_context(|| format!("test {} is malformed", path.display()))?;
+        let test: TestCase = toml::from_str(&text)
+            .with_context(|| format!("test {} is malformed", path.display()))?;
         if test.ops.is_empty() {
-            bail!("test {} has no ops: give at least one operation", path.display());
+            bail!(
+                "test {} has no ops: give at least one operation",
+                path.display()
+            );
         }
         Ok(test)
     }
 
-    /// The traced commands: each operation between its two checkpoints.
+    /// The traced commands: each operation between its two checkpoints, followed by a
+    /// `sync`, so the interval holds the operation and the commit that makes it durable
+    /// (without it, ext4 and XFS commit their journals seconds later, outside the interval).
     pub fn command(&self) -> String {
         let mut command = String::new();
         for (i, op) in self.ops.iter().enumerate() {
-            command.push_str(&format!("hypercall checkpoint {}\n{op}\n", i + 1));
+            command.push_str(&format!("hypercall checkpoint {}\n{op}\nsync\n", i + 1));
         }
         command.push_str(&format!("hypercall checkpoint {}\n", self.ops.len() + 1));
         command
@@ -43,7 +48,9 @@ impl TestCase {
 
 /// The directory of a bundled suite (`suites/<name>` in the source tree).
 pub fn suite_dir(suite: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../suites").join(suite)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../suites")
+        .join(suite)
 }
 
 /// Resolves `--test`: a file path, or the name of a test in the `fs` suite.
@@ -56,12 +63,18 @@ pub fn resolve(test: &str) -> Result<(String, PathBuf)> {
         if !bundled.is_file() {
             bail!(
                 "no test `{test}`: give a test file or one of: {}",
-                list("fs")?.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ")
+                list("fs")?
+                    .iter()
+                    .map(|(n, _)| n.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             );
         }
         bundled
     };
-    let name = path.file_stem().map_or_else(|| test.to_string(), |s| s.to_string_lossy().into_owned());
+    let name = path
+        .file_stem()
+        .map_or_else(|| test.to_string(), |s| s.to_string_lossy().into_owned());
     Ok((name, path))
 }
 
@@ -72,7 +85,15 @@ pub fn list(suite: &str) -> Result<Vec<(String, PathBuf)>> {
         .with_context(|| format!("cannot read suite {}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|e| e == "toml"))
-        .map(|p| (p.file_stem().unwrap_or_default().to_string_lossy().into_owned(), p))
+        .map(|p| {
+            (
+                p.file_stem()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .into_owned(),
+                p,
+            )
+        })
         .collect();
     tests.sort();
     Ok(tests)
@@ -90,7 +111,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             test.command(),
-            "hypercall checkpoint 1\nln a b\nhypercall checkpoint 2\nrm b\nhypercall checkpoint 3\n"
+            "hypercall checkpoint 1\nln a b\nsync\nhypercall checkpoint 2\nrm b\nsync\nhypercall checkpoint 3\n"
         );
         assert!(toml::from_str::<TestCase>("description = \"x\"\nops = []\nbogus = 1\n").is_err());
     }
