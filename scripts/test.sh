@@ -17,3 +17,6 @@ cargo clippy --workspace --all-targets --release -- -D warnings
 
 step "cargo test"
 cargo test --workspace --release
+
+step "ring buffer mutants must be caught"
+bash scripts/test-mutants.sh
