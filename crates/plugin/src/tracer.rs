@@ -185,9 +185,9 @@ impl Tracer {
     pub fn finish(&mut self) -> Result<(), String> {
         self.phase = Phase::Done;
         match self.writer.take() {
-            Some(writer) => { let t = std::time::Instant::now(); let r = writer
+            Some(writer) => writer
                 .finish()
-                .map_err(|e| format!("writing trace {}: {e}", self.args.trace.display())); use std::io::Write; let mut f = std::fs::OpenOptions::new().append(true).create(true).open("/tmp/persim-finish.log").unwrap(); writeln!(f, "finish {:?} entries {}", t.elapsed(), self.entries).unwrap(); r }
+                .map_err(|e| format!("writing trace {}: {e}", self.args.trace.display())),
             None => Ok(()),
         }
     }
