@@ -40,15 +40,15 @@ fn cache_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("persim-cache")
 }
 
-fn ext4() -> VmConfig {
-    VmConfig::for_fs(&default_config_dir(), "ext4").unwrap()
+fn config(fs: &str) -> VmConfig {
+    VmConfig::for_fs(&default_config_dir(), fs).unwrap()
 }
 
-/// Runs `steps` in a guest on a fresh ext4-DAX file system and copies the PM backing file
+/// Runs `steps` in a guest on a fresh DAX file system `fs` and copies the PM backing file
 /// after each step, while the file system is mounted: crash images whose recovery replays
-/// the journal.
-fn crash_images(artifacts: &Artifacts, dir: &Path, steps: &[&str]) -> Vec<PathBuf> {
-    let config = ext4();
+/// the journal (log).
+fn crash_images(fs: &str, artifacts: &Artifacts, dir: &Path, steps: &[&str]) -> Vec<PathBuf> {
+    let config = config(fs);
     let prepared = prepare(&config, artifacts, &cache_dir()).unwrap();
     let pm = dir.join("pm.backing");
     std::fs::File::create(&pm)
@@ -117,8 +117,8 @@ fn hash(path: &Path) -> blake3::Hash {
     blake3::hash(&std::fs::read(path).unwrap())
 }
 
-fn options(artifacts: Artifacts, mode: ExtractMode, jobs: usize) -> ExtractOptions {
-    let mut opts = ExtractOptions::new(ext4(), artifacts, cache_dir());
+fn options(fs: &str, artifacts: Artifacts, mode: ExtractMode, jobs: usize) -> ExtractOptions {
+    let mut opts = ExtractOptions::new(config(fs), artifacts, cache_dir());
     opts.mode = mode;
     opts.jobs = jobs;
     opts.dump.ignore = ["atime", "ctime", "mtime"].map(str::to_owned).into();
@@ -154,8 +154,9 @@ fn a_reused_guest_gives_the_states_of_fresh_boots_and_images_stay_untouched() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let size = ext4().pm_size();
+    let size = config("ext4").pm_size();
     let mut images = crash_images(
+        "ext4",
         &artifacts,
         dir.path(),
         &[
@@ -179,11 +180,13 @@ fn a_reused_guest_gives_the_states_of_fresh_boots_and_images_stay_untouched() {
     );
 
     let (reused, reuse_time) = timed_extract(
-        &options(artifacts.clone(), ExtractMode::ReuseGuest, 2),
+        &options("ext4", artifacts.clone(), ExtractMode::ReuseGuest, 2),
         &images,
     );
-    let (fresh, fresh_time) =
-        timed_extract(&options(artifacts, ExtractMode::FreshBoot, 2), &images);
+    let (fresh, fresh_time) = timed_extract(
+        &options("ext4", artifacts, ExtractMode::FreshBoot, 2),
+        &images,
+    );
     eprintln!(
         "{} images, 2 workers: reused guest {reuse_time:.2} s/image, fresh boot {fresh_time:.2} s/image",
         images.len()
@@ -221,6 +224,40 @@ fn a_reused_guest_gives_the_states_of_fresh_boots_and_images_stay_untouched() {
 }
 
 #[test]
+fn xfs_log_recovery_in_a_reused_guest_matches_fresh_boots() {
+    let test = "xfs_log_recovery_in_a_reused_guest_matches_fresh_boots";
+    let Some(artifacts) = artifacts_or_skip(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut images = crash_images(
+        "xfs",
+        &artifacts,
+        dir.path(),
+        &[
+            "echo one >/mnt/a && sync",
+            "mkdir /mnt/d && mv /mnt/a /mnt/d/a && sync",
+        ],
+    );
+    images.push(images[0].clone());
+    let before: Vec<_> = images.iter().map(|i| hash(i)).collect();
+    let (reused, _) = timed_extract(
+        &options("xfs", artifacts.clone(), ExtractMode::ReuseGuest, 1),
+        &images,
+    );
+    let (fresh, _) = timed_extract(
+        &options("xfs", artifacts, ExtractMode::FreshBoot, 2),
+        &images,
+    );
+    assert_eq!(reused, fresh);
+    assert!(dump(&reused[0]).contains("/a\""), "{:?}", reused[0]);
+    assert!(dump(&reused[1]).contains("/d/a\""), "{:?}", reused[1]);
+    assert_eq!(reused[2], reused[0]);
+    let after: Vec<_> = images.iter().map(|i| hash(i)).collect();
+    assert_eq!(before, after, "extraction must never modify an image file");
+}
+
+#[test]
 fn crashes_and_hangs_are_results_and_the_worker_carries_on() {
     let test = "crashes_and_hangs_are_results_and_the_worker_carries_on";
     let Some(artifacts) = artifacts_or_skip(test) else {
@@ -228,6 +265,7 @@ fn crashes_and_hangs_are_results_and_the_worker_carries_on() {
     };
     let dir = tempfile::tempdir().unwrap();
     let images = crash_images(
+        "ext4",
         &artifacts,
         dir.path(),
         &[
@@ -236,7 +274,7 @@ fn crashes_and_hangs_are_results_and_the_worker_carries_on() {
             "rm /mnt/hang && touch /mnt/panic && sync",
         ],
     );
-    let mut opts = options(artifacts, ExtractMode::ReuseGuest, 1);
+    let mut opts = options("ext4", artifacts, ExtractMode::ReuseGuest, 1);
     // A recovery that hangs or panics the kernel on the images marked for it.
     opts.config.recover = format!(
         "{} || exit\n[ -e /mnt/hang ] && sleep 600\n\
@@ -278,7 +316,7 @@ fn measure_reused_guest_against_fresh_boot() {
         })
         .collect();
     let steps: Vec<&str> = steps.iter().map(String::as_str).collect();
-    let images = crash_images(&artifacts, dir.path(), &steps);
+    let images = crash_images("ext4", &artifacts, dir.path(), &steps);
     let images: Vec<PathBuf> = images.iter().chain(&images).cloned().collect();
 
     let mut seconds = Vec::new();
@@ -287,9 +325,11 @@ fn measure_reused_guest_against_fresh_boot() {
         // reused guest's boot).
         let mut finished = Vec::new();
         let started = Instant::now();
-        let states = extract_states(&options(artifacts.clone(), mode, 1), &images, |_, _| {
-            finished.push(started.elapsed().as_secs_f64())
-        })
+        let states = extract_states(
+            &options("ext4", artifacts.clone(), mode, 1),
+            &images,
+            |_, _| finished.push(started.elapsed().as_secs_f64()),
+        )
         .unwrap();
         assert!(states.iter().all(|s| !s.is_error()), "{states:?}");
         let first = finished[0];
