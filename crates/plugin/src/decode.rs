@@ -11,6 +11,8 @@ pub enum Class {
     Plain,
     /// movnti, movntps/pd, movntss/sd, movntq, movntdq, maskmov*, and their VEX/EVEX forms.
     NtStore,
+    /// movs/stos (with or without rep): QEMU reports one store per element.
+    StringStore,
     Flush(FlushKind, MemOperand),
     /// sfence or mfence.
     Fence(FenceKind),
@@ -112,6 +114,7 @@ fn classify_opt(bytes: &[u8]) -> Option<Class> {
         0x0f => classify_0f(rest, &p),
         0xc4 | 0xc5 | 0x62 => classify_vex(op, rest),
         0x86 | 0x87 if modrm_is_memory(*rest.first()?) => Some(Class::Locked),
+        0xa4 | 0xa5 | 0xaa | 0xab => Some(Class::StringStore),
         0xcf => Some(Class::Serializing),
         _ => Some(Class::Plain),
     }
@@ -299,7 +302,14 @@ mod tests {
             assert_eq!(classify(bytes), Class::NtStore, "{bytes:02x?}");
         }
         assert_eq!(classify(&[0x48, 0x89, 0x07]), Class::Plain); // mov %rax,(%rdi)
-        assert_eq!(classify(&[0xf3, 0xa4]), Class::Plain); // rep movsb
+    }
+
+    #[test]
+    fn string_stores() {
+        assert_eq!(classify(&[0xf3, 0xa4]), Class::StringStore); // rep movsb
+        assert_eq!(classify(&[0xf3, 0x48, 0xab]), Class::StringStore); // rep stos %rax,(%rdi)
+        assert_eq!(classify(&[0x66, 0xa5]), Class::StringStore); // movsw
+        assert_eq!(classify(&[0xf3, 0xa6]), Class::Plain); // repz cmpsb
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! the execution-time callbacks that feed the [`Tracer`].
 
 use crate::decode::{classify, Class, MemOperand, Segment};
-use crate::tracer::{Next, Tracer};
+use crate::tracer::{Next, Store, Tracer};
 use crate::{args, hypercall, stack};
 use persim_trace::{FenceKind, FlushKind};
 use qemu_plugin::plugin::{HasCallbacks, Register};
@@ -230,23 +230,27 @@ extern "C" fn on_translate(_id: PluginId, tb: *mut qemu_plugin_tb) {
                 move |_| state().tracer.fence(pc, FenceKind::Serializing),
                 regs,
             ),
-            Class::Plain | Class::NtStore | Class::Cpuid => {}
+            Class::Plain | Class::NtStore | Class::StringStore | Class::Cpuid => {}
         }
-        let nt = class == Class::NtStore;
+        let store = match class {
+            Class::NtStore => Store::NonTemporal,
+            Class::StringStore => Store::String,
+            _ => Store::Cached,
+        };
         let rw = if reads {
             MemRW::QEMU_PLUGIN_MEM_RW
         } else {
             MemRW::QEMU_PLUGIN_MEM_W
         };
         insn.register_memory_access_callback_flags(
-            move |_, info, vaddr| on_access(pc, nt, &info, vaddr),
+            move |_, info, vaddr| on_access(pc, store, &info, vaddr),
             rw,
             regs,
         );
     }
 }
 
-fn on_access(pc: u64, nt: bool, info: &MemoryInfo, vaddr: u64) {
+fn on_access(pc: u64, store: Store, info: &MemoryInfo, vaddr: u64) {
     let Some(hwaddr) = info.hwaddr(vaddr) else {
         return;
     };
@@ -261,7 +265,7 @@ fn on_access(pc: u64, nt: bool, info: &MemoryInfo, vaddr: u64) {
     let data = info
         .is_store()
         .then(|| value_bytes(info.value(), size as usize));
-    state().tracer.access(pc, vaddr, paddr, size, data, nt);
+    state().tracer.access(pc, vaddr, paddr, size, data, store);
 }
 
 /// A store's value as the bytes it puts in memory (x86 is little-endian).

@@ -9,6 +9,16 @@ use std::collections::HashMap;
 const DIRECT_MAP_BASE: u64 = 0xffff_8880_0000_0000;
 const DIRECT_MAP_SIZE: u64 = 64 << 40;
 const PAGE_SHIFT: u32 = 12;
+const LINE: u64 = 64;
+
+/// How a store instruction writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Store {
+    Cached,
+    NonTemporal,
+    /// movs/stos: cached, reported by QEMU element by element, merged by the tracer.
+    String,
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
@@ -37,6 +47,8 @@ pub struct Tracer {
     /// The current stack trace, with `stacks=on` (it reads the guest's registers and
     /// memory, so it is only called from callbacks with register access).
     stack_source: Option<StackSource>,
+    /// The write of a string store being merged, with the metadata of its first element.
+    string_write: Option<Entry>,
 }
 
 pub type StackSource = Box<dyn FnMut() -> Vec<u64> + Send>;
@@ -62,6 +74,7 @@ impl Tracer {
             unresolved_flushes: 0,
             entries: 0,
             stack_source: None,
+            string_write: None,
         }
     }
 
@@ -130,7 +143,7 @@ impl Tracer {
         paddr: u64,
         size: u64,
         data: Option<Vec<u8>>,
-        nt: bool,
+        store: Store,
     ) {
         let Some(addr) = self.pm_offset(paddr) else {
             return;
@@ -141,7 +154,9 @@ impl Tracer {
             self.last_page = page;
         }
         let op = match data {
+            Some(data) if store == Store::String => return self.string_store(pc, addr, data),
             Some(data) => {
+                let nt = store == Store::NonTemporal;
                 self.nt_pending |= nt;
                 Op::Write { addr, data, nt }
             }
@@ -166,8 +181,41 @@ impl Tracer {
         }
     }
 
+    /// Merges the elements of a string store into writes of contiguous bytes from one
+    /// instruction within one cache line (hardware fast-string stores write at least a
+    /// line at a time; QEMU reports bytes). Anything else recorded ends the write.
+    fn string_store(&mut self, pc: u64, addr: u64, data: Vec<u8>) {
+        if let Some(Entry {
+            op:
+                Op::Write {
+                    addr: start,
+                    data: merged,
+                    ..
+                },
+            meta,
+        }) = &mut self.string_write
+        {
+            let end = *start + merged.len() as u64;
+            let last = addr + data.len() as u64 - 1;
+            if meta.pc == Some(pc) && addr == end && last / LINE == *start / LINE {
+                merged.extend_from_slice(&data);
+                return;
+            }
+        }
+        self.end_string_write();
+        let nt = false;
+        self.string_write = self.entry(Op::Write { addr, data, nt }, pc);
+    }
+
+    fn end_string_write(&mut self) {
+        if let Some(entry) = self.string_write.take() {
+            self.send(entry);
+        }
+    }
+
     /// sfence/mfence (`explicit`) or a locked/serializing instruction.
     pub fn fence(&mut self, pc: u64, kind: FenceKind) {
+        self.end_string_write();
         let explicit = matches!(kind, FenceKind::Sfence | FenceKind::Mfence);
         let record = if explicit {
             self.traced_since_fence || self.nt_pending
@@ -183,6 +231,7 @@ impl Tracer {
 
     /// Ends the trace (at success/fail, or when QEMU exits without them).
     pub fn finish(&mut self) -> Result<(), String> {
+        self.end_string_write();
         self.phase = Phase::Done;
         match self.writer.take() {
             Some(writer) => writer
@@ -198,14 +247,27 @@ impl Tracer {
     }
 
     fn emit(&mut self, op: Op, pc: u64) {
+        if let Some(entry) = self.entry(op, pc) {
+            self.end_string_write();
+            self.send(entry);
+        }
+    }
+
+    /// The entry for `op` at `pc`, while a trace is being written.
+    fn entry(&mut self, op: Op, pc: u64) -> Option<Entry> {
+        self.writer.as_ref()?;
+        Some(Entry {
+            op,
+            meta: Meta {
+                pc: Some(pc),
+                stack: self.stack_source.as_mut().map_or_else(Vec::new, |f| f()),
+            },
+        })
+    }
+
+    fn send(&mut self, entry: Entry) {
         if let Some(writer) = &mut self.writer {
-            writer.send(Entry {
-                op,
-                meta: Meta {
-                    pc: Some(pc),
-                    stack: self.stack_source.as_mut().map_or_else(Vec::new, |f| f()),
-                },
-            });
+            writer.send(entry);
             self.traced_since_fence = true;
             self.entries += 1;
         }
@@ -262,7 +324,7 @@ mod tests {
             (0..depth).collect()
         }));
         t.hypercall(Hypercall::Start, 1).unwrap();
-        t.access(2, 0, BASE, 1, Some(vec![1]), false);
+        t.access(2, 0, BASE, 1, Some(vec![1]), Store::Cached);
         t.hypercall(Hypercall::Success, 3).unwrap();
         let (header, entries) = persim_trace::read_all(&dir.path().join("t")).unwrap();
         assert_eq!(header.flags, Header::FLAG_STACKS);
@@ -279,7 +341,7 @@ mod tests {
         });
         assert_eq!(t.hypercall(Hypercall::Start, 1), Ok(Next::Continue));
         assert!(!t.tracing());
-        t.access(2, 0, BASE, 1, Some(vec![1]), false);
+        t.access(2, 0, BASE, 1, Some(vec![1]), Store::Cached);
         t.hypercall(Hypercall::Success, 3).unwrap();
         t.finish().unwrap();
         assert!(!dir.path().join("t").exists());
@@ -313,16 +375,23 @@ mod tests {
     fn records_only_pm_accesses_between_start_and_success() {
         let dir = tempfile::tempdir().unwrap();
         let mut t = tracer(&dir);
-        t.access(1, 0x7000, BASE + 8, 1, Some(vec![1]), false);
+        t.access(1, 0x7000, BASE + 8, 1, Some(vec![1]), Store::Cached);
         assert_eq!(
             t.hypercall(Hypercall::Start, 2),
             Ok(Next::FlushTranslations)
         );
-        t.access(3, 0x7000, BASE + 0x40, 2, Some(vec![0xab, 0xcd]), false);
-        t.access(4, 0x9000, 0x1000, 1, Some(vec![9]), false); // DRAM
-        t.access(5, 0x7008, BASE + 0x48, 8, None, false); // loads only with reads=on
+        t.access(
+            3,
+            0x7000,
+            BASE + 0x40,
+            2,
+            Some(vec![0xab, 0xcd]),
+            Store::Cached,
+        );
+        t.access(4, 0x9000, 0x1000, 1, Some(vec![9]), Store::Cached); // DRAM
+        t.access(5, 0x7008, BASE + 0x48, 8, None, Store::Cached); // loads only with reads=on
         t.hypercall(Hypercall::Success, 6).unwrap();
-        t.access(7, 0x7000, BASE, 1, Some(vec![2]), false);
+        t.access(7, 0x7000, BASE, 1, Some(vec![2]), Store::Cached);
         assert_eq!(
             ops(&dir),
             [
@@ -352,7 +421,7 @@ mod tests {
             BASE + 0x3010,
             8,
             Some(vec![0; 8]),
-            true,
+            Store::NonTemporal,
         );
         t.flush(2, FlushKind::Clwb, 0x7fff_0000_1040);
         t.flush(3, FlushKind::Clflushopt, DIRECT_MAP_BASE + BASE + 0x80);
@@ -378,16 +447,58 @@ mod tests {
     }
 
     #[test]
+    fn string_store_elements_merge_within_a_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = tracer(&dir);
+        t.hypercall(Hypercall::Start, 0).unwrap();
+        // rep stosb at pc 1 over 0x3e..0x81, then rep movsb at pc 2 that jumps backwards.
+        for offset in 0x3e..0x81u64 {
+            t.access(
+                1,
+                0,
+                BASE + offset,
+                1,
+                Some(vec![offset as u8]),
+                Store::String,
+            );
+        }
+        t.access(2, 0, BASE + 0x10, 1, Some(vec![0xa]), Store::String);
+        t.access(2, 0, BASE + 0x11, 1, Some(vec![0xb]), Store::String);
+        t.access(2, 0, BASE + 0x8, 1, Some(vec![0xc]), Store::String);
+        t.fence(3, FenceKind::Sfence);
+        t.access(4, 0, BASE + 0x12, 1, Some(vec![0xd]), Store::String);
+        t.hypercall(Hypercall::Success, 5).unwrap();
+        let write = |addr: u64, data: Vec<u8>| Op::Write {
+            addr,
+            data,
+            nt: false,
+        };
+        assert_eq!(
+            ops(&dir)[1..],
+            [
+                write(0x3e, vec![0x3e, 0x3f]),
+                write(0x40, (0x40..0x80).collect()),
+                write(0x80, vec![0x80]),
+                write(0x10, vec![0xa, 0xb]),
+                write(0x8, vec![0xc]),
+                Op::Fence(FenceKind::Sfence),
+                write(0x12, vec![0xd]),
+                Op::Hypercall(Hypercall::Success),
+            ]
+        );
+    }
+
+    #[test]
     fn fences_only_when_something_is_pending() {
         let dir = tempfile::tempdir().unwrap();
         let mut t = tracer(&dir);
         t.hypercall(Hypercall::Start, 0).unwrap();
         t.fence(1, FenceKind::Sfence); // after the start entry: recorded
         t.fence(2, FenceKind::Sfence); // nothing since: dropped
-        t.access(3, 0, BASE, 1, Some(vec![1]), false);
+        t.access(3, 0, BASE, 1, Some(vec![1]), Store::Cached);
         t.fence(4, FenceKind::Locked); // no NT store pending: dropped
         t.fence(5, FenceKind::Mfence);
-        t.access(6, 0, BASE, 8, Some(vec![2; 8]), true);
+        t.access(6, 0, BASE, 8, Some(vec![2; 8]), Store::NonTemporal);
         t.fence(7, FenceKind::Serializing);
         t.fence(8, FenceKind::Locked);
         t.hypercall(Hypercall::Fail, 9).unwrap();

@@ -254,6 +254,10 @@ fn expected_probe_ops(base: u64) -> Vec<Op> {
             kind: FlushKind::Clflushopt,
             addr: base + 0x10,
         },
+        // rep stosb of 100 bytes at 0x830: merged per cache line.
+        write(0x830, &[0x5a; 0x10], false),
+        write(0x840, &[0x5a; 0x40], false),
+        write(0x880, &[0x5a; 0x14], false),
         Op::Fence(FenceKind::Sfence),
     ]
 }

@@ -3,7 +3,8 @@
 //! sequence of PM operations between hypercall checkpoints:
 //!
 //! - checkpoint 1 .. 2: `movnti` of 8 bytes at 0x00, cached stores of 8 bytes at 0x40 and
-//!   2 bytes at 0x4a, `clwb` of 0x48, `clflushopt` of 0x10, `sfence`;
+//!   2 bytes at 0x4a, `clwb` of 0x48, `clflushopt` of 0x10, `rep stosb` of 100 bytes 0x5a
+//!   at 0x830, `sfence`;
 //! - checkpoint 2 .. 3: a call chain `persim_probe_outer` → `_middle` → `_inner`: inner
 //!   stores 8 bytes at 0x1000, middle then does `clwb` of 0x1000, outer `sfence` (the
 //!   stack-trace test; built with frame pointers by scripts/setup.sh).
@@ -65,6 +66,7 @@ fn run(path: &str) -> Result<(), String> {
         map.add(0x4a).cast::<u16>().write_volatile(CACHED_SHORT);
         clwb(map.add(0x48));
         clflushopt(map.add(0x10));
+        rep_stosb(map.add(0x830), 0x5a, 100);
         sfence();
     }
     call(Operation::Checkpoint(2));
@@ -214,6 +216,18 @@ unsafe fn clwb(line: *mut u8) {
 /// `line` must point into mapped memory.
 unsafe fn clflushopt(line: *mut u8) {
     std::arch::asm!("clflushopt [{line}]", line = in(reg) line, options(nostack));
+}
+
+/// # Safety
+/// `dst` must be valid for `count` bytes of writes.
+unsafe fn rep_stosb(dst: *mut u8, byte: u8, count: usize) {
+    std::arch::asm!(
+        "rep stosb",
+        inout("rdi") dst => _,
+        inout("rcx") count => _,
+        in("al") byte,
+        options(nostack)
+    );
 }
 
 fn sfence() {
