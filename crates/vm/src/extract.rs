@@ -125,8 +125,7 @@ pub fn extract_states(
     for image in images {
         check_image(image, opts.config.pm_size())?;
     }
-    let artifacts = with_fs_dump(&opts.artifacts)?;
-    let prepared = prepare(&opts.config, &artifacts, &opts.cache_dir)?;
+    let prepared = prepare(&opts.config, &opts.artifacts, &opts.cache_dir)?;
     let jobs = opts.jobs.clamp(1, images.len());
 
     let next = AtomicUsize::new(0);
@@ -199,25 +198,6 @@ fn check_image(image: &Path, pm_size: u64) -> Result<(), VmError> {
 }
 
 /// The guest tools plus `fs-dump`, which is built next to them.
-fn with_fs_dump(artifacts: &Artifacts) -> Result<Artifacts, VmError> {
-    let has = |p: &PathBuf| p.file_name().is_some_and(|n| n == FS_DUMP);
-    if artifacts.guest_tools.iter().any(has) {
-        return Ok(artifacts.clone());
-    }
-    let fs_dump = artifacts
-        .guest_tools
-        .iter()
-        .map(|tool| tool.with_file_name(FS_DUMP))
-        .find(|p| p.is_file())
-        .ok_or_else(|| VmError::Missing {
-            what: format!("the static guest tool `{FS_DUMP}` next to the other guest tools"),
-            hint: "build the guest tools with `scripts/setup.sh`".to_owned(),
-        })?;
-    let mut artifacts = artifacts.clone();
-    artifacts.guest_tools.push(fs_dump);
-    Ok(artifacts)
-}
-
 fn shell_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', r"'\''"))
 }

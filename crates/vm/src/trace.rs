@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 const GUEST_TARGET: &str = "x86_64-unknown-linux-gnu";
-const GUEST_TOOLS: [&str; 1] = ["hypercall"];
+const GUEST_TOOLS: [&str; 2] = ["hypercall", "fs-dump"];
 const PLUGIN_FILE: &str = "libpersim_plugin.so";
 const BUILD_HINT: &str =
     "build them with `scripts/setup.sh` (or: cargo build --release -p persim-plugin && \
@@ -259,7 +259,10 @@ impl ScratchFile {
     fn create(dir: &Path, size: u64) -> Result<ScratchFile, VmError> {
         std::fs::create_dir_all(dir)
             .map_err(|e| VmError::io(format!("creating {}", dir.display()), e))?;
-        let path = dir.join(format!("pm-{}.img", std::process::id()));
+        // unique per process and per call: tests trace in parallel within one process
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = dir.join(format!("pm-{}-{n}.img", std::process::id()));
         let file = std::fs::File::create(&path)
             .map_err(|e| VmError::io(format!("creating {}", path.display()), e))?;
         file.set_len(size)
