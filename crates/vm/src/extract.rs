@@ -240,26 +240,4 @@ mod tests {
         assert!(e.contains("gone.img"), "{e}");
         assert!(check_image(&image, 4096).is_ok());
     }
-
-    #[test]
-    fn fs_dump_is_found_next_to_the_other_guest_tools() {
-        let dir = tempfile::tempdir().unwrap();
-        let hypercall = dir.path().join("hypercall");
-        std::fs::write(&hypercall, "").unwrap();
-        let artifacts = Artifacts {
-            plugin: dir.path().join("plugin.so"),
-            guest_tools: vec![hypercall.clone()],
-            busybox: "/bin/busybox".into(),
-        };
-        let e = with_fs_dump(&artifacts).unwrap_err().to_string();
-        assert!(e.contains("`fs-dump`") && e.contains("setup.sh"), "{e}");
-        std::fs::write(dir.path().join(FS_DUMP), "").unwrap();
-        let tools = with_fs_dump(&artifacts).unwrap().guest_tools;
-        assert_eq!(tools, [hypercall, dir.path().join(FS_DUMP)]);
-        let again = Artifacts {
-            guest_tools: tools.clone(),
-            ..artifacts
-        };
-        assert_eq!(with_fs_dump(&again).unwrap().guest_tools, tools);
-    }
 }
