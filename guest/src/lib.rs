@@ -1,3 +1,5 @@
 //! Code shared by Persim's static guest tools.
 
+pub mod dax;
 pub mod hypercall;
+pub mod json;

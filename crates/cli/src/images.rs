@@ -42,6 +42,10 @@ pub struct ImagesArgs {
     /// Seed of those samples.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Only failure points from checkpoint N on (those a checkpoint interval judges);
+    /// earlier entries are replayed, but their failure points give no images.
+    #[arg(long, value_name = "N")]
+    pub from_checkpoint: Option<u64>,
     /// Hash memo granularity: chaining values are kept for subtrees of 2^LEVEL KiB, so
     /// re-hashing an image after a small change reads only the changed subtrees.
     #[arg(long, default_value_t = DEFAULT_HASH_LEVEL, value_name = "LEVEL")]
@@ -110,6 +114,7 @@ pub fn generate(args: &ImagesArgs, out: impl Write) -> Result<()> {
         persisted,
         store,
         hex: args.hex,
+        from_checkpoint: args.from_checkpoint,
         output,
         images: BTreeMap::new(),
         points: 0,
@@ -140,6 +145,8 @@ struct ImageSink<W: Write> {
     persisted: Image,
     store: Option<ImageStore>,
     hex: bool,
+    /// Failure points before this checkpoint (`None` sorts first) are skipped.
+    from_checkpoint: Option<u64>,
     output: Output<W>,
     /// Distinct images, with their contents as hex when asked for.
     images: BTreeMap<[u8; 32], Option<String>>,
@@ -158,6 +165,9 @@ impl<W: Write> Sink for ImageSink<W> {
     }
 
     fn failure_point(&mut self, view: &FailureView<'_>) -> io::Result<()> {
+        if view.point.checkpoint < self.from_checkpoint {
+            return Ok(());
+        }
         let crash = view.crash_images();
         let mut hashes = Vec::new();
         for image in &crash.images {

@@ -3,7 +3,7 @@
 use crate::vm_args::{cache_dir, VmArgs};
 use anyhow::{bail, Result};
 use clap::Args;
-use persim_vm::{trace, Artifacts, TraceOptions, TraceSummary};
+use persim_vm::{trace, TraceOptions, TraceSummary};
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]
@@ -41,7 +41,7 @@ pub fn record(args: &RecordArgs, setup: &str, command: &str, out: PathBuf) -> Re
         stack_traces: args.stack_traces,
         timeout: args.vm.timeout(),
         cache_dir: cache_dir(),
-        artifacts: Artifacts::locate()?,
+        artifacts: args.vm.artifacts()?,
         progress: !args.quiet,
     };
     Ok(trace(&options)?)

@@ -131,6 +131,9 @@ pub fn run_test(p: &PipelineArgs, name: &str, test: &TestCase, dir: &Path) -> Re
             strategy: p.strategy,
             max_images: p.max_images,
             seed: 0,
+            // Intervals start at checkpoint 1; what comes before (the program starting
+            // up) is judged by no interval.
+            from_checkpoint: Some(1),
             hash_level: DEFAULT_HASH_LEVEL,
             initial: None,
             out: Some(images_dir.clone()),

@@ -7,7 +7,7 @@ use crate::vm_args::cache_dir;
 use anyhow::{Context, Result};
 use persim_analyze::Recovered;
 use persim_image::ImageStore;
-use persim_vm::{extract_states, Artifacts, ExtractOptions, VmConfig};
+use persim_vm::{extract_states, ExtractOptions, VmConfig};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -38,7 +38,8 @@ pub fn extract_missing(
     if missing.is_empty() {
         return Ok(known);
     }
-    let mut options = ExtractOptions::new(config.clone(), Artifacts::locate()?, cache_dir());
+    let mut options = ExtractOptions::new(config.clone(), p.vm.artifacts()?, cache_dir());
+    options.dump.command = test.state.clone();
     options.dump.ignore = test.ignore.clone();
     options.dump.exclude = vec!["lost+found".to_string()];
     options.timeout = p.vm.timeout();

@@ -2,7 +2,7 @@
 
 use anyhow::{bail, Result};
 use clap::Args;
-use persim_vm::{default_config_dir, VmConfig};
+use persim_vm::{default_config_dir, Artifacts, VmConfig};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -19,6 +19,11 @@ pub struct VmArgs {
     /// killed and reported as hung.
     #[arg(long, default_value_t = 120, value_name = "SECONDS")]
     pub timeout: u64,
+    /// Take the static guest tools (hypercall, fs-dump, ringbuf-tool) from DIR instead of
+    /// this build's, e.g. a ringbuf-tool built with a mutant feature into another target
+    /// directory (DIR = <target>/x86_64-unknown-linux-gnu/release).
+    #[arg(long, value_name = "DIR")]
+    pub guest_tools: Option<PathBuf>,
 }
 
 impl VmArgs {
@@ -32,6 +37,15 @@ impl VmArgs {
 
     pub fn timeout(&self) -> Duration {
         Duration::from_secs(self.timeout)
+    }
+
+    /// The plugin and guest tools the VM is built from.
+    pub fn artifacts(&self) -> Result<Artifacts> {
+        let artifacts = Artifacts::locate()?;
+        Ok(match &self.guest_tools {
+            Some(dir) => artifacts.with_guest_tools_from(dir)?,
+            None => artifacts,
+        })
     }
 }
 

@@ -204,3 +204,25 @@ fn hex_decode(s: &str) -> Vec<u8> {
         .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
         .collect()
 }
+
+#[test]
+fn from_checkpoint_keeps_exactly_the_later_failure_points() {
+    let trace = example("journal.trace");
+    let trace = trace.to_str().unwrap();
+    let all = json(&["images", trace, "--json"]);
+    let later = json(&["images", trace, "--json", "--from-checkpoint", "2"]);
+    let expected: Vec<&Value> = all["failure_points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["checkpoint"].as_u64().is_some_and(|c| c >= 2))
+        .collect();
+    let kept: Vec<&Value> = later["failure_points"].as_array().unwrap().iter().collect();
+    assert!(!kept.is_empty() && kept.len() < all["failure_points"].as_array().unwrap().len());
+    assert_eq!(kept, expected);
+    let kept_images: Vec<&String> = later["images"].as_object().unwrap().keys().collect();
+    assert!(kept
+        .iter()
+        .flat_map(|p| p["images"].as_array().unwrap())
+        .all(|h| kept_images.contains(&&h.as_str().unwrap().to_string())));
+}

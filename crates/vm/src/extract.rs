@@ -1,5 +1,6 @@
 //! State extraction: every crash image is attached to a guest without modifying the image
-//! file, recovered with the configuration's `recover` command, and dumped with `fs-dump`;
+//! file, recovered with the configuration's `recover` command, and dumped with `fs-dump`
+//! (or the test's own state command);
 //! failures (recovery error, kernel crash, hang) are results. Workers run in parallel, each
 //! driving one guest that it reuses for image after image (see docs/extraction.md).
 
@@ -29,9 +30,13 @@ pub enum ExtractMode {
     FreshBoot,
 }
 
-/// The arguments of `fs-dump` in the guest.
+/// What prints the recovered state in the guest: `fs-dump` with these arguments, or a
+/// command of the test's.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DumpOptions {
+    /// A guest command that prints the state (JSON) instead of fs-dump, e.g. a program's
+    /// own recovery tool; the fs-dump arguments below are then unused.
+    pub command: Option<String>,
     /// The directory dumped: where `recover` mounts the file system.
     pub root: String,
     /// Fields left out of the dump (`--ignore`), e.g. `atime`.
@@ -45,6 +50,7 @@ pub struct DumpOptions {
 impl Default for DumpOptions {
     fn default() -> Self {
         DumpOptions {
+            command: None,
             root: "/mnt".to_owned(),
             ignore: Vec::new(),
             exclude: Vec::new(),
@@ -56,6 +62,9 @@ impl Default for DumpOptions {
 impl DumpOptions {
     /// The guest shell command that writes the dump to `output`.
     fn command(&self, output: &str) -> String {
+        if let Some(command) = &self.command {
+            return format!("{command} >{output}");
+        }
         let mut command = FS_DUMP.to_owned();
         if !self.ignore.is_empty() {
             command.push_str(" --ignore ");
@@ -197,7 +206,6 @@ fn check_image(image: &Path, pm_size: u64) -> Result<(), VmError> {
     Ok(())
 }
 
-/// The guest tools plus `fs-dump`, which is built next to them.
 fn shell_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', r"'\''"))
 }
@@ -209,6 +217,7 @@ mod tests {
     #[test]
     fn dump_command_quotes_every_argument() {
         let dump = DumpOptions {
+            command: None,
             root: "/mnt/my dir".to_owned(),
             ignore: vec!["atime".to_owned(), "ctime".to_owned()],
             exclude: vec!["lost+found".to_owned(), "it's".to_owned()],
@@ -222,6 +231,11 @@ mod tests {
             DumpOptions::default().command("/o"),
             "fs-dump -- '/mnt' >/o"
         );
+        let own = DumpOptions {
+            command: Some("ringbuf-tool recover /mnt/log".to_owned()),
+            ..dump
+        };
+        assert_eq!(own.command("/o"), "ringbuf-tool recover /mnt/log >/o");
     }
 
     #[test]

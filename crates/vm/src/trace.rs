@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 const GUEST_TARGET: &str = "x86_64-unknown-linux-gnu";
-const GUEST_TOOLS: [&str; 2] = ["hypercall", "fs-dump"];
+const GUEST_TOOLS: [&str; 3] = ["hypercall", "fs-dump", "ringbuf-tool"];
 const PLUGIN_FILE: &str = "libpersim_plugin.so";
 const BUILD_HINT: &str =
     "build them with `scripts/setup.sh` (or: cargo build --release -p persim-plugin && \
@@ -64,6 +64,24 @@ impl Artifacts {
             guest_tools,
             busybox: PathBuf::from("/bin/busybox"),
         })
+    }
+
+    /// Takes the guest tools from `dir` instead, e.g. a build with other features in
+    /// another target directory (`<target>/x86_64-unknown-linux-gnu/release`).
+    pub fn with_guest_tools_from(mut self, dir: &Path) -> Result<Artifacts, VmError> {
+        self.guest_tools = GUEST_TOOLS
+            .iter()
+            .map(|tool| {
+                let path = dir.join(tool);
+                path.is_file()
+                    .then_some(path)
+                    .ok_or_else(|| VmError::Missing {
+                        what: format!("the static guest tool `{tool}` in {}", dir.display()),
+                        hint: BUILD_HINT.to_owned(),
+                    })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(self)
     }
 }
 

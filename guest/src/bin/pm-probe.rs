@@ -14,6 +14,7 @@
 //! region), and `outer=0x…`, the run-time address of `persim_probe_outer` (static-pie
 //! binaries are loaded at a random address).
 
+use persim_guest::dax::SyncMapping;
 use persim_guest::hypercall::{call, Operation};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -45,13 +46,11 @@ fn main() -> ExitCode {
 fn run(path: &str) -> Result<(), String> {
     let file = create_written(path)?;
     let pm_offset = pm_offset(&file)?;
-    let map = map_sync(&file)?;
-    // Fault every page in for writing now: a first write fault under MAP_SYNC commits
-    // file-system metadata, which must not happen between the checkpoints.
-    for page in (0..FILE_SIZE).step_by(4096) {
-        // SAFETY: `map` is FILE_SIZE bytes long, mapped writable.
-        unsafe { map.add(page + 4095).write_volatile(0xee) };
-    }
+    let mapping = SyncMapping::new(&file, FILE_SIZE)?;
+    // A first write fault under MAP_SYNC commits file-system metadata, which must not
+    // happen between the checkpoints.
+    mapping.prefault();
+    let map = mapping.as_ptr();
     println!("pm_offset={pm_offset:#x}");
     println!("outer={:#x}", persim_probe_outer as *const () as usize);
     std::io::stdout()
@@ -89,27 +88,6 @@ fn create_written(path: &str) -> Result<File, String> {
         .and_then(|()| file.sync_all())
         .map_err(|e| format!("writing {path}: {e}"))?;
     Ok(file)
-}
-
-fn map_sync(file: &File) -> Result<*mut u8, String> {
-    // SAFETY: a fresh shared mapping of an open file; checked for failure below.
-    let map = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            FILE_SIZE,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED_VALIDATE | libc::MAP_SYNC,
-            file.as_raw_fd(),
-            0,
-        )
-    };
-    if map == libc::MAP_FAILED {
-        return Err(format!(
-            "mmap with MAP_SYNC: {} (is the file system mounted with -o dax?)",
-            std::io::Error::last_os_error()
-        ));
-    }
-    Ok(map.cast())
 }
 
 /// The PM offset (from the start of the NVDIMM region) of the file's first byte.

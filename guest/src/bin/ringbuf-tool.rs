@@ -1,0 +1,384 @@
+//! `ringbuf-tool`: drives a persim-ringbuf log in a file on a DAX file system, for the
+//! `ringbuf` suite (suites/ringbuf): format it, append entries with hypercall checkpoints
+//! around each append, release chunks, and print what recovery finds as JSON (the state
+//! Persim compares across crash images).
+
+use persim_guest::dax::SyncMapping;
+use persim_guest::hypercall::{call, Operation};
+use persim_guest::json::quote;
+use persim_ringbuf::{
+    dispatch, AccessKind, AccessVisitor, CorruptEntry, PmAccess, RingBuf, Strategy,
+    SUPERBLOCK_SPACE,
+};
+use std::fmt::Write as _;
+use std::fs::{File, OpenOptions};
+use std::process::ExitCode;
+
+const USAGE: &str = "\
+usage: ringbuf-tool format FILE --chunk-size BYTES --chunks N
+       ringbuf-tool append FILE --count N --body-len BYTES [--checkpoints] [--access KIND]
+       ringbuf-tool release FILE --before ID [--access KIND]
+       ringbuf-tool recover FILE
+
+FILE lies on a file system mounted with -o dax; it is mapped with MAP_SYNC.
+  format    create FILE as an empty log of N chunks (header alignment 256 bytes)
+  append    append N entries; the k-th body (k from 0) is BYTES times the letter A + k mod 26;
+            --checkpoints: `hypercall checkpoint k+1` before the k-th append and
+            `checkpoint N+1` after the last, so that append k+1 is interval k+1 -> k+2
+  release   release every full chunk whose entries all have ids below ID
+  recover   print the entries recovery finds, in id order, as JSON:
+            {\"entries\": [{\"id\": 1, \"len\": 100, \"crc32c\": \"0x...\", \"head\": \"AAAA\"},
+                         {\"id\": 2, \"error\": \"...\"}, ...]}
+            or {\"open_error\": \"...\"} when the log does not open
+  --access  how stores reach PM: nt-avx512, nt-avx2, nt-sse2, clwb, clflushopt, clflush,
+            eadr (default: the widest non-temporal stores this CPU has)";
+
+/// One committer: the tool appends from one thread.
+const COMMITTERS: usize = 1;
+/// Body bytes shown in the state, enough to tell the entries' letters apart.
+const HEAD: usize = 16;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("{USAGE}");
+        return ExitCode::SUCCESS;
+    }
+    let command = match Command::parse(&args) {
+        Ok(command) => command,
+        Err(message) => {
+            eprintln!("ringbuf-tool: {message}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match command.run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("ringbuf-tool: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[derive(Debug, PartialEq)]
+enum Command {
+    Format {
+        file: String,
+        chunk_size: usize,
+        chunks: usize,
+    },
+    Append {
+        file: String,
+        count: u64,
+        body_len: usize,
+        checkpoints: bool,
+        access: AccessKind,
+    },
+    Release {
+        file: String,
+        before: u64,
+        access: AccessKind,
+    },
+    Recover {
+        file: String,
+    },
+}
+
+impl Command {
+    fn parse(args: &[String]) -> Result<Command, String> {
+        let [verb, file, options @ ..] = args else {
+            return Err("give a command and a FILE".into());
+        };
+        let mut options = Options::parse(options)?;
+        let file = file.clone();
+        let command = match verb.as_str() {
+            "format" => Command::Format {
+                file,
+                chunk_size: options.number("--chunk-size")?,
+                chunks: options.number("--chunks")?,
+            },
+            "append" => Command::Append {
+                file,
+                count: options.number("--count")?,
+                body_len: options.number("--body-len")?,
+                checkpoints: options.flag("--checkpoints"),
+                access: options.access()?,
+            },
+            "release" => Command::Release {
+                file,
+                before: options.number("--before")?,
+                access: options.access()?,
+            },
+            "recover" => Command::Recover { file },
+            other => return Err(format!("unknown command `{other}`")),
+        };
+        options.finish()?;
+        Ok(command)
+    }
+
+    fn run(self) -> Result<(), String> {
+        match self {
+            Command::Format {
+                file,
+                chunk_size,
+                chunks,
+            } => format(&file, chunk_size, chunks),
+            Command::Append {
+                file,
+                count,
+                body_len,
+                checkpoints,
+                access,
+            } => visit(
+                access,
+                Append {
+                    log: open_mapped(&file)?,
+                    count,
+                    body_len,
+                    checkpoints,
+                },
+            ),
+            Command::Release {
+                file,
+                before,
+                access,
+            } => visit(
+                access,
+                Release {
+                    log: open_mapped(&file)?,
+                    before,
+                },
+            ),
+            Command::Recover { file } => {
+                print!("{}", recover_json(open_mapped(&file)?));
+                Ok(())
+            }
+        }
+    }
+}
+
+/// `--name VALUE` pairs and `--flag`s, each usable once.
+struct Options(Vec<(String, Option<String>)>);
+
+impl Options {
+    fn parse(args: &[String]) -> Result<Options, String> {
+        let mut parsed = Vec::new();
+        let mut args = args.iter().peekable();
+        while let Some(name) = args.next() {
+            if !name.starts_with("--") {
+                return Err(format!("unexpected argument `{name}`"));
+            }
+            let value = args.next_if(|v| !v.starts_with("--")).cloned();
+            parsed.push((name.clone(), value));
+        }
+        Ok(Options(parsed))
+    }
+
+    fn take(&mut self, name: &str) -> Option<Option<String>> {
+        let at = self.0.iter().position(|(n, _)| n == name)?;
+        Some(self.0.remove(at).1)
+    }
+
+    fn flag(&mut self, name: &str) -> bool {
+        self.take(name).is_some()
+    }
+
+    fn number<T: std::str::FromStr>(&mut self, name: &str) -> Result<T, String> {
+        let value = self
+            .take(name)
+            .flatten()
+            .ok_or_else(|| format!("{name} NUMBER is required"))?;
+        value
+            .parse()
+            .map_err(|_| format!("{name} `{value}` is not a non-negative integer"))
+    }
+
+    fn access(&mut self) -> Result<AccessKind, String> {
+        match self.take("--access").flatten() {
+            None => AccessKind::detect(Strategy::NonTemporal).map_err(|e| e.to_string()),
+            Some(name) => AccessKind::ALL
+                .into_iter()
+                .find(|kind| kind.name() == name)
+                .ok_or_else(|| format!("unknown --access `{name}`")),
+        }
+    }
+
+    /// Refuses options no command asked for.
+    fn finish(self) -> Result<(), String> {
+        match self.0.first() {
+            None => Ok(()),
+            Some((name, _)) => Err(format!("unknown option `{name}` for this command")),
+        }
+    }
+}
+
+/// The file and its MAP_SYNC mapping of `len` bytes.
+struct Mapped {
+    _file: File,
+    mapping: SyncMapping,
+}
+
+fn open_file(path: &str, create: bool) -> Result<File, String> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(create)
+        .truncate(create)
+        .open(path)
+        .map_err(|e| format!("opening {path}: {e}"))
+}
+
+/// Maps the whole log file. Its pages are faulted in and the metadata those faults touch
+/// (timestamps) is synced here, so that nothing but the log's own stores happens between
+/// the checkpoints that follow.
+fn open_mapped(path: &str) -> Result<Mapped, String> {
+    let file = open_file(path, false)?;
+    let len = file
+        .metadata()
+        .map_err(|e| format!("reading {path}: {e}"))?
+        .len() as usize;
+    let mapping = SyncMapping::new(&file, len)?;
+    mapping.prefault();
+    file.sync_all()
+        .map_err(|e| format!("syncing {path}: {e}"))?;
+    Ok(Mapped {
+        _file: file,
+        mapping,
+    })
+}
+
+/// Creates the file with its blocks written and durable, then formats the log in it.
+fn format(path: &str, chunk_size: usize, chunks: usize) -> Result<(), String> {
+    let len = chunk_size
+        .checked_mul(chunks)
+        .and_then(|n| n.checked_add(SUPERBLOCK_SPACE))
+        .ok_or("--chunk-size times --chunks is too large")?;
+    {
+        let file = open_file(path, true)?;
+        file.set_len(len as u64)
+            .map_err(|e| format!("sizing {path}: {e}"))?;
+        // Allocate and zero every block now, so that appends never allocate.
+        std::io::Write::write_all(&mut &file, &vec![0; len])
+            .and_then(|()| file.sync_all())
+            .map_err(|e| format!("writing {path}: {e}"))?;
+    }
+    let mapped = open_mapped(path)?;
+    let kind = AccessKind::detect(Strategy::NonTemporal).map_err(|e| e.to_string())?;
+    visit(
+        kind,
+        Format {
+            mapped,
+            chunk_size,
+            chunks,
+        },
+    )
+}
+
+fn visit<V: AccessVisitor<Output = Result<(), String>>>(
+    kind: AccessKind,
+    visitor: V,
+) -> Result<(), String> {
+    dispatch(kind, visitor).map_err(|e| e.to_string())?
+}
+
+struct Format {
+    mapped: Mapped,
+    chunk_size: usize,
+    chunks: usize,
+}
+
+impl AccessVisitor for Format {
+    type Output = Result<(), String>;
+    fn visit<A: PmAccess + 'static>(self, access: A) -> Self::Output {
+        let log = RingBuf::<_, _>::format(self.mapped.mapping, access, self.chunk_size, COMMITTERS)
+            .map_err(|e| format!("format: {e}"))?;
+        let count = log.geometry().chunk_count;
+        if count != self.chunks {
+            return Err(format!("formatted {count} chunks, not {}", self.chunks));
+        }
+        Ok(())
+    }
+}
+
+struct Append {
+    log: Mapped,
+    count: u64,
+    body_len: usize,
+    checkpoints: bool,
+}
+
+impl AccessVisitor for Append {
+    type Output = Result<(), String>;
+    fn visit<A: PmAccess + 'static>(self, access: A) -> Self::Output {
+        let log = RingBuf::<_, _>::open(self.log.mapping, access, COMMITTERS)
+            .map_err(|e| format!("open: {e}"))?;
+        let checkpoint = |n: u64| {
+            if self.checkpoints {
+                call(Operation::Checkpoint(n));
+            }
+        };
+        for k in 0..self.count {
+            let body = vec![b'A' + (k % 26) as u8; self.body_len];
+            checkpoint(k + 1);
+            log.append(&body)
+                .map_err(|e| format!("append {}: {e}", k + 1))?;
+        }
+        checkpoint(self.count + 1);
+        Ok(())
+    }
+}
+
+struct Release {
+    log: Mapped,
+    before: u64,
+}
+
+impl AccessVisitor for Release {
+    type Output = Result<(), String>;
+    fn visit<A: PmAccess + 'static>(self, access: A) -> Self::Output {
+        let log = RingBuf::<_, _>::open(self.log.mapping, access, COMMITTERS)
+            .map_err(|e| format!("open: {e}"))?;
+        log.release(self.before);
+        Ok(())
+    }
+}
+
+/// The state of the log as recovery sees it. Opening and recovering only read the region,
+/// so the eADR access (no special instructions) serves for any log.
+fn recover_json(mapped: Mapped) -> String {
+    let mut log = match RingBuf::<_, _>::open(mapped.mapping, persim_ringbuf::Eadr, COMMITTERS) {
+        Ok(log) => log,
+        Err(e) => {
+            let mut out = String::from("{\"open_error\": ");
+            quote(&e.to_string(), &mut out);
+            out.push_str("}\n");
+            return out;
+        }
+    };
+    let items: Vec<String> = log.recover().map(|item| entry_json(&item)).collect();
+    format!("{{\"entries\": [{}]}}\n", items.join(", "))
+}
+
+fn entry_json(item: &Result<persim_ringbuf::RecoveredEntry<'_>, CorruptEntry>) -> String {
+    let mut out = String::new();
+    match item {
+        Ok(entry) => {
+            let head = &entry.body[..entry.body.len().min(HEAD)];
+            let _ = write!(
+                out,
+                "{{\"id\": {}, \"len\": {}, \"crc32c\": \"{:#010x}\", \"head\": ",
+                entry.id,
+                entry.body.len(),
+                crc32c::crc32c(entry.body)
+            );
+            quote(&String::from_utf8_lossy(head), &mut out);
+            out.push('}');
+        }
+        Err(e) => {
+            let _ = write!(out, "{{\"id\": {}, \"error\": ", e.id());
+            quote(&e.to_string(), &mut out);
+            out.push('}');
+        }
+    }
+    out
+}
