@@ -146,3 +146,68 @@ fn two_durable_steps_in_one_interval_are_not_atomic() {
         "{text}"
     );
 }
+
+/// The correct ring buffer in the VM: under `global-prefix`, which reorders lines, every
+/// append of every ringbuf test is atomic with one final state, in both cache modes, and
+/// each interval's final state holds one entry more than its first.
+#[test]
+fn ringbuf_suite_is_atomic_in_both_cache_modes() {
+    if !vm_ready("ringbuf_suite_is_atomic_in_both_cache_modes") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for cache in ["volatile", "persistent"] {
+        let out = dir.path().join(cache);
+        let suite = persim(&[
+            "suite",
+            "ringbuf",
+            "--fs",
+            "ext4",
+            "--cache",
+            cache,
+            "--strategy",
+            "global-prefix",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        let results: Value =
+            serde_json::from_slice(&std::fs::read(out.join("results.json")).unwrap()).unwrap();
+        let tests = results["tests"].as_array().unwrap();
+        assert_eq!(tests.len(), 4, "{results}");
+        for test in tests {
+            assert_eq!(test["mark"], "✓", "{cache}: {test}");
+            let name = test["test"].as_str().unwrap();
+            let report = report(&out.join(name));
+            let intervals = report["checkpoints"].as_array().unwrap();
+            assert!(intervals.len() >= 2, "{cache} {name}: {report}");
+            for interval in intervals {
+                let entries = |state: &str| {
+                    let hash = interval["states"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .find(|s| s["name"] == state)
+                        .unwrap()["images"][0]
+                        .as_str()
+                        .unwrap()
+                        .to_string();
+                    let recovered: Value = serde_json::from_slice(
+                        &std::fs::read(out.join(name).join(format!("states/{hash}.json"))).unwrap(),
+                    )
+                    .unwrap();
+                    let dump: Value =
+                        serde_json::from_str(recovered["dump"].as_str().unwrap()).unwrap();
+                    dump["entries"].as_array().unwrap().len()
+                };
+                let first = interval["states"][0]["name"].as_str().unwrap();
+                let last = interval["final_states"][0].as_str().unwrap();
+                assert_eq!(
+                    entries(last),
+                    entries(first) + 1,
+                    "{cache} {name}: {interval}"
+                );
+            }
+        }
+        assert_eq!(suite.status.code(), Some(0), "{cache}: {results}");
+    }
+}

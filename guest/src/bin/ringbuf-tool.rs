@@ -28,7 +28,7 @@ FILE lies on a file system mounted with -o dax; it is mapped with MAP_SYNC.
   release   release every full chunk whose entries all have ids below ID
   recover   print the entries recovery finds, in id order, as JSON:
             {\"entries\": [{\"id\": 1, \"len\": 100, \"crc32c\": \"0x...\", \"head\": \"AAAA\"},
-                         {\"id\": 2, \"error\": \"...\"}, ...]}
+                         {\"id\": 2, \"error\": \"body checksum mismatch\"}, ...]}
             or {\"open_error\": \"...\"} when the log does not open
   --access  how stores reach PM: nt-avx512, nt-avx2, nt-sse2, clwb, clflushopt, clflush,
             eadr (default: the widest non-temporal stores this CPU has)";
@@ -374,11 +374,92 @@ fn entry_json(item: &Result<persim_ringbuf::RecoveredEntry<'_>, CorruptEntry>) -
             quote(&String::from_utf8_lossy(head), &mut out);
             out.push('}');
         }
+        // The kind of damage, not the checksums: every torn body would be a state of its own.
         Err(e) => {
-            let _ = write!(out, "{{\"id\": {}, \"error\": ", e.id());
-            quote(&e.to_string(), &mut out);
-            out.push('}');
+            let (id, error) = match e {
+                CorruptEntry::BodyChecksum { id, .. } => (id, "body checksum mismatch"),
+                CorruptEntry::LengthOutOfChunk { id, .. } => (id, "length runs past the chunk"),
+            };
+            let _ = write!(out, "{{\"id\": {id}, \"error\": \"{error}\"}}");
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(line: &str) -> Result<Command, String> {
+        Command::parse(
+            &line
+                .split_whitespace()
+                .map(String::from)
+                .collect::<Vec<_>>(),
+        )
+    }
+
+    #[test]
+    fn commands_parse_with_their_options_in_any_order() {
+        assert_eq!(
+            parse("append /mnt/log --checkpoints --body-len 100 --count 3 --access clwb"),
+            Ok(Command::Append {
+                file: "/mnt/log".into(),
+                count: 3,
+                body_len: 100,
+                checkpoints: true,
+                access: AccessKind::Clwb,
+            })
+        );
+        assert_eq!(
+            parse("format f --chunks 2 --chunk-size 1024"),
+            Ok(Command::Format {
+                file: "f".into(),
+                chunk_size: 1024,
+                chunks: 2,
+            })
+        );
+        assert_eq!(
+            parse("recover f"),
+            Ok(Command::Recover { file: "f".into() })
+        );
+    }
+
+    #[test]
+    fn bad_command_lines_say_what_is_wrong() {
+        let error = |line| parse(line).unwrap_err();
+        assert!(error("append f --count 3").contains("--body-len"));
+        assert!(error("append f --count x --body-len 1").contains("`x`"));
+        assert!(error("recover f --count 3").contains("unknown option `--count`"));
+        assert!(error("release f --before 1 --access avx9").contains("avx9"));
+        assert!(error("shrink f").contains("unknown command"));
+        assert!(error("recover").contains("FILE"));
+    }
+
+    #[test]
+    fn entries_print_their_identity_and_damage_only_its_kind() {
+        let body = b"AAAAAAAAAAAAAAAAAAAA";
+        let ok = entry_json(&Ok(persim_ringbuf::RecoveredEntry { id: 7, body }));
+        assert_eq!(
+            ok,
+            format!(
+                "{{\"id\": 7, \"len\": 20, \"crc32c\": \"{:#010x}\", \"head\": \"AAAAAAAAAAAAAAAA\"}}",
+                crc32c::crc32c(body)
+            )
+        );
+        let torn = |computed| {
+            entry_json(&Err(CorruptEntry::BodyChecksum {
+                id: 3,
+                chunk: 0,
+                offset: 512,
+                stored: 1,
+                computed,
+            }))
+        };
+        assert_eq!(
+            torn(2),
+            "{\"id\": 3, \"error\": \"body checksum mismatch\"}"
+        );
+        assert_eq!(torn(2), torn(5), "one state whatever the torn bytes");
+    }
 }
