@@ -218,6 +218,13 @@ struct Mapped {
     mapping: SyncMapping,
 }
 
+impl Mapped {
+    /// Opens the log formatted in the mapping.
+    fn open<A: PmAccess>(self, access: A) -> Result<RingBuf<SyncMapping, A>, String> {
+        RingBuf::open(self.mapping, access, COMMITTERS).map_err(|e| format!("open: {e}"))
+    }
+}
+
 fn open_file(path: &str, create: bool) -> Result<File, String> {
     OpenOptions::new()
         .read(true)
@@ -310,8 +317,7 @@ struct Append {
 impl AccessVisitor for Append {
     type Output = Result<(), String>;
     fn visit<A: PmAccess + 'static>(self, access: A) -> Self::Output {
-        let log = RingBuf::<_, _>::open(self.log.mapping, access, COMMITTERS)
-            .map_err(|e| format!("open: {e}"))?;
+        let log = self.log.open(access)?;
         let checkpoint = |n: u64| {
             if self.checkpoints {
                 call(Operation::Checkpoint(n));
@@ -336,8 +342,7 @@ struct Release {
 impl AccessVisitor for Release {
     type Output = Result<(), String>;
     fn visit<A: PmAccess + 'static>(self, access: A) -> Self::Output {
-        let log = RingBuf::<_, _>::open(self.log.mapping, access, COMMITTERS)
-            .map_err(|e| format!("open: {e}"))?;
+        let log = self.log.open(access)?;
         log.release(self.before);
         Ok(())
     }
