@@ -47,15 +47,26 @@ pub fn extract_missing(
         options.jobs = jobs;
     }
     let paths: Vec<PathBuf> = missing.iter().map(|(_, path)| path.clone()).collect();
-    let results = extract_states(&options, &paths, |done, total| {
+    let total = paths.len();
+    let mut done = 0;
+    let mut write_error = None;
+    // Each state is saved as it arrives, so an interrupted run resumes after it.
+    let results = extract_states(&options, &paths, |i, recovered| {
+        let path = states_dir.join(format!("{}.json", missing[i].0));
+        let saved = serde_json::to_string(recovered)
+            .map_err(anyhow::Error::from)
+            .and_then(|json| write_atomically(&path, json.as_bytes()));
+        if let Err(e) = saved {
+            write_error.get_or_insert(e);
+        }
+        done += 1;
         if !p.quiet {
             eprintln!("persim: states: {done}/{total} images recovered");
         }
     })?;
-    for ((hash, _), recovered) in missing.into_iter().zip(results) {
-        let path = states_dir.join(format!("{hash}.json"));
-        write_atomically(&path, serde_json::to_string(&recovered)?.as_bytes())?;
-        known.push((hash, recovered));
+    if let Some(e) = write_error {
+        return Err(e);
     }
+    known.extend(missing.into_iter().map(|(hash, _)| hash).zip(results));
     Ok(known)
 }

@@ -120,13 +120,14 @@ impl ExtractOptions {
 }
 
 /// Recovers every image and returns its state or failure, in the order of `images`.
-/// `progress(done, total)` is called (on the calling thread) after each image. A tool
+/// `finished(i, &state)` is called (on the calling thread) as soon as image `i` has its
+/// result, so a caller can keep results of an interrupted run. A tool
 /// failure (QEMU cannot start, an unreadable image, a broken guest) stops all workers and
 /// is returned as the error.
 pub fn extract_states(
     opts: &ExtractOptions,
     images: &[PathBuf],
-    mut progress: impl FnMut(usize, usize),
+    mut finished: impl FnMut(usize, &Recovered),
 ) -> Result<Vec<Recovered>, VmError> {
     if images.is_empty() {
         return Ok(Vec::new());
@@ -163,13 +164,11 @@ pub fn extract_states(
             });
         }
         drop(tx);
-        let mut done = 0;
         for message in rx {
             match message {
                 Ok((i, state)) => {
+                    finished(i, &state);
                     results[i] = Some(state);
-                    done += 1;
-                    progress(done, images.len());
                 }
                 Err(e) => {
                     stop.store(true, Ordering::Relaxed);
