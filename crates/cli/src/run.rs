@@ -56,7 +56,8 @@ pub struct PipelineArgs {
 pub struct RunArgs {
     #[command(flatten)]
     pub pipeline: PipelineArgs,
-    /// A test name from suites/fs (e.g. hello-world) or a test file.
+    /// A test name from suites/fs (e.g. hello-world), SUITE/NAME for another suite (e.g.
+    /// ringbuf/append), or a test file.
     #[arg(long)]
     pub test: String,
     /// The run directory (created; an existing one is resumed).

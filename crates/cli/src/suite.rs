@@ -14,7 +14,7 @@ use std::time::Instant;
 /// extraction error, C recovery crash, ! the test could not be run.
 #[derive(Args, Debug)]
 pub struct SuiteArgs {
-    /// The suite: a directory under suites/ (fs).
+    /// The suite: a directory under suites/ (fs, ringbuf).
     pub suite: String,
     #[command(flatten)]
     pub pipeline: PipelineArgs,
