@@ -41,19 +41,41 @@ pub struct Vm {
     next_id: u64,
 }
 
+/// Makes the child get SIGKILL when the thread that starts it ends, however it ends: QEMU
+/// does not exit when its stdin closes, so a `persim` killed mid-run would leave its guests
+/// running (each a busy core under TCG).
+fn die_with_parent(command: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        let parent = libc::getpid();
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent may have gone before the call took effect.
+            if libc::getppid() != parent {
+                libc::raise(libc::SIGKILL);
+            }
+            Ok(())
+        });
+    }
+}
+
 impl Vm {
     /// Starts QEMU and waits until the guest's init is ready for commands.
     pub fn boot(spec: &QemuSpec, timeout: Duration) -> Result<Vm, VmError> {
-        let mut child = Command::new(QEMU_BINARY)
+        let mut command = Command::new(QEMU_BINARY);
+        command
             .args(spec.args())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| VmError::QemuFailed {
-                message: format!("cannot start {QEMU_BINARY}: {e}"),
-                log_tail: String::new(),
-            })?;
+            .stderr(Stdio::piped());
+        die_with_parent(&mut command);
+        let mut child = command.spawn().map_err(|e| VmError::QemuFailed {
+            message: format!("cannot start {QEMU_BINARY}: {e}"),
+            log_tail: String::new(),
+        })?;
         let (tx, lines) = mpsc::channel();
         forward_lines(
             child.stdout.take().expect("stdout is piped"),
@@ -282,6 +304,36 @@ fn base64(data: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The state letter of /proc/PID/stat (after the parenthesised command name).
+    fn process_state(pid: u32) -> Option<char> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rsplit(')').next()?.trim_start().chars().next()
+    }
+
+    #[test]
+    fn children_are_killed_when_the_thread_that_started_them_ends() {
+        let pid = std::thread::spawn(|| {
+            let mut command = Command::new("sleep");
+            command.arg("600");
+            die_with_parent(&mut command);
+            let child = command.spawn().unwrap();
+            let pid = child.id();
+            // Neither killed nor waited for by us: only the death signal can end it.
+            std::mem::forget(child);
+            pid
+        })
+        .join()
+        .unwrap();
+        // Killed, it stays a zombie of this process until reaped.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while process_state(pid) != Some('Z') && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(process_state(pid), Some('Z'), "sleep {pid} still runs");
+        // SAFETY: reaps our own child.
+        unsafe { libc::waitpid(pid as i32, std::ptr::null_mut(), 0) };
+    }
 
     #[test]
     fn base64_matches_the_standard_alphabet_and_padding() {
