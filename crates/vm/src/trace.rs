@@ -52,13 +52,8 @@ impl Artifacts {
             format!("debug/{PLUGIN_FILE}"),
         ])
         .ok_or_else(|| missing(format!("the tracing plugin {PLUGIN_FILE}")))?;
-        let guest_tools = GUEST_TOOLS
-            .iter()
-            .map(|tool| {
-                find(&[format!("{GUEST_TARGET}/release/{tool}")])
-                    .ok_or_else(|| missing(format!("the static guest tool `{tool}`")))
-            })
-            .collect::<Result<_, _>>()?;
+        let guest_tools = guest_tools(|tool| find(&[format!("{GUEST_TARGET}/release/{tool}")]))
+            .map_err(|tool| missing(format!("the static guest tool `{tool}`")))?;
         Ok(Artifacts {
             plugin,
             guest_tools,
@@ -69,20 +64,21 @@ impl Artifacts {
     /// Takes the guest tools from `dir` instead, e.g. a build with other features in
     /// another target directory (`<target>/x86_64-unknown-linux-gnu/release`).
     pub fn with_guest_tools_from(mut self, dir: &Path) -> Result<Artifacts, VmError> {
-        self.guest_tools = GUEST_TOOLS
-            .iter()
-            .map(|tool| {
-                let path = dir.join(tool);
-                path.is_file()
-                    .then_some(path)
-                    .ok_or_else(|| VmError::Missing {
-                        what: format!("the static guest tool `{tool}` in {}", dir.display()),
-                        hint: BUILD_HINT.to_owned(),
-                    })
-            })
-            .collect::<Result<_, _>>()?;
+        self.guest_tools = guest_tools(|tool| Some(dir.join(tool)).filter(|p| p.is_file()))
+            .map_err(|tool| VmError::Missing {
+                what: format!("the static guest tool `{tool}` in {}", dir.display()),
+                hint: BUILD_HINT.to_owned(),
+            })?;
         Ok(self)
     }
+}
+
+/// Every guest tool's path as `find` gives it, or the name of the first it cannot find.
+fn guest_tools(find: impl Fn(&str) -> Option<PathBuf>) -> Result<Vec<PathBuf>, &'static str> {
+    GUEST_TOOLS
+        .iter()
+        .map(|&tool| find(tool).ok_or(tool))
+        .collect()
 }
 
 /// A kernel and initramfs ready to boot for one configuration.

@@ -117,43 +117,42 @@ impl Command {
     }
 
     fn run(self) -> Result<(), String> {
-        match self {
+        let (mapped, job, access) = match self {
             Command::Format {
                 file,
                 chunk_size,
                 chunks,
-            } => format(&file, chunk_size, chunks),
+            } => (
+                create(&file, chunk_size, chunks)?,
+                Job::Format { chunk_size, chunks },
+                AccessKind::detect(Strategy::NonTemporal).map_err(|e| e.to_string())?,
+            ),
             Command::Append {
                 file,
                 count,
                 body_len,
                 checkpoints,
                 access,
-            } => visit(
-                access,
-                Append {
-                    log: open_mapped(&file)?,
+            } => (
+                open_mapped(&file)?,
+                Job::Append {
                     count,
                     body_len,
                     checkpoints,
                 },
+                access,
             ),
             Command::Release {
                 file,
                 before,
                 access,
-            } => visit(
-                access,
-                Release {
-                    log: open_mapped(&file)?,
-                    before,
-                },
-            ),
+            } => (open_mapped(&file)?, Job::Release { before }, access),
             Command::Recover { file } => {
                 print!("{}", recover_json(open_mapped(&file)?));
-                Ok(())
+                return Ok(());
             }
-        }
+        };
+        dispatch(access, OnLog { mapped, job }).map_err(|e| e.to_string())?
     }
 }
 
@@ -235,11 +234,14 @@ fn open_file(path: &str, create: bool) -> Result<File, String> {
         .map_err(|e| format!("opening {path}: {e}"))
 }
 
+fn open_mapped(path: &str) -> Result<Mapped, String> {
+    map(open_file(path, false)?, path)
+}
+
 /// Maps the whole log file. Its pages are faulted in and the metadata those faults touch
 /// (timestamps) is synced here, so that nothing but the log's own stores happens between
 /// the checkpoints that follow.
-fn open_mapped(path: &str) -> Result<Mapped, String> {
-    let file = open_file(path, false)?;
+fn map(file: File, path: &str) -> Result<Mapped, String> {
     let len = file
         .metadata()
         .map_err(|e| format!("reading {path}: {e}"))?
@@ -254,96 +256,78 @@ fn open_mapped(path: &str) -> Result<Mapped, String> {
     })
 }
 
-/// Creates the file with its blocks written and durable, then formats the log in it.
-fn format(path: &str, chunk_size: usize, chunks: usize) -> Result<(), String> {
+/// Creates the file for a log of `chunks` chunks with its blocks written and durable, so
+/// that appends never allocate, and maps it.
+fn create(path: &str, chunk_size: usize, chunks: usize) -> Result<Mapped, String> {
     let len = chunk_size
         .checked_mul(chunks)
         .and_then(|n| n.checked_add(SUPERBLOCK_SPACE))
         .ok_or("--chunk-size times --chunks is too large")?;
-    {
-        let file = open_file(path, true)?;
-        file.set_len(len as u64)
-            .map_err(|e| format!("sizing {path}: {e}"))?;
-        // Allocate and zero every block now, so that appends never allocate.
-        std::io::Write::write_all(&mut &file, &vec![0; len])
-            .and_then(|()| file.sync_all())
-            .map_err(|e| format!("writing {path}: {e}"))?;
-    }
-    let mapped = open_mapped(path)?;
-    let kind = AccessKind::detect(Strategy::NonTemporal).map_err(|e| e.to_string())?;
-    visit(
-        kind,
-        Format {
-            mapped,
-            chunk_size,
-            chunks,
-        },
-    )
+    let file = open_file(path, true)?;
+    std::io::Write::write_all(&mut &file, &vec![0; len])
+        .and_then(|()| file.sync_all())
+        .map_err(|e| format!("writing {path}: {e}"))?;
+    map(file, path)
 }
 
-fn visit<V: AccessVisitor<Output = Result<(), String>>>(
-    kind: AccessKind,
-    visitor: V,
-) -> Result<(), String> {
-    dispatch(kind, visitor).map_err(|e| e.to_string())?
+/// What to do with the log once the access type is chosen.
+enum Job {
+    Format {
+        chunk_size: usize,
+        chunks: usize,
+    },
+    Append {
+        count: u64,
+        body_len: usize,
+        checkpoints: bool,
+    },
+    Release {
+        before: u64,
+    },
 }
 
-struct Format {
+/// A job on the log in a mapping, run with the access `dispatch` picks.
+struct OnLog {
     mapped: Mapped,
-    chunk_size: usize,
-    chunks: usize,
+    job: Job,
 }
 
-impl AccessVisitor for Format {
+impl AccessVisitor for OnLog {
     type Output = Result<(), String>;
     fn visit<A: PmAccess + 'static>(self, access: A) -> Self::Output {
-        let log = RingBuf::<_, _>::format(self.mapped.mapping, access, self.chunk_size, COMMITTERS)
-            .map_err(|e| format!("format: {e}"))?;
-        let count = log.geometry().chunk_count;
-        if count != self.chunks {
-            return Err(format!("formatted {count} chunks, not {}", self.chunks));
-        }
-        Ok(())
-    }
-}
-
-struct Append {
-    log: Mapped,
-    count: u64,
-    body_len: usize,
-    checkpoints: bool,
-}
-
-impl AccessVisitor for Append {
-    type Output = Result<(), String>;
-    fn visit<A: PmAccess + 'static>(self, access: A) -> Self::Output {
-        let log = self.log.open(access)?;
-        let checkpoint = |n: u64| {
-            if self.checkpoints {
-                call(Operation::Checkpoint(n));
+        match self.job {
+            Job::Format { chunk_size, chunks } => {
+                let log =
+                    RingBuf::<_, _>::format(self.mapped.mapping, access, chunk_size, COMMITTERS)
+                        .map_err(|e| format!("format: {e}"))?;
+                let count = log.geometry().chunk_count;
+                if count != chunks {
+                    return Err(format!("formatted {count} chunks, not {chunks}"));
+                }
             }
-        };
-        for k in 0..self.count {
-            let body = vec![b'A' + (k % 26) as u8; self.body_len];
-            checkpoint(k + 1);
-            log.append(&body)
-                .map_err(|e| format!("append {}: {e}", k + 1))?;
+            Job::Append {
+                count,
+                body_len,
+                checkpoints,
+            } => {
+                let log = self.mapped.open(access)?;
+                let checkpoint = |n: u64| {
+                    if checkpoints {
+                        call(Operation::Checkpoint(n));
+                    }
+                };
+                for k in 0..count {
+                    let body = vec![b'A' + (k % 26) as u8; body_len];
+                    checkpoint(k + 1);
+                    log.append(&body)
+                        .map_err(|e| format!("append {}: {e}", k + 1))?;
+                }
+                checkpoint(count + 1);
+            }
+            Job::Release { before } => {
+                self.mapped.open(access)?.release(before);
+            }
         }
-        checkpoint(self.count + 1);
-        Ok(())
-    }
-}
-
-struct Release {
-    log: Mapped,
-    before: u64,
-}
-
-impl AccessVisitor for Release {
-    type Output = Result<(), String>;
-    fn visit<A: PmAccess + 'static>(self, access: A) -> Self::Output {
-        let log = self.log.open(access)?;
-        log.release(self.before);
         Ok(())
     }
 }
