@@ -14,8 +14,12 @@
 //! region), and `outer=0x…`, the run-time address of `persim_probe_outer` (static-pie
 //! binaries are loaded at a random address).
 
-use persim_guest::dax::SyncMapping;
+use lexopt::Arg::{Long, Short, Value};
+use lexopt::ValueExt;
+use persim_guest::command_line::parse_or_exit;
 use persim_guest::hypercall::{call, Operation};
+use persim_subjects::dax::SyncMapping;
+use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::fd::AsRawFd;
@@ -28,19 +32,42 @@ const CACHED_VALUE: u64 = 0x0102_0304_0506_0708;
 const CACHED_SHORT: u16 = 0xbeef;
 const INNER_VALUE: u64 = 0xa1a2_a3a4_a5a6_a7a8;
 
+const USAGE: &str = "\
+usage: pm-probe FILE
+
+Creates FILE (on a file system mounted with -o dax), maps it with MAP_SYNC and runs a known
+sequence of PM operations between hypercall checkpoints 1, 2 and 3 for the tracer tests;
+prints pm_offset=0x... and outer=0x... before checkpoint 1.";
+
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let [path] = args.as_slice() else {
-        eprintln!("usage: pm-probe FILE   (FILE on a file system mounted with -o dax)");
-        return ExitCode::from(2);
+    let path = match parse_or_exit("pm-probe", USAGE, parse) {
+        Ok(path) => path,
+        Err(code) => return code,
     };
-    match run(path) {
+    match run(&path) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("pm-probe: {e}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// FILE from the command line, or `None` for `--help`.
+fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<String>, String> {
+    let mut parser = lexopt::Parser::from_args(args);
+    let mut path = None;
+    while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
+        match arg {
+            Short('h') | Long("help") => return Ok(None),
+            Value(file) if path.is_none() => {
+                path = Some(file.string().map_err(|e| e.to_string())?);
+            }
+            other => return Err(other.unexpected().to_string()),
+        }
+    }
+    path.map(Some)
+        .ok_or_else(|| "give the FILE to create".into())
 }
 
 fn run(path: &str) -> Result<(), String> {
@@ -211,4 +238,23 @@ unsafe fn rep_stosb(dst: *mut u8, byte: u8, count: usize) {
 fn sfence() {
     // SAFETY: a store fence has no operands.
     unsafe { std::arch::asm!("sfence", options(nostack)) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse;
+    use persim_guest::command_line::words;
+
+    fn parse_line(line: &str) -> Result<Option<String>, String> {
+        parse(words(line))
+    }
+
+    #[test]
+    fn takes_one_file() {
+        assert_eq!(parse_line("/mnt/probe"), Ok(Some("/mnt/probe".into())));
+        assert_eq!(parse_line("--help"), Ok(None));
+        assert!(parse_line("").unwrap_err().contains("FILE"));
+        assert!(parse_line("/a /b").unwrap_err().contains("/b"));
+        assert!(parse_line("--fast /a").unwrap_err().contains("--fast"));
+    }
 }

@@ -3,14 +3,17 @@
 //! around each append, release chunks, and print what recovery finds as JSON (the state
 //! Persim compares across crash images).
 
-use persim_guest::dax::SyncMapping;
+use lexopt::Arg::{Long, Short, Value as Operand};
+use lexopt::ValueExt;
+use persim_guest::command_line::parse_or_exit;
 use persim_guest::hypercall::{call, Operation};
-use persim_guest::json::quote;
 use persim_ringbuf::{
     dispatch, AccessKind, AccessVisitor, CorruptEntry, PmAccess, RingBuf, Strategy,
     SUPERBLOCK_SPACE,
 };
-use std::fmt::Write as _;
+use persim_subjects::dax::SyncMapping;
+use serde_json::{json, Value};
+use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
 use std::process::ExitCode;
 
@@ -31,7 +34,10 @@ FILE lies on a file system mounted with -o dax; it is mapped with MAP_SYNC.
                          {\"id\": 2, \"error\": \"body checksum mismatch\"}, ...]}
             or {\"open_error\": \"...\"} when the log does not open
   --access  how stores reach PM: nt-avx512, nt-avx2, nt-sse2, clwb, clflushopt, clflush,
-            eadr (default: the widest non-temporal stores this CPU has)";
+            eadr (default: the widest non-temporal stores this CPU has)
+  -h, --help  print this help
+
+exit status: 0 done, 1 the log or FILE failed, 2 bad command line";
 
 /// One committer: the tool appends from one thread.
 const COMMITTERS: usize = 1;
@@ -39,17 +45,9 @@ const COMMITTERS: usize = 1;
 const HEAD: usize = 16;
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("{USAGE}");
-        return ExitCode::SUCCESS;
-    }
-    let command = match Command::parse(&args) {
+    let command = match parse_or_exit("ringbuf-tool", USAGE, Command::parse) {
         Ok(command) => command,
-        Err(message) => {
-            eprintln!("ringbuf-tool: {message}\n\n{USAGE}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     match command.run() {
         Ok(()) => ExitCode::SUCCESS,
@@ -85,12 +83,16 @@ enum Command {
 }
 
 impl Command {
-    fn parse(args: &[String]) -> Result<Command, String> {
-        let [verb, file, options @ ..] = args else {
-            return Err("give a command and a FILE".into());
+    /// The command on the command line, or `None` for `--help`.
+    fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Command>, String> {
+        let Some((words, mut options)) = Options::parse(args)? else {
+            return Ok(None);
         };
-        let mut options = Options::parse(options)?;
-        let file = file.clone();
+        let (verb, file) = match <[String; 2]>::try_from(words) {
+            Ok([verb, file]) => (verb, file),
+            Err(words) if words.len() < 2 => return Err("give a command and a FILE".into()),
+            Err(words) => return Err(format!("unexpected argument `{}`", words[2])),
+        };
         let command = match verb.as_str() {
             "format" => Command::Format {
                 file,
@@ -113,7 +115,7 @@ impl Command {
             other => return Err(format!("unknown command `{other}`")),
         };
         options.finish()?;
-        Ok(command)
+        Ok(Some(command))
     }
 
     fn run(self) -> Result<(), String> {
@@ -148,7 +150,7 @@ impl Command {
                 access,
             } => (open_mapped(&file)?, Job::Release { before }, access),
             Command::Recover { file } => {
-                print!("{}", recover_json(open_mapped(&file)?));
+                println!("{}", recover_json(open_mapped(&file)?));
                 return Ok(());
             }
         };
@@ -156,21 +158,44 @@ impl Command {
     }
 }
 
+/// The options that take a value (after a space or `=`); `--checkpoints` is the one flag.
+const VALUED: [&str; 6] = [
+    "chunk-size",
+    "chunks",
+    "count",
+    "body-len",
+    "access",
+    "before",
+];
+
 /// `--name VALUE` pairs and `--flag`s, each usable once.
 struct Options(Vec<(String, Option<String>)>);
 
 impl Options {
-    fn parse(args: &[String]) -> Result<Options, String> {
-        let mut parsed = Vec::new();
-        let mut args = args.iter().peekable();
-        while let Some(name) = args.next() {
-            if !name.starts_with("--") {
-                return Err(format!("unexpected argument `{name}`"));
+    /// The operands (command and FILE) and the options, or `None` for `--help`.
+    fn parse(
+        args: impl IntoIterator<Item = OsString>,
+    ) -> Result<Option<(Vec<String>, Options)>, String> {
+        let mut parser = lexopt::Parser::from_args(args);
+        let (mut words, mut parsed) = (Vec::new(), Vec::new());
+        while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
+            match arg {
+                Short('h') | Long("help") => return Ok(None),
+                Operand(word) => words.push(word.string().map_err(|e| e.to_string())?),
+                Long("checkpoints") => parsed.push(("--checkpoints".to_owned(), None)),
+                Long(name) if VALUED.contains(&name) => {
+                    let name = format!("--{name}");
+                    let value = parser
+                        .value()
+                        .map_err(|_| format!("{name} needs a value"))?
+                        .string()
+                        .map_err(|e| e.to_string())?;
+                    parsed.push((name, Some(value)));
+                }
+                other => return Err(other.unexpected().to_string()),
             }
-            let value = args.next_if(|v| !v.starts_with("--")).cloned();
-            parsed.push((name.clone(), value));
         }
-        Ok(Options(parsed))
+        Ok(Some((words, Options(parsed))))
     }
 
     fn take(&mut self, name: &str) -> Option<Option<String>> {
@@ -334,34 +359,25 @@ impl AccessVisitor for OnLog {
 
 /// The state of the log as recovery sees it. Opening and recovering only read the region,
 /// so the eADR access (no special instructions) serves for any log.
-fn recover_json(mapped: Mapped) -> String {
-    let mut log = match RingBuf::<_, _>::open(mapped.mapping, persim_ringbuf::Eadr, COMMITTERS) {
-        Ok(log) => log,
-        Err(e) => {
-            let mut out = String::from("{\"open_error\": ");
-            quote(&e.to_string(), &mut out);
-            out.push_str("}\n");
-            return out;
+fn recover_json(mapped: Mapped) -> Value {
+    match RingBuf::<_, _>::open(mapped.mapping, persim_ringbuf::Eadr, COMMITTERS) {
+        Ok(mut log) => {
+            json!({ "entries": log.recover().map(|item| entry_json(&item)).collect::<Vec<_>>() })
         }
-    };
-    let items: Vec<String> = log.recover().map(|item| entry_json(&item)).collect();
-    format!("{{\"entries\": [{}]}}\n", items.join(", "))
+        Err(e) => json!({ "open_error": e.to_string() }),
+    }
 }
 
-fn entry_json(item: &Result<persim_ringbuf::RecoveredEntry<'_>, CorruptEntry>) -> String {
-    let mut out = String::new();
+fn entry_json(item: &Result<persim_ringbuf::RecoveredEntry<'_>, CorruptEntry>) -> Value {
     match item {
         Ok(entry) => {
             let head = &entry.body[..entry.body.len().min(HEAD)];
-            let _ = write!(
-                out,
-                "{{\"id\": {}, \"len\": {}, \"crc32c\": \"{:#010x}\", \"head\": ",
-                entry.id,
-                entry.body.len(),
-                crc32c::crc32c(entry.body)
-            );
-            quote(&String::from_utf8_lossy(head), &mut out);
-            out.push('}');
+            json!({
+                "id": entry.id,
+                "len": entry.body.len(),
+                "crc32c": format!("{:#010x}", crc32c::crc32c(entry.body)),
+                "head": String::from_utf8_lossy(head),
+            })
         }
         // The kind of damage, not the checksums: every torn body would be a state of its own.
         Err(e) => {
@@ -369,23 +385,18 @@ fn entry_json(item: &Result<persim_ringbuf::RecoveredEntry<'_>, CorruptEntry>) -
                 CorruptEntry::BodyChecksum { id, .. } => (id, "body checksum mismatch"),
                 CorruptEntry::LengthOutOfChunk { id, .. } => (id, "length runs past the chunk"),
             };
-            let _ = write!(out, "{{\"id\": {id}, \"error\": \"{error}\"}}");
+            json!({ "id": id, "error": error })
         }
     }
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use persim_guest::command_line::words;
 
     fn parse(line: &str) -> Result<Command, String> {
-        Command::parse(
-            &line
-                .split_whitespace()
-                .map(String::from)
-                .collect::<Vec<_>>(),
-        )
+        Command::parse(words(line)).map(|command| command.expect("a command, not --help"))
     }
 
     #[test]
@@ -423,6 +434,25 @@ mod tests {
         assert!(error("release f --before 1 --access avx9").contains("avx9"));
         assert!(error("shrink f").contains("unknown command"));
         assert!(error("recover").contains("FILE"));
+        assert!(error("recover f g").contains("unexpected argument `g`"));
+        assert!(error("recover f --frobnicate").contains("--frobnicate"));
+        assert!(error("release f --before").contains("--before needs a value"));
+        assert!(error("append f --count 1 --body-len 1 --checkpoints=yes").contains("yes"));
+    }
+
+    #[test]
+    fn values_follow_a_space_or_equals_and_help_wins() {
+        assert_eq!(
+            parse("release f --before=4 --access=eadr"),
+            Ok(Command::Release {
+                file: "f".into(),
+                before: 4,
+                access: AccessKind::Eadr,
+            })
+        );
+        let help = |line: &str| Command::parse(words(line));
+        assert_eq!(help("append f --help"), Ok(None));
+        assert_eq!(help("-h"), Ok(None));
     }
 
     #[test]
@@ -431,11 +461,14 @@ mod tests {
         let ok = entry_json(&Ok(persim_ringbuf::RecoveredEntry { id: 7, body }));
         assert_eq!(
             ok,
-            format!(
-                "{{\"id\": 7, \"len\": 20, \"crc32c\": \"{:#010x}\", \"head\": \"AAAAAAAAAAAAAAAA\"}}",
-                crc32c::crc32c(body)
-            )
+            json!({
+                "id": 7,
+                "len": 20,
+                "crc32c": format!("{:#010x}", crc32c::crc32c(body)),
+                "head": "AAAAAAAAAAAAAAAA",
+            })
         );
+        assert!(ok["crc32c"].as_str().unwrap().starts_with("0x"));
         let torn = |computed| {
             entry_json(&Err(CorruptEntry::BodyChecksum {
                 id: 3,
@@ -446,9 +479,23 @@ mod tests {
             }))
         };
         assert_eq!(
-            torn(2),
-            "{\"id\": 3, \"error\": \"body checksum mismatch\"}"
+            torn(2).to_string(),
+            r#"{"error":"body checksum mismatch","id":3}"#
         );
         assert_eq!(torn(2), torn(5), "one state whatever the torn bytes");
+    }
+
+    #[test]
+    fn heads_escape_what_json_needs_escaped() {
+        let body = b"a\"b\\c\nd\x01\xff";
+        let entry = entry_json(&Ok(persim_ringbuf::RecoveredEntry { id: 1, body }));
+        let text = entry.to_string();
+        // Control characters as \u00XX; invalid UTF-8 as U+FFFD.
+        assert!(
+            text.contains("\"head\":\"a\\\"b\\\\c\\nd\\u0001\u{fffd}\""),
+            "{text}"
+        );
+        let parsed: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(parsed["head"], "a\"b\\c\nd\u{1}\u{fffd}");
     }
 }

@@ -1,0 +1,3 @@
+//! Code shared by the static guest programs under test (ringbuf-tool, pm-probe).
+
+pub mod dax;
