@@ -1,5 +1,4 @@
-//! Code shared by Persim's static guest tools.
+//! Code shared by Persim's own static guest tools (hypercall, fs-dump).
 
-pub mod dax;
+pub mod command_line;
 pub mod hypercall;
-pub mod json;

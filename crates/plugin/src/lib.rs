@@ -8,7 +8,6 @@
 // Parts used only by the QEMU glue look unused in the unit-test build.
 #![cfg_attr(test, allow(dead_code))]
 
-mod args;
 mod decode;
 mod hypercall;
 // The QEMU API is resolved from the QEMU process that loads the plugin, so the glue is left

@@ -3,7 +3,8 @@
 
 use crate::decode::{classify, Class, MemOperand, Segment};
 use crate::tracer::{Next, Store, Tracer};
-use crate::{args, hypercall, stack};
+use crate::{hypercall, stack};
+use persim_abi::PluginArgs;
 use persim_trace::{FenceKind, FlushKind};
 use qemu_plugin::plugin::{HasCallbacks, Register};
 use qemu_plugin::sys::{qemu_plugin_read_memory_vaddr, qemu_plugin_tb, GByteArray};
@@ -120,7 +121,7 @@ impl Register for PersimPlugin {
         args: &qemu_plugin::Args,
         _info: &Info,
     ) -> qemu_plugin::Result<()> {
-        let args = args::Args::parse(args.raw.iter().map(String::as_str)).map_err(|e| {
+        let args = PluginArgs::parse(args.raw.iter().map(String::as_str)).map_err(|e| {
             qemu_plugin::Error::IoError(std::io::Error::other(format!("persim-plugin: {e}")))
         })?;
         PM_BASE.store(args.pm_base, Ordering::Relaxed);

@@ -1,13 +1,11 @@
 //! What the plugin records, independent of QEMU: the tracing phase, the fence rules and
 //! the translation of flushed virtual addresses to PM offsets.
 
-use crate::args::Args;
+use persim_abi::machine::{DIRECT_MAP_BASE, DIRECT_MAP_SIZE};
+use persim_abi::PluginArgs;
 use persim_trace::{BackgroundWriter, Entry, FenceKind, FlushKind, Header, Hypercall, Meta, Op};
 use std::collections::HashMap;
 
-/// The kernel's direct map with `nokaslr` and 4-level paging (the runner boots that way).
-const DIRECT_MAP_BASE: u64 = 0xffff_8880_0000_0000;
-const DIRECT_MAP_SIZE: u64 = 64 << 40;
 const PAGE_SHIFT: u32 = 12;
 const LINE: u64 = 64;
 
@@ -28,7 +26,7 @@ enum Phase {
 }
 
 pub struct Tracer {
-    args: Args,
+    args: PluginArgs,
     phase: Phase,
     writer: Option<BackgroundWriter>,
     /// NT stores since the last fence: locked and serializing instructions become fences.
@@ -62,7 +60,7 @@ pub enum Next {
 }
 
 impl Tracer {
-    pub fn new(args: Args) -> Tracer {
+    pub fn new(args: PluginArgs) -> Tracer {
         Tracer {
             args,
             phase: Phase::BeforeStart,
@@ -275,18 +273,16 @@ impl Tracer {
 }
 
 /// Copies the PM backing file while the (single) vCPU is stopped in the `start` hypercall,
-/// so the copy is exactly the state the trace starts from. Written atomically.
+/// so the copy is exactly the state the trace starts from. Written atomically and sparse:
+/// a freshly made file system is mostly zeros (64 MiB of PM, 53 KB not zero after mkfs.ext4).
 fn snapshot(pm_file: &std::path::Path, to: &std::path::Path) -> Result<(), String> {
-    let tmp = to.with_extension("tmp");
-    std::fs::copy(pm_file, &tmp)
-        .and_then(|_| std::fs::rename(&tmp, to))
-        .map_err(|e| {
-            format!(
-                "cannot copy PM {} to {}: {e}",
-                pm_file.display(),
-                to.display()
-            )
-        })
+    persim_trace::atomic_file::copy_sparse_atomically(pm_file, to).map_err(|e| {
+        format!(
+            "cannot copy PM {} to {}: {e}",
+            pm_file.display(),
+            to.display()
+        )
+    })
 }
 
 #[cfg(test)]
@@ -295,8 +291,8 @@ mod tests {
 
     const BASE: u64 = 1 << 32;
 
-    fn args(dir: &tempfile::TempDir) -> Args {
-        Args {
+    fn args(dir: &tempfile::TempDir) -> PluginArgs {
+        PluginArgs {
             pm_base: BASE,
             pm_size: 1 << 20,
             trace: dir.path().join("t"),
@@ -314,7 +310,7 @@ mod tests {
     #[test]
     fn entries_carry_the_stack_and_the_header_says_so() {
         let dir = tempfile::tempdir().unwrap();
-        let mut t = Tracer::new(Args {
+        let mut t = Tracer::new(PluginArgs {
             stacks: true,
             ..args(&dir)
         });
@@ -335,7 +331,7 @@ mod tests {
     #[test]
     fn with_tracing_off_start_records_nothing() {
         let dir = tempfile::tempdir().unwrap();
-        let mut t = Tracer::new(Args {
+        let mut t = Tracer::new(PluginArgs {
             tracing: false,
             ..args(&dir)
         });
@@ -353,7 +349,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let pm = dir.path().join("pm");
         std::fs::write(&pm, b"formatted file system").unwrap();
-        let mut t = Tracer::new(Args {
+        let mut t = Tracer::new(PluginArgs {
             initial: Some((pm.clone(), dir.path().join("initial"))),
             ..args(&dir)
         });

@@ -13,21 +13,15 @@ mod text;
 #[path = "../fs_dump/walk.rs"]
 mod walk;
 
-use options::{Command, USAGE};
+use options::USAGE;
+use persim_guest::command_line::parse_or_exit;
 use std::io::Write;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let options = match options::parse(std::env::args_os().skip(1)) {
-        Ok(Command::Help) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Ok(Command::Dump(options)) => options,
-        Err(message) => {
-            eprintln!("fs-dump: {message}\n\n{USAGE}");
-            return ExitCode::from(2);
-        }
+    let options = match parse_or_exit("fs-dump", USAGE, options::parse) {
+        Ok(options) => options,
+        Err(code) => return code,
     };
     let dump = match walk::dump(&options) {
         Ok(dump) => dump,

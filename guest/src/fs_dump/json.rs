@@ -3,7 +3,6 @@
 
 use crate::record::Value;
 use crate::walk::Dump;
-use persim_guest::json::quote;
 use std::fmt::Write;
 
 pub fn render(dump: &Dump) -> String {
@@ -28,10 +27,37 @@ pub fn render(dump: &Dump) -> String {
     out
 }
 
+/// A JSON string literal: quote and backslash escaped, newline and tab as `\n` and `\t`
+/// (file contents are mostly text lines), other control characters and DEL as `\uXXXX`,
+/// so every dump line is printable.
+pub fn quote(text: &str, out: &mut String) {
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            c if c < ' ' || c == '\u{7f}' => {
+                write!(out, "\\u{:04x}", c as u32).expect("writing to a String")
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::record::Record;
+
+    #[test]
+    fn strings_escape_quotes_backslashes_and_control_characters() {
+        let mut out = String::new();
+        quote("a\"b\\c\nd\te\u{1}f\u{7f}✓", &mut out);
+        assert_eq!(out, r#""a\"b\\c\nd\te\u0001f\u007f✓""#);
+    }
 
     #[test]
     fn one_field_per_line_in_key_order() {

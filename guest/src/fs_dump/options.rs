@@ -1,5 +1,6 @@
 //! The command line of fs-dump.
 
+use lexopt::Arg::{Long, Short, Value};
 use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 
@@ -19,17 +20,15 @@ options:
                              contents_len and contents_truncated: true
   --exclude NAME             skip every entry called NAME, anywhere below ROOT
                              (repeatable), e.g. --exclude lost+found
-  --help                     print this help
+  -h, --help                 print this help
 
 exit status: 0 dumped (entries that cannot be read are reported as \"error\" in the JSON),
 1 ROOT cannot be read or stdout cannot be written, 2 bad command line";
 
 /// Fields `--ignore` accepts: everything fs-dump prints except `error`. A field stands for
-/// itself and its `FIELD_*` variants (`contents` also covers `contents_hex`, ...).
-pub const FIELDS: [&str; 14] = [
-    "atime", "blocks", "contents", "ctime", "gid", "ino", "mode", "mtime", "nlink", "rdev", "size",
-    "target", "type", "uid",
-];
+/// itself and its `FIELD_*` variants (`contents` also covers `contents_hex`, ...). The host
+/// checks a test's `ignore` against the same list before a VM boots.
+pub use persim_abi::FS_DUMP_FIELDS as FIELDS;
 
 #[derive(Debug)]
 pub struct Options {
@@ -53,16 +52,10 @@ impl Options {
     }
 }
 
-#[derive(Debug)]
-pub enum Command {
-    Help,
-    Dump(Options),
-}
-
-/// Parses the arguments after the program name. Options take their value as the next
-/// argument or after `=`; `--` ends the options.
-pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, String> {
-    let mut args = args.into_iter();
+/// Parses the arguments after the program name, `None` for `--help`. Options take their
+/// value as the next argument or after `=`; `--` ends the options.
+pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Options>, String> {
+    let mut parser = lexopt::Parser::from_args(args);
     let mut root = None;
     let mut options = Options {
         root: PathBuf::new(),
@@ -70,59 +63,46 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, String
         max_content: None,
         exclude: Vec::new(),
     };
-    let mut only_operands = false;
-    while let Some(arg) = args.next() {
-        let text = arg.to_string_lossy();
-        if only_operands || !text.starts_with("--") {
-            if root.replace(PathBuf::from(&arg)).is_some() {
-                return Err("give exactly one ROOT directory".into());
+    while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
+        let name = match arg {
+            Value(operand) => {
+                if root.replace(PathBuf::from(operand)).is_some() {
+                    return Err("give exactly one ROOT directory".into());
+                }
+                continue;
             }
-            continue;
-        }
-        let (name, inline) = match text.split_once('=') {
-            Some((name, value)) => (name.to_string(), Some(OsString::from(value))),
-            None => (text.to_string(), None),
+            Short('h') | Long("help") => return Ok(None),
+            Long(name @ ("ignore" | "max-content" | "exclude")) => name.to_owned(),
+            Long(name) => return Err(format!("unknown option --{name}")),
+            Short(letter) => return Err(format!("unknown option -{letter}")),
         };
-        let mut value = || {
-            inline
-                .clone()
-                .or_else(|| args.next())
-                .ok_or_else(|| format!("{name} needs a value"))
-        };
+        let value = parser
+            .value()
+            .map_err(|_| format!("--{name} needs a value"))?;
         match name.as_str() {
-            "--" => only_operands = true,
-            "--help" => return Ok(Command::Help),
-            "--ignore" => {
+            "ignore" => {
                 // Empty items are skipped, so an empty list (`--ignore ""`) ignores nothing.
-                let fields = value()?;
-                for field in fields
-                    .to_string_lossy()
-                    .split(',')
-                    .filter(|f| !f.is_empty())
-                {
+                for field in value.to_string_lossy().split(',').filter(|f| !f.is_empty()) {
                     options.ignore.push(known_field(field)?);
                 }
             }
-            "--max-content" => {
-                let bytes = value()?;
-                options.max_content = Some(bytes.to_string_lossy().parse().map_err(|_| {
-                    format!("--max-content takes a number of bytes, not {bytes:?}")
+            "max-content" => {
+                options.max_content = Some(value.to_string_lossy().parse().map_err(|_| {
+                    format!("--max-content takes a number of bytes, not {value:?}")
                 })?);
             }
-            "--exclude" => {
-                let entry = value()?;
-                if entry.is_empty() || entry.as_encoded_bytes().contains(&b'/') {
+            _ => {
+                if value.is_empty() || value.as_encoded_bytes().contains(&b'/') {
                     return Err(format!(
-                        "--exclude takes an entry name without '/', not {entry:?}"
+                        "--exclude takes an entry name without '/', not {value:?}"
                     ));
                 }
-                options.exclude.push(entry);
+                options.exclude.push(value);
             }
-            _ => return Err(format!("unknown option {name}")),
         }
     }
     options.root = root.ok_or("give the ROOT directory to dump")?;
-    Ok(Command::Dump(options))
+    Ok(Some(options))
 }
 
 fn known_field(field: &str) -> Result<&'static str, String> {
@@ -143,10 +123,7 @@ mod tests {
     use super::*;
 
     fn dump_options(args: &[&str]) -> Result<Options, String> {
-        match parse(args.iter().map(OsString::from))? {
-            Command::Dump(options) => Ok(options),
-            Command::Help => Err("help".into()),
-        }
+        parse(args.iter().map(OsString::from))?.ok_or_else(|| "help".into())
     }
 
     #[test]
@@ -207,5 +184,12 @@ mod tests {
             PathBuf::from("--odd")
         );
         assert_eq!(dump_options(&["--help", "/a"]).unwrap_err(), "help");
+        assert_eq!(dump_options(&["-h"]).unwrap_err(), "help");
+        assert!(dump_options(&["-x", "/a"])
+            .unwrap_err()
+            .contains("unknown option -x"));
+        assert!(dump_options(&["--exclude=", "/a"])
+            .unwrap_err()
+            .contains("without '/'"));
     }
 }

@@ -1,0 +1,117 @@
+//! Persim's hypercall: a `cpuid` whose leaf (eax) is [`MAGIC`], with the operation code in
+//! edx and its argument in rcx. The guest's `hypercall` tool executes it, the TCG plugin
+//! decodes it (docs/tracer.md, "Hypercall").
+
+/// "PERS" as a cpuid leaf: outside every range a CPU or hypervisor defines.
+pub const MAGIC: u32 = 0x5045_5253;
+
+const START: u32 = 1;
+const CHECKPOINT: u32 = 2;
+const SUCCESS: u32 = 3;
+const FAIL: u32 = 4;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operation {
+    Start,
+    Checkpoint(u64),
+    Success,
+    Fail,
+}
+
+impl Operation {
+    /// The operation from the words of `hypercall`'s command line: `start`,
+    /// `checkpoint N`, `success` or `fail` (the host's scripts write them).
+    pub fn parse(args: &[String]) -> Result<Operation, String> {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        match args.as_slice() {
+            ["start"] => Ok(Operation::Start),
+            ["success"] => Ok(Operation::Success),
+            ["fail"] => Ok(Operation::Fail),
+            ["checkpoint", n] => n
+                .parse()
+                .map(Operation::Checkpoint)
+                .map_err(|_| format!("checkpoint number `{n}` is not a non-negative integer")),
+            _ => Err(format!("unknown arguments `{}`", args.join(" "))),
+        }
+    }
+
+    /// (operation code in edx, argument in rcx)
+    pub fn encode(self) -> (u32, u64) {
+        match self {
+            Operation::Start => (START, 0),
+            Operation::Checkpoint(n) => (CHECKPOINT, n),
+            Operation::Success => (SUCCESS, 0),
+            Operation::Fail => (FAIL, 0),
+        }
+    }
+
+    /// The hypercall a `cpuid` makes, from its registers; None for an ordinary cpuid.
+    /// Only the low 32 bits of rax and rdx count, as `cpuid` reads only eax and edx.
+    pub fn decode(rax: u64, rdx: u64, rcx: u64) -> Option<Operation> {
+        if rax as u32 != MAGIC {
+            return None;
+        }
+        match rdx as u32 {
+            START => Some(Operation::Start),
+            CHECKPOINT => Some(Operation::Checkpoint(rcx)),
+            SUCCESS => Some(Operation::Success),
+            FAIL => Some(Operation::Fail),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(text: &str) -> Vec<String> {
+        text.split_whitespace().map(str::to_owned).collect()
+    }
+
+    const ALL: [Operation; 4] = [
+        Operation::Start,
+        Operation::Checkpoint(9),
+        Operation::Success,
+        Operation::Fail,
+    ];
+
+    #[test]
+    fn parses_every_operation() {
+        assert_eq!(Operation::parse(&args("start")), Ok(Operation::Start));
+        assert_eq!(
+            Operation::parse(&args("checkpoint 7")),
+            Ok(Operation::Checkpoint(7))
+        );
+        assert_eq!(Operation::parse(&args("success")), Ok(Operation::Success));
+        assert_eq!(Operation::parse(&args("fail")), Ok(Operation::Fail));
+        assert!(Operation::parse(&args("checkpoint x"))
+            .unwrap_err()
+            .contains("`x`"));
+        assert!(Operation::parse(&args("stop")).is_err());
+    }
+
+    #[test]
+    fn codes_are_distinct_and_carry_the_checkpoint() {
+        let codes: Vec<_> = ALL.map(Operation::encode).into();
+        assert_eq!(codes, [(1, 0), (2, 9), (3, 0), (4, 0)]);
+    }
+
+    #[test]
+    fn decoding_inverts_encoding() {
+        for op in ALL {
+            let (code, arg) = op.encode();
+            assert_eq!(
+                Operation::decode(u64::from(MAGIC), u64::from(code), arg),
+                Some(op)
+            );
+        }
+        // Upper halves of rax/rdx are not part of the call.
+        assert_eq!(
+            Operation::decode(0xffff_ffff_5045_5253, 0xdead_0000_0002, 42),
+            Some(Operation::Checkpoint(42))
+        );
+        assert_eq!(Operation::decode(0, 1, 0), None);
+        assert_eq!(Operation::decode(u64::from(MAGIC), 9, 0), None);
+    }
+}

@@ -1,0 +1,194 @@
+//! The tracing plugin's arguments: the host writes them with [`PluginArgs::to_args`]
+//! (`-plugin LIB,key=value,...`), the plugin reads them with [`PluginArgs::parse`].
+
+use std::path::PathBuf;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PluginArgs {
+    /// Guest-physical PM range: the host knows the machine layout (see
+    /// [`crate::machine::PM_BASE`]) and checks it against the guest kernel's NFIT view
+    /// before tracing starts.
+    pub pm_base: u64,
+    pub pm_size: u64,
+    /// The trace file written.
+    pub trace: PathBuf,
+    /// Record loads too.
+    pub reads: bool,
+    /// A frame-pointer stack trace with every entry.
+    pub stacks: bool,
+    /// Off: `start` instruments nothing and writes no trace, so the plugin costs what a
+    /// loaded, idle plugin costs (the baseline of the overhead measurement).
+    pub tracing: bool,
+    /// The host file behind the NVDIMM and where to copy it at `hypercall start`: the PM
+    /// contents the trace starts from (crash images are built on top of them).
+    pub initial: Option<(PathBuf, PathBuf)>,
+}
+
+impl PluginArgs {
+    /// Arguments for `trace`, with the defaults: no loads, no stacks, tracing on, no
+    /// initial image.
+    pub fn new(pm_base: u64, pm_size: u64, trace: PathBuf) -> PluginArgs {
+        PluginArgs {
+            pm_base,
+            pm_size,
+            trace,
+            reads: false,
+            stacks: false,
+            tracing: true,
+            initial: None,
+        }
+    }
+
+    /// `key=value` strings, one per argument, that [`PluginArgs::parse`] reads back.
+    pub fn to_args(&self) -> Vec<String> {
+        let on_off = |b: bool| if b { "on" } else { "off" };
+        let mut args = vec![
+            format!("pm_base={:#x}", self.pm_base),
+            format!("pm_size={:#x}", self.pm_size),
+            format!("trace={}", self.trace.display()),
+            format!("reads={}", on_off(self.reads)),
+            format!("stacks={}", on_off(self.stacks)),
+            format!("tracing={}", on_off(self.tracing)),
+        ];
+        if let Some((pm_file, initial)) = &self.initial {
+            args.push(format!("pm_file={}", pm_file.display()));
+            args.push(format!("initial={}", initial.display()));
+        }
+        args
+    }
+
+    pub fn parse<'a>(raw: impl IntoIterator<Item = &'a str>) -> Result<PluginArgs, String> {
+        let (mut pm_base, mut pm_size, mut trace) = (None, None, None);
+        let (mut reads, mut stacks, mut tracing) = (false, false, true);
+        let (mut pm_file, mut initial) = (None, None);
+        for arg in raw {
+            let (key, value) = arg
+                .split_once('=')
+                .ok_or_else(|| format!("argument `{arg}` is not key=value"))?;
+            match key {
+                "pm_base" => pm_base = Some(parse_u64(key, value)?),
+                "pm_size" => pm_size = Some(parse_u64(key, value)?),
+                "trace" => trace = Some(PathBuf::from(value)),
+                "reads" => reads = parse_bool(key, value)?,
+                "pm_file" => pm_file = Some(PathBuf::from(value)),
+                "initial" => initial = Some(PathBuf::from(value)),
+                "stacks" => stacks = parse_bool(key, value)?,
+                "tracing" => tracing = parse_bool(key, value)?,
+                _ => return Err(format!("unknown argument `{key}`")),
+            }
+        }
+        let need = |name: &str| format!("missing argument `{name}`");
+        Ok(PluginArgs {
+            pm_base: pm_base.ok_or_else(|| need("pm_base"))?,
+            pm_size: pm_size
+                .filter(|s| *s > 0)
+                .ok_or_else(|| need("pm_size (> 0)"))?,
+            trace: trace.ok_or_else(|| need("trace"))?,
+            reads,
+            stacks,
+            tracing,
+            initial: match (pm_file, initial) {
+                (Some(pm_file), Some(initial)) => Some((pm_file, initial)),
+                (None, None) => None,
+                _ => return Err("`pm_file` and `initial` go together".into()),
+            },
+        })
+    }
+}
+
+fn parse_u64(key: &str, value: &str) -> Result<u64, String> {
+    let parsed = match value.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => value.parse(),
+    };
+    parsed.map_err(|_| format!("`{key}={value}` is not a number"))
+}
+
+fn parse_bool(key: &str, value: &str) -> Result<bool, String> {
+    match value {
+        "on" | "true" => Ok(true),
+        "off" | "false" => Ok(false),
+        _ => Err(format!("`{key}={value}` must be on or off")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip(args: &PluginArgs) -> PluginArgs {
+        let raw = args.to_args();
+        PluginArgs::parse(raw.iter().map(String::as_str)).unwrap()
+    }
+
+    #[test]
+    fn every_argument_survives_a_round_trip() {
+        let plain = PluginArgs::new(1 << 32, 64 << 20, "/t/x".into());
+        assert_eq!(round_trip(&plain), plain);
+        let full = PluginArgs {
+            reads: true,
+            stacks: true,
+            tracing: false,
+            initial: Some(("/c/pm-1-0.img".into(), "/t/x.initial".into())),
+            ..plain.clone()
+        };
+        assert_eq!(round_trip(&full), full);
+        assert_eq!(
+            full.to_args(),
+            [
+                "pm_base=0x100000000",
+                "pm_size=0x4000000",
+                "trace=/t/x",
+                "reads=on",
+                "stacks=on",
+                "tracing=off",
+                "pm_file=/c/pm-1-0.img",
+                "initial=/t/x.initial",
+            ]
+        );
+    }
+
+    #[test]
+    fn parses_hand_written_arguments_with_defaults() {
+        let args = PluginArgs::parse([
+            "pm_base=4294967296",
+            "pm_size=0x4000000",
+            "trace=/t/x",
+            "reads=on",
+            "stacks=on",
+        ])
+        .unwrap();
+        assert_eq!(
+            args,
+            PluginArgs {
+                reads: true,
+                stacks: true,
+                ..PluginArgs::new(1 << 32, 64 << 20, "/t/x".into())
+            }
+        );
+        let with_initial = PluginArgs::parse([
+            "pm_base=0",
+            "pm_size=64",
+            "trace=/t",
+            "pm_file=/p",
+            "initial=/i",
+        ])
+        .unwrap();
+        assert_eq!(with_initial.initial, Some(("/p".into(), "/i".into())));
+        let idle =
+            PluginArgs::parse(["pm_base=0", "pm_size=64", "trace=/t", "tracing=off"]).unwrap();
+        assert!(!idle.tracing && !idle.stacks && !idle.reads);
+    }
+
+    #[test]
+    fn rejects_bad_arguments_by_name() {
+        let e = |raw: &[&str]| PluginArgs::parse(raw.iter().copied()).unwrap_err();
+        assert!(e(&["pm_base=1", "trace=/t"]).contains("pm_size"));
+        assert!(e(&["pm_base=0", "pm_size=0", "trace=/t"]).contains("pm_size"));
+        assert!(e(&["pm_base=x", "pm_size=1", "trace=/t"]).contains("pm_base=x"));
+        assert!(e(&["pm_base=0", "pm_size=1", "trace=/t", "reads=maybe"]).contains("reads"));
+        assert!(e(&["pm_base=0", "pm_size=64", "trace=/t", "pm_file=/p"]).contains("together"));
+        assert!(e(&["colour=red"]).contains("colour"));
+        assert!(e(&["novalue"]).contains("key=value"));
+    }
+}
