@@ -6,7 +6,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p persim-plugin
-cargo build --release -p persim-guest --target x86_64-unknown-linux-gnu \
-    --config 'target.x86_64-unknown-linux-gnu.rustflags=["-C","target-feature=+crt-static","-C","force-frame-pointers=yes"]'
+cargo guest-tools
 cargo test --release -p persim-vm --test guest bench_tracer_overhead -- --ignored --nocapture 2>&1 |
     grep -v '^persim trace:'

@@ -5,6 +5,10 @@ set -euo pipefail
 
 readonly BACKPORTS_SOURCES=/etc/apt/sources.list.d/persim-bookworm-backports.sources
 readonly QEMU_MIN_MAJOR=10
+# A second guest kernel, unpacked (not installed: the newest installed kernel stays the
+# default one) for vm/ext4-dax-6.12.toml: $KERNELS_DIR/$EXTRA_KERNEL_SERIES/{vmlinuz,modules,System.map}.
+readonly KERNELS_DIR=/var/lib/persim/kernels
+readonly EXTRA_KERNEL_SERIES=6.12
 
 die() {
     echo "setup.sh: error: $*" >&2
@@ -84,7 +88,52 @@ install_packages() {
         qemu-system-x86
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
         linux-image-amd64 busybox-static e2fsprogs xfsprogs \
-        build-essential pkg-config libglib2.0-dev libc6-dev
+        build-essential pkg-config libglib2.0-dev libc6-dev libpmem-dev
+}
+
+# Downloads the current linux-image-6.12.*-amd64 (the package the meta-package
+# linux-image-6.12-amd64 depends on, from bookworm-backports or bookworm-security), unpacks
+# it into $KERNELS_DIR/<package>/, generates its modules.dep, adds release-independent
+# names (vmlinuz, modules, System.map), points $KERNELS_DIR/6.12 at it and removes the
+# packages it supersedes.
+unpack_extra_kernel() {
+    local meta=linux-image-$EXTRA_KERNEL_SERIES-amd64 pkg
+    pkg=$(apt-cache depends -t bookworm-backports "$meta" |
+        awk -v series="linux-image-$EXTRA_KERNEL_SERIES." '$1 == "Depends:" && index($2, series) == 1 { print $2; exit }')
+    [[ -n $pkg ]] || die "cannot find the kernel package $meta depends on"
+    local dir=$KERNELS_DIR/$pkg
+    if [[ -f $dir/modules/modules.dep && -e $dir/vmlinuz && -e $dir/System.map ]]; then
+        echo "setup.sh: kernel $pkg already unpacked in $dir"
+    else
+        echo "setup.sh: unpacking $pkg into $dir"
+        local tmp
+        tmp=$(mktemp -d)
+        chown _apt "$tmp" 2>/dev/null || true # apt downloads as _apt when it can
+        (cd "$tmp" && apt-get download -q -t bookworm-backports "$pkg")
+        rm -rf "$dir.tmp"
+        mkdir -p "$dir.tmp"
+        dpkg-deb -x "$tmp"/"$pkg"_*.deb "$dir.tmp"
+        rm -rf "$tmp"
+        local image release
+        image=$(cd "$dir.tmp/boot" && echo vmlinuz-*)
+        release=${image#vmlinuz-}
+        [[ -f $dir.tmp/boot/$image && -d $dir.tmp/lib/modules/$release ]] ||
+            die "$pkg has no boot/vmlinuz-<release> with lib/modules/<release>"
+        depmod -b "$dir.tmp" "$release"
+        ln -sfn "boot/vmlinuz-$release" "$dir.tmp/vmlinuz"
+        ln -sfn "boot/System.map-$release" "$dir.tmp/System.map"
+        ln -sfn "lib/modules/$release" "$dir.tmp/modules"
+        rm -rf "$dir"
+        mv "$dir.tmp" "$dir"
+    fi
+    ln -sfn "$pkg" "$KERNELS_DIR/$EXTRA_KERNEL_SERIES"
+    echo "setup.sh: $KERNELS_DIR/$EXTRA_KERNEL_SERIES -> $pkg"
+    local old
+    for old in "$KERNELS_DIR/linux-image-$EXTRA_KERNEL_SERIES."*; do
+        [[ -d $old && $old != "$dir" ]] || continue
+        echo "setup.sh: removing the superseded $old"
+        rm -rf "$old"
+    done
 }
 
 check_installed() {
@@ -99,7 +148,7 @@ check_installed() {
 # found) is a result, not a setup failure.
 run_main_job() {
     local persim out
-    persim="$(dirname "$0")/../target/release/persim"
+    persim=/usr/local/bin/persim
     out=${PERSIM_DEMO_DIR:-/tmp/persim-demo}/hello-world
     echo "setup.sh: main job: persim run --fs ext4 --test hello-world --out $out"
     "$persim" run --fs ext4 --test hello-world --out "$out" || [[ $? -eq 1 ]]
@@ -110,18 +159,28 @@ build_workspace() {
     (cd "$(dirname "$0")/.." && cargo build --release --workspace)
 }
 
-# The guest tools run in the initramfs, which has no C library: link them statically.
-# Frame pointers make them walkable by `persim trace --stack-traces`.
+# The guest tools run in the initramfs, which has no C library: `cargo guest-tools`
+# (.cargo/config.toml) links them statically, with frame pointers for
+# `persim trace --stack-traces`.
 build_guest_tools() {
-    (cd "$(dirname "$0")/.." && cargo build --release -p persim-guest --target x86_64-unknown-linux-gnu \
-        --config 'target.x86_64-unknown-linux-gnu.rustflags=["-C","target-feature=+crt-static","-C","force-frame-pointers=yes"]')
+    (cd "$(dirname "$0")/.." && cargo guest-tools)
 }
 
 usage() {
     echo "usage: $0 [--no-main-job]"
-    echo "Installs QEMU 10, the guest kernel and tools (Debian packages), builds Persim, and"
+    echo "Installs QEMU 10, the guest kernel and tools (Debian packages), unpacks Debian's 6.12"
+    echo "kernel into $KERNELS_DIR (for vm/ext4-dax-6.12.toml), builds Persim, and"
     echo "runs the main job (the hello-world file-system test on ext4-DAX, end to end)."
     echo "  --no-main-job   install and build only (what scripts/test.sh uses)"
+}
+
+# The worked example of testing your own program (suites/README.md): a libpmem program.
+build_examples() {
+    local root
+    root="$(dirname "$0")/.."
+    mkdir -p "$root/target/examples"
+    cc -O2 -Wall -Werror -o "$root/target/examples/transfer" \
+        "$root/examples/own-program/transfer.c" -lpmem
 }
 
 main() {
@@ -138,9 +197,12 @@ main() {
     apt_update
     check_qemu_candidate
     install_packages
+    unpack_extra_kernel
     check_installed
     build_workspace
     build_guest_tools
+    build_examples
+    bash "$(dirname "$0")/install.sh" /usr/local
     if ((main_job)); then run_main_job; fi
 }
 

@@ -31,10 +31,7 @@ in_process() {
 in_vm() {
     local mutant=$1 test=${vm_expectation[$1]%%:*} verdict=${vm_expectation[$1]#*:}
     local target=target/mutants/$mutant out=target/mutants/$mutant/run-$test
-    cargo build --release -p persim-guest --features "$mutant" \
-        --target x86_64-unknown-linux-gnu --target-dir "$target" \
-        --config 'target.x86_64-unknown-linux-gnu.rustflags=["-C","target-feature=+crt-static","-C","force-frame-pointers=yes"]' ||
-        return 1
+    cargo guest-tools --features "persim-subjects/$mutant" --target-dir "$target" || return 1
     rm -rf "$out"
     target/release/persim run --fs ext4 --test "ringbuf/$test" --strategy global-prefix \
         --guest-tools "$target/x86_64-unknown-linux-gnu/release" --out "$out" -q

@@ -39,6 +39,11 @@ pub struct PendingUnit {
 pub enum DebugError {
     Trace(TraceError),
     Model(ModelError),
+    /// The index asked for is past the end of the trace.
+    Beyond {
+        index: u64,
+        entries: u64,
+    },
 }
 
 impl std::fmt::Display for DebugError {
@@ -46,6 +51,12 @@ impl std::fmt::Display for DebugError {
         match self {
             DebugError::Trace(e) => write!(f, "{e}"),
             DebugError::Model(e) => write!(f, "{e}"),
+            DebugError::Beyond { index, entries } => write!(
+                f,
+                "entry {index} is beyond the trace, which has {entries} entries (0 to {}; \
+                 {entries} is its end)",
+                entries.saturating_sub(1)
+            ),
         }
     }
 }
@@ -59,11 +70,19 @@ pub fn pending_at(
     index: u64,
 ) -> Result<PendingState, DebugError> {
     let mut replay = Replay::new(config);
+    let mut replayed = 0u64;
     for entry in entries.into_iter().take(index as usize) {
         let entry = entry.map_err(DebugError::Trace)?;
         replay
             .step(&entry, &mut Discard)
             .map_err(DebugError::Model)?;
+        replayed += 1;
+    }
+    if replayed < index {
+        return Err(DebugError::Beyond {
+            index,
+            entries: replayed,
+        });
     }
     let lines = replay
         .pending_lines()

@@ -1,83 +1,34 @@
 //! Line diffs between two states, for people: which paths and fields differ.
 
+use similar::{capture_diff_slices_deadline, group_diff_ops, Algorithm, ChangeTag};
+use std::time::{Duration, Instant};
+
+/// How long the diff may search for a minimal edit script; past it, `similar` settles for a
+/// coarser one (more lines removed and added), so huge, very different states stay cheap.
+const DEADLINE: Duration = Duration::from_millis(500);
+
 /// A unified-style diff of `old` and `new` (lines prefixed `-`, `+`, or ` ` for up to
-/// `context` unchanged lines around each change). Empty when the texts are equal.
+/// `context` unchanged lines around each change, `  ...` between hunks). Empty when the
+/// texts are equal.
 pub fn line_diff(old: &str, new: &str, context: usize) -> String {
     let a: Vec<&str> = old.lines().collect();
     let b: Vec<&str> = new.lines().collect();
-    // Unchanged head and tail are cut off first, so the quadratic part only sees the
-    // region that differs (states of one test differ in a few lines).
-    let head = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
-    let tail = a[head..]
-        .iter()
-        .rev()
-        .zip(b[head..].iter().rev())
-        .take_while(|(x, y)| x == y)
-        .count();
-    let (ma, mb) = (&a[head..a.len() - tail], &b[head..b.len() - tail]);
-    let mut ops: Vec<(char, &str)> = a[..head].iter().map(|l| (' ', *l)).collect();
-    ops.extend(middle_ops(ma, mb));
-    ops.extend(a[a.len() - tail..].iter().map(|l| (' ', *l)));
-    render(&ops, context)
-}
-
-/// Edit script of the differing middle part: longest common subsequence when it is
-/// small enough, else everything removed and added.
-fn middle_ops<'a>(a: &[&'a str], b: &[&'a str]) -> Vec<(char, &'a str)> {
-    const MAX_CELLS: usize = 4_000_000;
-    if a.len() * b.len() > MAX_CELLS {
-        let removed = a.iter().map(|l| ('-', *l));
-        return removed.chain(b.iter().map(|l| ('+', *l))).collect();
-    }
-    // lcs[i][j]: length of the LCS of a[i..] and b[j..]
-    let w = b.len() + 1;
-    let mut lcs = vec![0u32; (a.len() + 1) * w];
-    for i in (0..a.len()).rev() {
-        for j in (0..b.len()).rev() {
-            lcs[i * w + j] = if a[i] == b[j] {
-                lcs[(i + 1) * w + j + 1] + 1
-            } else {
-                lcs[(i + 1) * w + j].max(lcs[i * w + j + 1])
-            };
-        }
-    }
-    let (mut i, mut j, mut ops) = (0, 0, Vec::new());
-    while i < a.len() || j < b.len() {
-        if i < a.len() && j < b.len() && a[i] == b[j] {
-            ops.push((' ', a[i]));
-            i += 1;
-            j += 1;
-        } else if i < a.len() && (j == b.len() || lcs[(i + 1) * w + j] >= lcs[i * w + j + 1]) {
-            ops.push(('-', a[i]));
-            i += 1;
-        } else {
-            ops.push(('+', b[j]));
-            j += 1;
-        }
-    }
-    ops
-}
-
-fn render(ops: &[(char, &str)], context: usize) -> String {
-    let changed: Vec<usize> = (0..ops.len()).filter(|&i| ops[i].0 != ' ').collect();
-    let near_change = |i: usize| {
-        let k = changed.partition_point(|&c| c + context < i);
-        changed.get(k).is_some_and(|&c| c <= i + context)
-    };
+    let ops =
+        capture_diff_slices_deadline(Algorithm::Myers, &a, &b, Some(Instant::now() + DEADLINE));
     let mut out = String::new();
-    let mut skipped = false;
-    for (i, (tag, line)) in ops.iter().enumerate() {
-        if near_change(i) {
-            if skipped {
-                out.push_str("  ...\n");
-                skipped = false;
-            }
-            out.push(*tag);
+    for (i, hunk) in group_diff_ops(ops, context).iter().enumerate() {
+        if i > 0 {
+            out.push_str("  ...\n");
+        }
+        for change in hunk.iter().flat_map(|op| op.iter_changes(&a, &b)) {
+            out.push(match change.tag() {
+                ChangeTag::Equal => ' ',
+                ChangeTag::Delete => '-',
+                ChangeTag::Insert => '+',
+            });
             out.push(' ');
-            out.push_str(line);
+            out.push_str(change.value());
             out.push('\n');
-        } else {
-            skipped = !out.is_empty() || skipped;
         }
     }
     out
@@ -95,6 +46,11 @@ mod tests {
             line_diff(old, new, 1),
             "  c\n- d\n+ D\n  e\n  ...\n  g\n+ h\n"
         );
+        // Context that reaches from one change to the next joins their hunks.
+        assert_eq!(
+            line_diff(old, new, 2),
+            "  b\n  c\n- d\n+ D\n  e\n  f\n  g\n+ h\n"
+        );
         assert_eq!(line_diff(old, old, 3), "");
     }
 
@@ -103,5 +59,31 @@ mod tests {
         let old = "{\n  \"/mnt\": 1,\n  \"/mnt/b\": 2\n}\n";
         let new = "{\n  \"/mnt\": 1,\n  \"/mnt/a\": 5,\n  \"/mnt/b\": 2\n}\n";
         assert_eq!(line_diff(old, new, 0), "+   \"/mnt/a\": 5,\n");
+    }
+
+    #[test]
+    fn keeps_common_lines_between_changes() {
+        // A minimal edit script: the unchanged `x` and `y` are not removed and re-added.
+        let old = "1\nx\n2\ny\n3\n";
+        let new = "x\n4\ny\n";
+        assert_eq!(line_diff(old, new, 9), "- 1\n  x\n- 2\n+ 4\n  y\n- 3\n");
+        assert_eq!(line_diff(old, new, 0), "- 1\n  ...\n- 2\n+ 4\n  ...\n- 3\n");
+    }
+
+    #[test]
+    fn large_very_different_states_still_diff() {
+        // More than 4M line pairs: every line of each side shows up once.
+        let old: String = (0..3000).map(|i| format!("old {i}\n")).collect();
+        let new: String = (0..3000).map(|i| format!("new {i}\n")).collect();
+        let diff = line_diff(&old, &new, 1);
+        assert_eq!(
+            diff.lines().filter(|l| l.starts_with("- old ")).count(),
+            3000
+        );
+        assert_eq!(
+            diff.lines().filter(|l| l.starts_with("+ new ")).count(),
+            3000
+        );
+        assert_eq!(diff.lines().count(), 6000);
     }
 }

@@ -4,11 +4,9 @@
 mod debug;
 mod diff;
 mod report;
-mod state;
 mod verdict;
 
 pub use debug::{entries_touching, pending_at, DebugError, PendingLine, PendingState, PendingUnit};
 pub use diff::line_diff;
-pub use report::{Mark, Report};
-pub use state::Recovered;
+pub use report::{Mark, Report, Timings};
 pub use verdict::{verdicts, CheckpointVerdict, ErrorInfo, ImageOrigins, StateInfo};

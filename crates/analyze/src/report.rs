@@ -1,8 +1,9 @@
 //! The report of one test run: `report.json` for programs, `report.txt` for people.
 
 use crate::verdict::CheckpointVerdict;
-use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use persim_model::{CacheMode, Strategy};
+use persim_vm::Outcome;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt::Write as _;
 
 /// `report.json` (the CLI contract of `persim run`).
@@ -10,15 +11,44 @@ use std::fmt::Write as _;
 pub struct Report {
     pub test: String,
     pub fs: String,
-    pub cache: String,
-    pub strategy: String,
+    pub cache: CacheMode,
+    pub strategy: Strategy,
     pub checkpoints: Vec<CheckpointVerdict>,
-    /// Seconds per phase (trace, images, states, total).
-    pub timings: BTreeMap<String, f64>,
+    pub timings: Timings,
 }
 
-/// The one-letter result of a test in suite tables.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// Seconds per stage of a run; a stage that was reused from an earlier, interrupted run
+/// has none.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Timings {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub images: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub states: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<f64>,
+}
+
+impl Timings {
+    fn to_text(&self) -> Option<String> {
+        let stages = [
+            ("trace", self.trace),
+            ("images", self.images),
+            ("states", self.states),
+            ("total", self.total),
+        ];
+        let parts: Vec<String> = stages
+            .iter()
+            .filter_map(|(name, seconds)| seconds.map(|s| format!("{name} {s:.1} s")))
+            .collect();
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
+}
+
+/// The one-letter result of a test in suite tables, serialised as its symbol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mark {
     /// ✓ every interval atomic.
     Atomic,
@@ -30,9 +60,20 @@ pub enum Mark {
     ExtractionError,
     /// C: the guest kernel crashed while recovering some image.
     RecoveryCrash,
+    /// !: the test could not be run (its workload failed, or the tool did).
+    NotRun,
 }
 
 impl Mark {
+    const ALL: [Mark; 6] = [
+        Mark::Atomic,
+        Mark::AtomicityViolation,
+        Mark::MultipleFinalStates,
+        Mark::ExtractionError,
+        Mark::RecoveryCrash,
+        Mark::NotRun,
+    ];
+
     pub fn symbol(self) -> &'static str {
         match self {
             Mark::Atomic => "✓",
@@ -40,7 +81,24 @@ impl Mark {
             Mark::MultipleFinalStates => "S",
             Mark::ExtractionError => "E",
             Mark::RecoveryCrash => "C",
+            Mark::NotRun => "!",
         }
+    }
+}
+
+impl Serialize for Mark {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.symbol())
+    }
+}
+
+impl<'de> Deserialize<'de> for Mark {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Mark, D::Error> {
+        let symbol = String::deserialize(d)?;
+        Mark::ALL
+            .into_iter()
+            .find(|m| m.symbol() == symbol)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown result mark `{symbol}`")))
     }
 }
 
@@ -53,7 +111,7 @@ impl Report {
     /// states, atomicity violations.
     pub fn mark(&self) -> Mark {
         let errors = || self.checkpoints.iter().flat_map(|c| &c.errors);
-        if errors().any(|e| e.outcome == "guest-crash") {
+        if errors().any(|e| e.outcome == Outcome::GuestCrash) {
             Mark::RecoveryCrash
         } else if errors().next().is_some() {
             Mark::ExtractionError
@@ -84,6 +142,12 @@ impl Report {
         for c in &self.checkpoints {
             let verdict = if c.atomic {
                 "atomic".to_string()
+            } else if !c.single_final_state && c.states.len() > 2 {
+                format!(
+                    "VIOLATION: {} final states, and not atomic ({} states)",
+                    c.final_states.len(),
+                    c.states.len()
+                )
             } else if !c.single_final_state {
                 format!("VIOLATION: {} final states", c.final_states.len())
             } else if !c.errors.is_empty() {
@@ -117,13 +181,8 @@ impl Report {
                 let _ = writeln!(t, "  error in {}: {}: {first_line}", e.state, e.outcome);
             }
         }
-        if !self.timings.is_empty() {
-            let timings: Vec<String> = self
-                .timings
-                .iter()
-                .map(|(k, v)| format!("{k} {v:.1} s"))
-                .collect();
-            let _ = writeln!(t, "\ntimings: {}", timings.join(", "));
+        if let Some(timings) = self.timings.to_text() {
+            let _ = writeln!(t, "\ntimings: {timings}");
         }
         t
     }
@@ -137,5 +196,80 @@ fn abbreviate(points: &[u64]) -> String {
         format!("{}, … ({} in all)", shown.join(", "), points.len())
     } else {
         shown.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn marks_serialise_as_their_symbols() {
+        for mark in Mark::ALL {
+            let json = serde_json::to_string(&mark).unwrap();
+            assert_eq!(json, format!("\"{}\"", mark.symbol()));
+            assert_eq!(serde_json::from_str::<Mark>(&json).unwrap(), mark);
+        }
+        assert!(serde_json::from_str::<Mark>("\"?\"").is_err());
+    }
+
+    #[test]
+    fn report_json_keeps_its_shape() {
+        let report = Report {
+            test: "t".into(),
+            fs: "ext4-dax".into(),
+            cache: CacheMode::Persistent,
+            strategy: Strategy::GlobalPrefix,
+            checkpoints: Vec::new(),
+            timings: Timings {
+                images: Some(1.5),
+                ..Timings::default()
+            },
+        };
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["cache"], "persistent");
+        assert_eq!(json["strategy"], "global-prefix");
+        assert_eq!(json["timings"], serde_json::json!({"images": 1.5}));
+        let back: Report = serde_json::from_value(json).unwrap();
+        assert_eq!(back, report);
+        assert!(report.to_text().contains("timings: images 1.5 s"));
+    }
+
+    #[test]
+    fn an_interval_with_two_violations_names_both() {
+        let state = |k: usize| crate::verdict::StateInfo {
+            name: format!("c1s{k}"),
+            outcome: Outcome::State,
+            partial_only: false,
+            failure_points: vec![k as u64],
+            images: vec![format!("{k:064x}")],
+        };
+        let interval = |states: usize, finals: usize| CheckpointVerdict {
+            from: 1,
+            to: 2,
+            states: (0..states).map(state).collect(),
+            final_states: (0..finals).map(|k| format!("c1s{k}")).collect(),
+            single_final_state: finals == 1,
+            atomic: false,
+            errors: Vec::new(),
+        };
+        let text = |c: CheckpointVerdict| {
+            Report {
+                test: "t".into(),
+                fs: "f".into(),
+                cache: CacheMode::Volatile,
+                strategy: Strategy::GlobalPrefix,
+                checkpoints: vec![c],
+                timings: Timings::default(),
+            }
+            .to_text()
+        };
+        let both = text(interval(4, 2));
+        assert!(
+            both.contains("VIOLATION: 2 final states, and not atomic (4 states)"),
+            "{both}"
+        );
+        assert!(text(interval(2, 2)).contains("VIOLATION: 2 final states\n"));
+        assert!(text(interval(3, 1)).contains("VIOLATION: not atomic (3 states)"));
     }
 }

@@ -2,8 +2,8 @@
 //! checkpoint N and N+1, the final states (at the first failure point of N+1), *single
 //! final state* and *atomic*.
 
-use crate::state::Recovered;
 use persim_model::{Choice, FailurePoint, Origin};
+use persim_vm::{Outcome, Recovered};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 pub struct StateInfo {
     /// `c<N>s<K>`: the K-th state discovered in interval N.
     pub name: String,
-    pub outcome: String,
+    pub outcome: Outcome,
     /// Every image behind this state in the interval is a partial one (neither nothing nor
     /// everything pending): only reordering or torn writes lead here.
     pub partial_only: bool,
@@ -26,7 +26,7 @@ pub struct StateInfo {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorInfo {
     pub state: String,
-    pub outcome: String,
+    pub outcome: Outcome,
     pub output: String,
 }
 
@@ -143,11 +143,11 @@ impl<'a> Interval<'a> {
         let i = *self.by_state.entry(recovered).or_insert(next);
         if i == next {
             let name = format!("c{}s{}", self.checkpoint, i);
-            let outcome = recovered.map_or("not-extracted", Recovered::outcome);
+            let outcome = recovered.map_or(Outcome::NotExtracted, Recovered::outcome);
             if recovered.is_none_or(Recovered::is_error) {
                 self.errors.push(ErrorInfo {
                     state: name.clone(),
-                    outcome: outcome.to_string(),
+                    outcome,
                     output: recovered
                         .map_or("no state was extracted for this image", |r| r.text())
                         .to_string(),
@@ -155,7 +155,7 @@ impl<'a> Interval<'a> {
             }
             self.states.push(StateInfo {
                 name,
-                outcome: outcome.to_string(),
+                outcome,
                 partial_only: true,
                 failure_points: Vec::new(),
                 images: Vec::new(),

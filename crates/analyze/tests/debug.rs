@@ -38,3 +38,17 @@ fn entries_touching_lines_with_fences_between() {
     assert_eq!(indices, ["2", "3", "4", "5", "6"]);
     assert!(both[2].contains("fence sfence"));
 }
+
+#[test]
+fn an_index_beyond_the_trace_is_an_error_and_its_end_is_not() {
+    let entries = reader().count() as u64;
+    assert!(pending_at(reader(), Config::new(0x2000), entries).is_ok());
+    let e = pending_at(reader(), Config::new(0x2000), entries + 5)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(&format!("entry {} is beyond the trace", entries + 5))
+            && e.contains(&format!("has {entries} entries")),
+        "{e}"
+    );
+}

@@ -1,7 +1,8 @@
 //! Verdicts on hand-made image indexes: what each interval's states and flags must be.
 
-use persim_analyze::{verdicts, ImageOrigins, Recovered};
+use persim_analyze::{verdicts, ImageOrigins};
 use persim_model::{Choice, FailureKind, FailurePoint, Origin};
+use persim_vm::Recovered;
 use std::collections::HashMap;
 
 fn origin(index: u64, kind: FailureKind, checkpoint: u64, choice: Choice) -> Origin {
@@ -123,7 +124,7 @@ fn several_final_states_and_failed_recoveries_are_reported() {
     let errors: Vec<(&str, &str)> = c
         .errors
         .iter()
-        .map(|e| (e.outcome.as_str(), e.output.as_str()))
+        .map(|e| (e.outcome.name(), e.output.as_str()))
         .collect();
     assert_eq!(
         errors,

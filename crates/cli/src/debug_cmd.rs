@@ -5,8 +5,9 @@ use anyhow::Result;
 use clap::Subcommand;
 use persim_analyze::{entries_touching, pending_at};
 use persim_model::{CacheMode, Config};
+use persim_tester::{materialise_images, RunDir};
 use persim_trace::Reader;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 #[derive(Subcommand, Debug)]
 pub enum DebugCommand {
@@ -18,6 +19,18 @@ pub enum DebugCommand {
         /// Line addresses (PM offsets; any byte of a line names it), comma-separated.
         #[arg(long, value_delimiter = ',', value_parser = parse_size, required = true)]
         lines: Vec<u64>,
+    },
+    /// Make crash images of a run again from its trace (a run keeps only their states,
+    /// unless --keep-images): writes OUT/<hash>.img for each hash, as `b3sum` names it.
+    Image {
+        /// A run directory.
+        dir: PathBuf,
+        /// Image hashes, as report.json and `persim report --failure-points` name them.
+        #[arg(long = "hash", value_delimiter = ',', required = true)]
+        hashes: Vec<String>,
+        /// Where to write them.
+        #[arg(short, long, default_value = ".")]
+        out: PathBuf,
     },
     /// The crash model's pending state just before entry INDEX: dirty lines, their
     /// pending stores in order, flush marks.
@@ -36,9 +49,14 @@ pub enum DebugCommand {
 
 pub fn run(command: &DebugCommand) -> Result<()> {
     match command {
+        DebugCommand::Image { dir, hashes, out } => {
+            for path in materialise_images(&RunDir::new(dir), hashes, out)? {
+                outln!("{}", path.display())?;
+            }
+        }
         DebugCommand::Lines { dir, lines } => {
-            for line in entries_touching(Reader::open(&trace_of(dir))?, lines)? {
-                println!("{line}");
+            for line in entries_touching(Reader::open(&RunDir::trace_of(dir))?, lines)? {
+                outln!("{line}")?;
             }
         }
         DebugCommand::At {
@@ -47,27 +65,18 @@ pub fn run(command: &DebugCommand) -> Result<()> {
             cache,
             json,
         } => {
-            let reader = Reader::open(&trace_of(dir))?;
+            let reader = Reader::open(&RunDir::trace_of(dir))?;
             // a hand-written trace may not say its PM size; any size holds its stores
             let pm_size = Some(reader.header().pm_size).filter(|&s| s > 0);
             let mut config = Config::new(pm_size.unwrap_or(u64::MAX / 2));
             config.cache = *cache;
             let state = pending_at(reader, config, *index)?;
             if *json {
-                println!("{}", serde_json::to_string_pretty(&state)?);
+                outln!("{}", serde_json::to_string_pretty(&state)?)?;
             } else {
-                print!("{}", state.to_text());
+                out!("{}", state.to_text())?;
             }
         }
     }
     Ok(())
-}
-
-/// A run directory's trace, or the trace file itself.
-fn trace_of(path: &Path) -> PathBuf {
-    if path.is_dir() {
-        path.join("trace.ptrace")
-    } else {
-        path.to_path_buf()
-    }
 }

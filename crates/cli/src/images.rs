@@ -2,20 +2,19 @@
 
 use crate::progress::Progress;
 use crate::size::parse_size;
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 use clap::Args;
-use persim_image::{Image, ImageStore, DEFAULT_HASH_LEVEL};
-use persim_model::{CacheMode, Config, FailurePoint, FailureView, Origin, Replay, Sink, Strategy};
-use persim_trace::{initial_image_path, Reader};
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
+use persim_image::DEFAULT_HASH_LEVEL;
+use persim_model::{CacheMode, Config, Strategy};
+use persim_tester::{
+    generate_images, ImagesJsonWriter, ImagesOptions, ImagesSummary, PointRecord, PointSink,
+};
 use std::io::{self, Write};
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
 
 /// Generate the crash images a trace can leave on persistent memory.
 ///
-/// Replays TRACE through the crash model (shared MODEL.md) and, at every failure point
+/// Replays TRACE through the crash model (docs/model.md) and, at every failure point
 /// (fences, checkpoints, the end of the trace), chooses crash images with the strategy,
 /// hashes them (BLAKE3, as b3sum) and, with --out, stores each distinct image once.
 #[derive(Args, Debug)]
@@ -69,277 +68,119 @@ pub struct ImagesArgs {
     pub quiet: bool,
 }
 
+impl From<&ImagesArgs> for ImagesOptions {
+    fn from(a: &ImagesArgs) -> Self {
+        ImagesOptions {
+            pm_size: a.pm_size,
+            blk_size: a.blk_size,
+            cache: a.cache,
+            strategy: a.strategy,
+            max_images: a.max_images,
+            seed: a.seed,
+            from_checkpoint: a.from_checkpoint,
+            hash_level: a.hash_level,
+            initial: a.initial.clone(),
+            store: a.out.clone(),
+            hex: a.hex,
+            materialise: None,
+        }
+    }
+}
+
 pub fn run(args: &ImagesArgs) -> Result<()> {
-    generate(args, io::stdout().lock())
-}
-
-/// Replays the trace and writes the table or the JSON object to `out`.
-pub fn generate(args: &ImagesArgs, out: impl Write) -> Result<()> {
-    let reader = Reader::open(&args.trace)?;
-    let header = reader.header();
-    let Some(pm_size) = args
-        .pm_size
-        .or((header.pm_size > 0).then_some(header.pm_size))
-    else {
-        bail!(
-            "the PM size of {} is unknown: give --pm-size BYTES (or start the trace with \
-             `# persim-trace pm-size=BYTES`)",
-            args.trace.display()
+    let out = io::stdout().lock();
+    let mut progress = Progress::new("persim images", !args.quiet);
+    let options = ImagesOptions::from(args);
+    if args.json {
+        let mut writer = ImagesJsonWriter::new(out);
+        let generated = generate_images(
+            &options,
+            &args.trace,
+            |_| Ok(()),
+            &mut writer,
+            &mut progress,
         );
-    };
-    let config = Config {
-        cache: args.cache,
-        strategy: args.strategy,
-        max_images: args.max_images,
-        seed: args.seed,
-        pm_size,
-        blk_size: args.blk_size.unwrap_or(header.blk_size),
-    };
-    let initial = args.initial.clone().or_else(|| {
-        let recorded = initial_image_path(&args.trace);
-        recorded.is_file().then_some(recorded)
-    });
-    let persisted = match &initial {
-        Some(path) => Image::from_file(path, config.image_len())
-            .with_context(|| format!("reading the initial image {}", path.display()))?,
-        None => Image::zeroed(config.image_len()),
-    }
-    .with_hash_level(args.hash_level)?;
-    let store = args.out.as_ref().map(ImageStore::open).transpose()?;
-    let mut output = Output::new(args.json, out);
-    if !args.json {
-        output.title(&args.trace, &config)?;
-    }
-    let mut sink = ImageSink {
-        persisted,
-        store,
-        hex: args.hex,
-        from_checkpoint: args.from_checkpoint,
-        output,
-        images: BTreeMap::new(),
-        points: 0,
-        incomplete: 0,
-        index_saved: Instant::now(),
-    };
-    let mut progress = Progress::new(!args.quiet);
-    let mut replay = Replay::new(config);
-    let mut entries = 0u64;
-    for entry in reader {
-        replay.step(&entry?, &mut sink)?;
-        entries += 1;
-        if entries.is_multiple_of(4096) {
-            progress.tick(|| sink.describe(entries));
-        }
-    }
-    replay.finish(&mut sink)?;
-    if let Some(store) = &sink.store {
-        store.flush_index()?;
-    }
-    sink.finish(entries, progress.elapsed())
-}
-
-/// Keeps the persisted image, materialises each crash image on top of it, records it and
-/// writes each failure point out as soon as it is done, so memory does not grow with the
-/// trace: only the distinct images are remembered.
-struct ImageSink<W: Write> {
-    persisted: Image,
-    store: Option<ImageStore>,
-    hex: bool,
-    /// Failure points before this checkpoint (`None` sorts first) are skipped.
-    from_checkpoint: Option<u64>,
-    output: Output<W>,
-    /// Distinct images, with their contents as hex when asked for.
-    images: BTreeMap<[u8; 32], Option<String>>,
-    points: u64,
-    incomplete: u64,
-    index_saved: Instant,
-}
-
-/// How often the store's index is saved during a run, so an interrupted run can resume.
-const INDEX_SAVE_INTERVAL: Duration = Duration::from_secs(10);
-
-impl<W: Write> Sink for ImageSink<W> {
-    fn persist(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()> {
-        self.persisted.write(offset, bytes);
-        Ok(())
-    }
-
-    fn failure_point(&mut self, view: &FailureView<'_>) -> io::Result<()> {
-        if view.point.checkpoint < self.from_checkpoint {
-            return Ok(());
-        }
-        let crash = view.crash_images();
-        let mut hashes = Vec::new();
-        for image in &crash.images {
-            let mut contents = self.persisted.clone();
-            view.apply(image, |offset, bytes| contents.write(offset, bytes));
-            let origin = Origin {
-                point: view.point,
-                choice: image.choice.clone(),
-                block: image.block.clone(),
-            };
-            let hash = match &mut self.store {
-                Some(store) => store.insert(&contents, origin)?,
-                None => contents.hash(),
-            };
-            if !hashes.contains(&hash) {
-                hashes.push(hash);
+        // The JSON stays valid: a failure ends it with an "error" record.
+        return match generated {
+            Ok(summary) => Ok(writer.finish(&summary.images)?.flush()?),
+            Err(e) => {
+                writer.fail(&format!("{e:#}"))?.flush()?;
+                Err(e)
             }
-            let hex = self.hex;
-            self.images
-                .entry(*hash.as_bytes())
-                .or_insert_with(|| hex.then(|| to_hex(&contents)));
-        }
-        self.points += 1;
-        self.incomplete += u64::from(crash.incomplete);
-        self.output.point(&view.point, &hashes, crash.incomplete)?;
-        if let Some(store) = &self.store {
-            if self.index_saved.elapsed() >= INDEX_SAVE_INTERVAL {
-                store.flush_index()?;
-                self.index_saved = Instant::now();
-            }
-        }
-        Ok(())
+        };
     }
-}
-
-impl<W: Write> ImageSink<W> {
-    fn describe(&self, entries: u64) -> String {
-        format!(
-            "{entries} entries replayed, {} failure points, {} distinct images",
-            self.points,
-            self.images.len()
-        )
-    }
-
-    fn finish(mut self, entries: u64, took: Duration) -> Result<()> {
-        match &mut self.output {
-            Output::Json { out, .. } => {
-                let images: serde_json::Map<String, serde_json::Value> = self
-                    .images
-                    .iter()
-                    .map(|(hash, hex)| {
-                        let mut fields = serde_json::Map::new();
-                        if let Some(hex) = hex {
-                            fields.insert("hex".into(), hex.clone().into());
-                        }
-                        (
-                            blake3::Hash::from(*hash).to_hex().to_string(),
-                            fields.into(),
-                        )
-                    })
-                    .collect();
-                writeln!(out, "],\"images\":{}}}", serde_json::Value::Object(images))?;
-            }
-            Output::Text(out) => {
-                writeln!(
-                    out,
-                    "{} entries, {} failure points, {} distinct images{} in {:.2}s",
-                    entries,
-                    self.points,
-                    self.images.len(),
-                    if self.incomplete > 0 {
-                        format!(", {} failure points sampled", self.incomplete)
-                    } else {
-                        String::new()
-                    },
-                    took.as_secs_f64()
-                )?;
-                if let Some(store) = &self.store {
-                    writeln!(
-                        out,
-                        "images stored in {} (index.json names their origins)",
-                        store.dir().display()
-                    )?;
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Where failure points go as they are done: a table for people or the JSON contract
-/// `{"failure_points": [...], "images": {...}}`, written incrementally.
-enum Output<W: Write> {
-    Text(W),
-    Json { out: W, first: bool },
-}
-
-impl<W: Write> Output<W> {
-    fn new(json: bool, out: W) -> Self {
-        if json {
-            Output::Json { out, first: true }
-        } else {
-            Output::Text(out)
-        }
-    }
-
-    fn title(&mut self, trace: &Path, config: &Config) -> io::Result<()> {
-        if let Output::Text(out) = self {
+    let mut table = Table(out);
+    let summary = generate_images(
+        &options,
+        &args.trace,
+        |config| {
             let blk = if config.blk_size > 0 {
                 format!(", block device {:#x} bytes", config.blk_size)
             } else {
                 String::new()
             };
             writeln!(
-                out,
-                "{}: PM {:#x} bytes{blk}, cache {}, strategy {}",
-                trace.display(),
+                io::stdout(),
+                "{}: PM {:#x} bytes{blk}, cache {}, strategy {}\n{:>10}  {:<10}  {:>10}  {:>7}",
+                args.trace.display(),
                 config.pm_size,
                 config.cache,
-                config.strategy
-            )?;
+                config.strategy,
+                "index",
+                "kind",
+                "checkpoint",
+                "images"
+            )
+        },
+        &mut table,
+        &mut progress,
+    )?;
+    table.finish(&summary)
+}
+
+/// The failure points as a table for people.
+struct Table<W: Write>(W);
+
+impl<W: Write> PointSink for Table<W> {
+    fn point(&mut self, p: &PointRecord) -> io::Result<()> {
+        writeln!(
+            self.0,
+            "{:>10}  {:<10}  {:>10}  {:>7}{}",
+            p.index,
+            p.kind.to_string(),
+            p.checkpoint.map_or("-".to_string(), |c| c.to_string()),
+            p.images.len(),
+            if p.incomplete {
+                "  (sampled: more than --max-images)"
+            } else {
+                ""
+            }
+        )
+    }
+}
+
+impl<W: Write> Table<W> {
+    fn finish(mut self, s: &ImagesSummary) -> Result<()> {
+        writeln!(
+            self.0,
+            "{} entries, {} failure points, {} distinct images{} in {:.2}s",
+            s.entries,
+            s.failure_points,
+            s.images.len(),
+            if s.incomplete > 0 {
+                format!(", {} failure points sampled", s.incomplete)
+            } else {
+                String::new()
+            },
+            s.took.as_secs_f64()
+        )?;
+        if let Some(store) = &s.store {
             writeln!(
-                out,
-                "{:>10}  {:<10}  {:>10}  {:>7}",
-                "index", "kind", "checkpoint", "images"
+                self.0,
+                "images stored in {} (index.json names their origins)",
+                store.display()
             )?;
         }
         Ok(())
     }
-
-    fn point(
-        &mut self,
-        p: &FailurePoint,
-        hashes: &[blake3::Hash],
-        incomplete: bool,
-    ) -> io::Result<()> {
-        match self {
-            Output::Text(out) => writeln!(
-                out,
-                "{:>10}  {:<10}  {:>10}  {:>7}{}",
-                p.index,
-                p.kind.to_string(),
-                p.checkpoint.map_or("-".to_string(), |c| c.to_string()),
-                hashes.len(),
-                if incomplete {
-                    "  (sampled: more than --max-images)"
-                } else {
-                    ""
-                }
-            ),
-            Output::Json { out, first } => {
-                let point = serde_json::json!({
-                    "index": p.index,
-                    "kind": p.kind,
-                    "checkpoint": p.checkpoint,
-                    "images": hashes.iter().map(|h| h.to_hex().to_string()).collect::<Vec<_>>(),
-                    "incomplete": incomplete,
-                });
-                let sep = if *first { "{\"failure_points\":[" } else { "," };
-                *first = false;
-                write!(out, "{sep}{point}")
-            }
-        }
-    }
-}
-fn to_hex(image: &Image) -> String {
-    let mut bytes = vec![0u8; image.len() as usize];
-    image.read(0, &mut bytes);
-    bytes
-        .iter()
-        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        })
 }

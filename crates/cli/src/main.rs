@@ -1,5 +1,27 @@
 //! `persim`: find crash-consistency bugs in persistent-memory software.
 
+/// Output on stdout: like `print!`, but a write error (a reader such as `head` that went
+/// away) is returned, and `main` ends quietly on a closed pipe instead of panicking.
+macro_rules! out {
+    ($($arg:tt)*) => { std::io::Write::write_fmt(&mut std::io::stdout(), format_args!($($arg)*)) };
+}
+
+/// `out!` with a newline.
+macro_rules! outln {
+    ($($arg:tt)*) => { out!("{}\n", format_args!($($arg)*)) };
+}
+
+/// Progress and diagnostics on stderr: like `eprintln!`, but a closed stderr is ignored,
+/// so the work goes on (`persim run … 2>&1 | head -2` finishes the run and its report).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        let _ = std::io::Write::write_fmt(
+            &mut std::io::stderr(),
+            format_args!("{}\n", format_args!($($arg)*)),
+        );
+    }};
+}
+
 mod debug_cmd;
 mod images;
 mod progress;
@@ -7,9 +29,7 @@ mod record;
 mod report_cmd;
 mod run;
 mod size;
-mod states;
 mod suite;
-mod testcase;
 mod trace_cmd;
 mod vm_args;
 
@@ -35,7 +55,7 @@ const EXIT_TOOL_FAILED: u8 = 2;
                   persim suite fs --fs ext4 --out runs/ext4                  # the file-system suite\n  \
                   persim report runs/hello --diff                            # evidence of a violation\n  \
                   persim images examples/journal-missing-fence.trace         # crash images of a trace\n\n\
-                  Traces are text (shared TRACE-TEXT format) or Persim's compressed binary \
+                  Traces are text (docs/trace-format.md) or Persim's compressed binary \
                   form; every command accepts both. Exit codes: 0 no violation, 1 violations \
                   found, 2 the tool failed."
 )]
@@ -91,7 +111,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("persim: error: {e:#}");
+            say!("persim: error: {e:#}");
             ExitCode::from(EXIT_TOOL_FAILED)
         }
     }

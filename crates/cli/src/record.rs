@@ -1,9 +1,9 @@
 //! `persim trace --fs ext4 --cmd '...' -o TRACE`: record a trace in the VM.
 
-use crate::vm_args::{cache_dir, VmArgs};
+use crate::vm_args::VmArgs;
 use anyhow::{bail, Result};
 use clap::Args;
-use persim_vm::{trace, TraceOptions, TraceSummary};
+use persim_tester::{Guest, VmGuest};
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]
@@ -15,6 +15,10 @@ pub struct RecordArgs {
     /// `hypercall checkpoint N` between operations.
     #[arg(long, required = true)]
     pub cmd: Option<String>,
+    /// Shell commands run untraced after mkfs and mount, before the traced ones (e.g. to
+    /// create the files they work on).
+    #[arg(long, default_value = "")]
+    pub setup: String,
     /// Where to write the binary trace.
     #[arg(short, long, required = true)]
     pub out: Option<PathBuf>,
@@ -29,34 +33,21 @@ pub struct RecordArgs {
     pub quiet: bool,
 }
 
-/// Records a trace after running `setup` untraced; returns what the guest printed and the
-/// timings.
-pub fn record(args: &RecordArgs, setup: &str, command: &str, out: PathBuf) -> Result<TraceSummary> {
-    let options = TraceOptions {
-        config: args.vm.config()?,
-        command: command.to_string(),
-        setup: setup.to_string(),
-        output: out,
-        reads: args.reads,
-        stack_traces: args.stack_traces,
-        timeout: args.vm.timeout(),
-        cache_dir: cache_dir(),
-        artifacts: args.vm.artifacts()?,
-        progress: !args.quiet,
-    };
-    Ok(trace(&options)?)
-}
-
 pub fn run(args: &RecordArgs) -> Result<()> {
     let (Some(command), Some(out)) = (&args.cmd, &args.out) else {
         bail!("give the commands to trace (--cmd) and the output file (-o)");
     };
-    let summary = record(args, "", command, out.clone())?;
-    print!("{}", summary.output);
+    let guest = VmGuest {
+        reads: args.reads,
+        stack_traces: args.stack_traces,
+        ..VmGuest::new(args.vm.options(None, !args.quiet)?)
+    };
+    let summary = guest.record(&args.setup, command, out)?;
+    out!("{}", summary.output)?;
     for error in &summary.kernel_errors {
-        eprintln!("persim trace: kernel: {error}");
+        say!("persim trace: kernel: {error}");
     }
-    eprintln!(
+    say!(
         "persim trace: {} written (boot {:.1} s, setup {:.1} s, traced run {:.1} s, shutdown {:.1} s); the commands exited with {}",
         out.display(),
         summary.boot.as_secs_f64(),

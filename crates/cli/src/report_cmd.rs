@@ -2,11 +2,11 @@
 
 use anyhow::{Context, Result};
 use clap::Args;
-use persim_analyze::{line_diff, pending_at, Recovered, Report};
-use persim_model::{Config, FailureKind};
+use persim_analyze::{line_diff, pending_at, Report};
+use persim_model::Config;
+use persim_tester::{ImagesIndex, RunDir};
 use persim_trace::Reader;
-use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// Print a run's report again; --diff and --dirty-lines add the evidence behind each
 /// violation.
@@ -31,84 +31,64 @@ pub struct ReportArgs {
 
 /// Returns whether the run found violations.
 pub fn run(args: &ReportArgs) -> Result<bool> {
-    let path = args.dir.join("report.json");
-    let text = fs::read_to_string(&path).with_context(|| {
-        format!(
-            "cannot read {} (is this a directory of `persim run`?)",
-            path.display()
-        )
-    })?;
-    let report: Report =
-        serde_json::from_str(&text).with_context(|| format!("{} is malformed", path.display()))?;
+    let dir = RunDir::new(&args.dir);
+    let report = dir.read_report()?;
     if args.json {
-        println!("{text}");
+        outln!("{}", serde_json::to_string_pretty(&report)?)?;
         return Ok(report.violations() > 0);
     }
-    print!("{}", report.to_text());
+    out!("{}", report.to_text())?;
+    let evidence = args.diff || args.failure_points || args.dirty_lines;
+    if evidence && report.violations() == 0 {
+        outln!("\nno interval is violated: there is no evidence to show")?;
+    }
     for c in report.checkpoints.iter().filter(|c| c.violated()) {
         if args.failure_points {
-            println!(
+            outln!(
                 "\ncheckpoint {} -> {}: failure points per state",
-                c.from, c.to
-            );
+                c.from,
+                c.to
+            )?;
             for s in &c.states {
                 let points: Vec<String> = s.failure_points.iter().map(u64::to_string).collect();
-                println!("  {}: {}", s.name, points.join(", "));
+                outln!("  {}: {}", s.name, points.join(", "))?;
             }
         }
         if args.diff {
             let Some((first, rest)) = c.states.split_first() else {
                 continue;
             };
-            let old = load_state(&args.dir, &first.images[0])?;
+            let old = dir.read_state(&first.images[0])?;
             for s in rest {
-                let new = load_state(&args.dir, &s.images[0])?;
-                println!("\ndiff {} -> {}:", first.name, s.name);
-                print!("{}", line_diff(old.text(), new.text(), 2));
+                let new = dir.read_state(&s.images[0])?;
+                outln!("\ndiff {} -> {}:", first.name, s.name)?;
+                out!("{}", line_diff(old.text(), new.text(), 2))?;
             }
         }
         if args.dirty_lines && !c.single_final_state {
-            print_dirty_lines(&args.dir, c.to)?;
+            print_dirty_lines(&dir, &report, c.to)?;
         }
     }
     Ok(report.violations() > 0)
 }
 
-fn load_state(dir: &Path, hash: &str) -> Result<Recovered> {
-    let path = dir.join("states").join(format!("{hash}.json"));
-    let text =
-        fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
-    serde_json::from_str(&text).with_context(|| format!("{} is malformed", path.display()))
-}
-
 /// The pending lines at checkpoint `to`'s failure point: the stores whose order or
-/// durability decides between the final states.
-fn print_dirty_lines(dir: &Path, to: u64) -> Result<()> {
-    let trace = dir.join("trace.ptrace");
-    let reader = Reader::open(&trace)?;
-    let header = reader.header();
-    let index = checkpoint_index(dir, to)?;
-    let state = pending_at(reader, Config::new(header.pm_size), index)?;
-    println!("\ndirty lines at checkpoint {to} (entry {index}):");
-    print!("{}", state.to_text());
-    Ok(())
-}
-
-/// The trace index of `hypercall checkpoint N`, from the run's images.json.
-fn checkpoint_index(dir: &Path, checkpoint: u64) -> Result<u64> {
-    let path = dir.join("images.json");
-    let v: serde_json::Value = serde_json::from_str(&fs::read_to_string(&path)?)?;
-    let kind = FailureKind::Checkpoint.to_string();
-    v["failure_points"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|p| p["kind"] == kind.as_str() && p["checkpoint"] == checkpoint)
-        .and_then(|p| p["index"].as_u64())
+/// durability decides between the final states. Replayed with the run's cache mode.
+fn print_dirty_lines(dir: &RunDir, report: &Report, to: u64) -> Result<()> {
+    let reader = Reader::open(&dir.trace())?;
+    let mut config = Config::new(reader.header().pm_size);
+    config.cache = report.cache;
+    let index_path = dir.images_index();
+    let index = ImagesIndex::read(&index_path)?
+        .checkpoint_index(to)
         .with_context(|| {
             format!(
-                "{} has no failure point at checkpoint {checkpoint}",
-                path.display()
+                "{} has no failure point at checkpoint {to}",
+                index_path.display()
             )
-        })
+        })?;
+    let state = pending_at(reader, config, index)?;
+    outln!("\ndirty lines at checkpoint {to} (entry {index}):")?;
+    out!("{}", state.to_text())?;
+    Ok(())
 }

@@ -1,12 +1,12 @@
 //! `persim trace print|pack`: show a trace as text, or pack it into the binary form.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Subcommand;
 use persim_trace::synthetic::{self, FsLike};
-use persim_trace::{BinaryWriter, Entry, Header, Reader, TextWriter, TraceError};
-use std::fs::{self, File};
+use persim_trace::{write_binary_file, Header, Reader, TextWriter};
+use std::fs;
 use std::io::{self, BufWriter};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 #[derive(Subcommand, Debug)]
 pub enum TraceCommand {
@@ -52,8 +52,8 @@ pub fn run(command: &TraceCommand) -> Result<()> {
         TraceCommand::Pack { text, out } => {
             let reader = Reader::open(text)?;
             let header = reader.header();
-            let entries = write_binary(out, &header, reader)?;
-            eprintln!(
+            let entries = write_binary_file(out, &header, reader)?;
+            say!(
                 "packed {entries} entries: {} -> {} ({} bytes)",
                 text.display(),
                 out.display(),
@@ -66,44 +66,8 @@ pub fn run(command: &TraceCommand) -> Result<()> {
                 ..Header::default()
             };
             let generated = FsLike::new(*seed, false).take(*entries as usize).map(Ok);
-            write_binary(out, &header, generated)?;
+            write_binary_file(out, &header, generated)?;
         }
     }
     Ok(())
-}
-
-/// Writes `entries` as a binary trace to `out`, atomically (a temporary file, synced and
-/// renamed); returns the entry count.
-fn write_binary(
-    out: &Path,
-    header: &Header,
-    entries: impl Iterator<Item = Result<Entry, TraceError>>,
-) -> Result<u64> {
-    let tmp = out.with_extension("tmp");
-    let written = (|| -> Result<u64> {
-        let file =
-            File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
-        let mut writer = BinaryWriter::new(BufWriter::new(file), header)?;
-        let mut count = 0u64;
-        for entry in entries {
-            writer.write(&entry?)?;
-            count += 1;
-        }
-        writer
-            .finish()?
-            .into_inner()
-            .map_err(|e| e.into_error())?
-            .sync_all()?;
-        Ok(count)
-    })();
-    match written {
-        Ok(count) => {
-            fs::rename(&tmp, out).with_context(|| format!("cannot create {}", out.display()))?;
-            Ok(count)
-        }
-        Err(e) => {
-            let _ = fs::remove_file(&tmp);
-            Err(e)
-        }
-    }
 }

@@ -2,7 +2,8 @@
 
 use anyhow::{bail, Result};
 use clap::Args;
-use persim_vm::{default_config_dir, Artifacts, VmConfig};
+use persim_tester::{Home, VmOptions};
+use persim_vm::VmConfig;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -15,43 +16,63 @@ pub struct VmArgs {
     /// another file system or program.
     #[arg(long, value_name = "CONFIG")]
     pub vm: Option<PathBuf>,
-    /// Seconds each VM phase (boot, setup, run, shutdown) may take before the guest is
-    /// killed and reported as hung.
+    /// Seconds each VM phase may take before the guest is killed and reported as hung:
+    /// setting up, the traced run and shutting down; and, in state extraction, recovering
+    /// and dumping one image (a hang there is a result, `hang`).
     #[arg(long, default_value_t = 120, value_name = "SECONDS")]
     pub timeout: u64,
+    /// Seconds a guest may take to boot (under TCG on a loaded machine, tens of seconds).
+    #[arg(long, default_value_t = 120, value_name = "SECONDS")]
+    pub boot_timeout: u64,
     /// Take the static guest tools (hypercall, fs-dump, ringbuf-tool) from DIR instead of
     /// this build's, e.g. a ringbuf-tool built with a mutant feature into another target
     /// directory (DIR = <target>/x86_64-unknown-linux-gnu/release).
     #[arg(long, value_name = "DIR")]
     pub guest_tools: Option<PathBuf>,
+    /// Where Persim's suites, VM configurations, plugin and guest tools are: a source tree
+    /// or an installation's share/persim. Default: $PERSIM_HOME, else next to this
+    /// executable (an installation, or the source tree it was built in).
+    #[arg(long, value_name = "DIR")]
+    pub home: Option<PathBuf>,
 }
 
 impl VmArgs {
-    pub fn config(&self) -> Result<VmConfig> {
+    pub fn home(&self) -> Result<Home> {
+        Home::locate(self.home.as_deref())
+    }
+
+    fn config(&self, home: &Home) -> Result<VmConfig> {
         Ok(match (&self.fs, &self.vm) {
             (_, Some(path)) => VmConfig::load(path)?,
-            (Some(fs), None) => VmConfig::for_fs(&default_config_dir(), fs)?,
+            (Some(fs), None) => VmConfig::for_fs(&home.vm_configs(), fs)?,
             (None, None) => bail!("say which file system to test: --fs ext4|xfs or --vm CONFIG"),
         })
     }
 
-    pub fn timeout(&self) -> Duration {
-        Duration::from_secs(self.timeout)
-    }
-
-    /// The plugin and guest tools the VM is built from.
-    pub fn artifacts(&self) -> Result<Artifacts> {
-        let artifacts = Artifacts::locate()?;
-        Ok(match &self.guest_tools {
+    /// The VM's options; `jobs`: images recovered in parallel (default: the cores).
+    pub fn options(&self, jobs: Option<usize>, progress: bool) -> Result<VmOptions> {
+        let home = self.home()?;
+        let artifacts = home.artifacts()?;
+        let artifacts = match &self.guest_tools {
             Some(dir) => artifacts.with_guest_tools_from(dir)?,
             None => artifacts,
+        };
+        Ok(VmOptions {
+            config: self.config(&home)?,
+            artifacts,
+            timeout: Duration::from_secs(self.timeout),
+            boot_timeout: Duration::from_secs(self.boot_timeout),
+            cache_dir: cache_dir(),
+            jobs: jobs
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+            progress,
         })
     }
 }
 
 /// Where built initramfs images and scratch PM files are kept: $PERSIM_CACHE, else
 /// ~/.cache/persim.
-pub fn cache_dir() -> PathBuf {
+fn cache_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("PERSIM_CACHE") {
         return PathBuf::from(dir);
     }

@@ -166,6 +166,24 @@ fn bad_input_is_a_clear_error() {
         &["--pm-size", "4K"],
     );
     assert!(err.contains("entry 0") && err.contains("outside"), "{err}");
+    for size in ["0xffffffffffffffff", "16777216G"] {
+        let err = run("huge.trace", "write 0x0 01\n", &["--pm-size", size]);
+        assert!(err.contains("limit of 64 GiB"), "{err}");
+    }
+    let err = run(
+        "huge-header.trace",
+        "# persim-trace pm-size=0xffffffffffffffff\nwrite 0x0 01\n",
+        &[],
+    );
+    assert!(err.contains("limit of 64 GiB"), "{err}");
+    let short = dir.path().join("short.img");
+    std::fs::write(&short, [0u8; 16]).unwrap();
+    let err = run(
+        "short-initial.trace",
+        "write 0x0 01\n",
+        &["--pm-size", "4K", "--initial", short.to_str().unwrap()],
+    );
+    assert!(err.contains("has 16 bytes, but PM has 4096 bytes"), "{err}");
 }
 
 #[test]
@@ -225,4 +243,86 @@ fn from_checkpoint_keeps_exactly_the_later_failure_points() {
         .iter()
         .flat_map(|p| p["images"].as_array().unwrap())
         .all(|h| kept_images.contains(&&h.as_str().unwrap().to_string())));
+}
+
+/// A reader that goes away (`persim … | head -1`) ends the output normally: exit code 0,
+/// no panic, nothing on stderr; a closed stderr does not turn an error into a panic.
+#[test]
+fn a_closed_pipe_is_a_normal_end() {
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("long.ptrace");
+    let synth = persim()
+        .args(["trace", "synth", "--entries", "200000", "-o"])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert!(synth.status.success());
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_persim"))
+        .args(["images", "--strategy", "program-order"])
+        .arg(&trace)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 16];
+    std::io::Read::read_exact(child.stdout.as_mut().unwrap(), &mut first).unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let mut closed_stderr = std::process::Command::new(env!("CARGO_BIN_EXE_persim"))
+        .args(["images", "/nonexistent.trace"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(closed_stderr.stderr.take());
+    assert_eq!(
+        closed_stderr.wait().unwrap().code(),
+        Some(2),
+        "an error, not a panic"
+    );
+}
+
+/// A generation that fails half-way (a corrupt entry) leaves valid JSON that names the
+/// error, and a store whose index accounts for every image file in it.
+#[test]
+fn a_failed_generation_leaves_valid_json_and_no_orphan_images() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = std::fs::read_to_string(example("journal-missing-fence.trace")).unwrap();
+    text.push_str("write 0x0 zz\n");
+    let trace = dir.path().join("corrupt.trace");
+    std::fs::write(&trace, text).unwrap();
+    let store = dir.path().join("store");
+    let out = persim()
+        .args(["images", "--json", "-q", "--out"])
+        .arg(&store)
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["error"].as_str().unwrap().contains("entry 17"), "{v}");
+    assert!(!v["failure_points"].as_array().unwrap().is_empty(), "{v}");
+    let index: Value =
+        serde_json::from_slice(&std::fs::read(store.join("index.json")).unwrap()).unwrap();
+    let files: Vec<String> = std::fs::read_dir(&store)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter_map(|name| name.strip_suffix(".img").map(str::to_string))
+        .collect();
+    assert!(!files.is_empty());
+    for hash in files {
+        assert!(index.get(&hash).is_some(), "{hash}.img is not in the index");
+    }
 }

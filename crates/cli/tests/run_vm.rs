@@ -7,25 +7,8 @@ use std::path::Path;
 
 /// Whether the VM can run here; under CI it must.
 fn vm_ready(test: &str) -> bool {
-    let missing = persim_vm::check_version()
-        .err()
-        .map(|e| e.to_string())
-        .or_else(|| {
-            persim_vm::Kernel::find_installed()
-                .err()
-                .map(|e| e.to_string())
-        })
-        .or_else(|| persim_vm::Artifacts::locate().err().map(|e| e.to_string()));
-    match missing {
-        None => true,
-        Some(reason) if std::env::var_os("CI").is_some() => {
-            panic!("{test}: {reason}; CI must run the VM tests: run scripts/setup.sh")
-        }
-        Some(reason) => {
-            eprintln!("SKIPPED {test}: {reason} (run scripts/setup.sh)");
-            false
-        }
-    }
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../vm/ext4-dax.toml");
+    persim_vm::testing::vm_ready(test, &persim_vm::VmConfig::load(&config).unwrap()).is_some()
 }
 
 fn persim(args: &[&str]) -> std::process::Output {
@@ -99,11 +82,119 @@ fn hello_world_is_atomic_on_ext4_dax() {
         state.contains("/mnt/myfile") && state.contains("HelloWorld\\\\n"),
         "{state}"
     );
+    // the operation ran once, inside the trace: the first state is before it
+    let first_image = states[0]["images"][0].as_str().unwrap();
+    let before =
+        std::fs::read_to_string(out.join("states").join(format!("{first_image}.json"))).unwrap();
+    assert!(!before.contains("/mnt/myfile"), "{before}");
+    let output = std::fs::read_to_string(out.join("output.txt")).unwrap();
+    assert_eq!(output.matches("== operation 1:").count(), 1, "{output}");
+    // ext4's lost+found is left out by the VM configuration's dump_exclude
+    assert!(!state.contains("lost+found"), "{state}");
     // a second run of the same directory resumes: nothing is recorded again
     let again = persim(&["run", "--fs", "ext4", "--test", "hello-world", "--out", o]);
     assert_eq!(again.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&again.stderr).contains("reusing the recorded trace"));
     assert_eq!(report(&out)["checkpoints"], r["checkpoints"]);
+
+    // the run directory keeps states, not images; an image is made again on demand
+    let images: Vec<_> = std::fs::read_dir(out.join("images"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "img")
+        })
+        .collect();
+    assert!(images.is_empty(), "{images:?}");
+    let made = dir.path().join("made");
+    let debug = persim(&[
+        "debug",
+        "image",
+        o,
+        "--hash",
+        final_image,
+        "-o",
+        made.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        debug.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&debug.stderr)
+    );
+    let bytes = std::fs::read(made.join(format!("{final_image}.img"))).unwrap();
+    assert_eq!(blake3::hash(&bytes).to_hex().as_str(), final_image);
+
+    // the same execution judged again with another cache mode, without running it
+    let again_dir = dir.path().join("persistent");
+    let rejudged = persim(&[
+        "run",
+        "--fs",
+        "ext4",
+        "--trace-from",
+        o,
+        "--cache",
+        "persistent",
+        "--out",
+        again_dir.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&rejudged.stderr);
+    assert_eq!(rejudged.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("reusing the recorded trace"), "{stderr}");
+    let r2 = report(&again_dir);
+    assert_eq!(
+        (r2["test"].as_str(), r2["cache"].as_str()),
+        (Some("hello-world"), Some("persistent"))
+    );
+
+    // a directory of this run is not taken for a run of another test
+    let other = persim(&[
+        "run",
+        "--fs",
+        "ext4",
+        "--test",
+        "rename-overwrite",
+        "--out",
+        o,
+        "-q",
+    ]);
+    let stderr = String::from_utf8_lossy(&other.stderr);
+    assert_eq!(other.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("holds a run of test `hello-world`") && stderr.contains("--force"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_failing_operation_fails_the_test_with_the_guest_error() {
+    if !vm_ready("a_failing_operation_fails_the_test_with_the_guest_error") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let test = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/failing-op.toml");
+    let run = persim(&[
+        "run",
+        "--fs",
+        "ext4",
+        "--test",
+        test.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "-q",
+    ]);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("operation 2 (`cat /nonexistent`) failed")
+            && stderr.contains("nonexistent"),
+        "{stderr}"
+    );
+    assert!(!out.join("report.json").exists() && !out.join("trace.ptrace").exists());
 }
 
 #[test]
@@ -210,4 +301,51 @@ fn ringbuf_suite_is_atomic_in_both_cache_modes() {
         }
         assert_eq!(suite.status.code(), Some(0), "{cache}: {results}");
     }
+}
+
+/// The worked example of suites/README.md, "Testing your own PM program".
+#[test]
+fn own_program_example_finds_the_torn_transfer() {
+    if !vm_ready("own_program_example_finds_the_torn_transfer") {
+        return;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let example = root.join("examples/own-program");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let run = persim(&[
+        "run",
+        "--vm",
+        example.join("vm.toml").to_str().unwrap(),
+        "--test",
+        example.join("transfer.toml").to_str().unwrap(),
+        "--strategy",
+        "global-prefix",
+        "--out",
+        out.to_str().unwrap(),
+        "-q",
+    ]);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(1), "violations found: {stderr}");
+    let interval = &report(&out)["checkpoints"][0];
+    assert_eq!(interval["atomic"], false, "{interval}");
+    assert_eq!(interval["single_final_state"], true, "{interval}");
+    let torn: Vec<serde_json::Value> = interval["states"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let hash = s["images"][0].as_str().unwrap();
+            let state: serde_json::Value = serde_json::from_slice(
+                &std::fs::read(out.join("states").join(format!("{hash}.json"))).unwrap(),
+            )
+            .unwrap();
+            serde_json::from_str(state["dump"].as_str().unwrap()).unwrap()
+        })
+        .filter(|balances: &serde_json::Value| balances["sum"] != 100)
+        .collect();
+    assert!(
+        !torn.is_empty(),
+        "a state that breaks the invariant: {interval}"
+    );
 }

@@ -8,11 +8,11 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::atomic_file::create_atomically;
 use crate::diff::changed_blocks;
 use crate::error::ImageError;
 use crate::hash_tree::root_hash;
 use crate::tree::{self, Node, Span};
+use persim_trace::atomic_file::create_atomically;
 
 /// Leaves of 32 chunks (32 KiB): the unit of copy-on-write and of re-hashing after a write.
 pub const DEFAULT_HASH_LEVEL: u32 = 5;

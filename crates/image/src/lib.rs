@@ -2,7 +2,6 @@
 //! store that keeps each distinct image once with the origins that produced it.
 //! Design and measurements: docs/images.md.
 
-mod atomic_file;
 mod diff;
 mod error;
 mod hash_tree;

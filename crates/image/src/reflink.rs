@@ -7,7 +7,7 @@ use std::path::Path;
 
 use rustix::io::Errno;
 
-use crate::atomic_file::temporary_path;
+use persim_trace::atomic_file::temporary_path;
 
 /// Makes `dst` (an empty file) share the contents of `src`.
 pub(crate) fn clone_file(dst: &File, src: &File) -> io::Result<()> {

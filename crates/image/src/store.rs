@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use persim_model::Origin;
 use serde::{Deserialize, Serialize};
 
-use crate::atomic_file::create_atomically;
 use crate::reflink;
 use crate::Image;
+use persim_trace::atomic_file::create_atomically;
 
 const INDEX_FILE: &str = "index.json";
 
@@ -38,6 +38,9 @@ pub struct ImageStore {
     base: Option<(Image, PathBuf)>,
     /// Origins read from an existing index: a resumed run meets them again.
     resumed: HashSet<Origin>,
+    /// Images of an existing index whose files have not been seen yet: one that is gone
+    /// (deleted to save space, or lost) is written again when a replay meets it.
+    unverified: HashSet<[u8; 32]>,
 }
 
 impl ImageStore {
@@ -56,6 +59,7 @@ impl ImageStore {
                 .values()
                 .flat_map(|r| r.origins.iter().cloned())
                 .collect(),
+            unverified: records.keys().copied().collect(),
             records,
             reflinks,
             base: None,
@@ -81,13 +85,16 @@ impl ImageStore {
     /// index.
     pub fn insert(&mut self, image: &Image, origin: Origin) -> io::Result<blake3::Hash> {
         let hash = image.hash();
+        let path = self.image_path(&hash);
         if let Some(record) = self.records.get_mut(hash.as_bytes()) {
             if !self.resumed.contains(&origin) {
                 record.origins.push(origin);
             }
+            if self.unverified.remove(hash.as_bytes()) && !path.is_file() {
+                self.write_image(image, &path)?;
+            }
             return Ok(hash);
         }
-        let path = self.image_path(&hash);
         // A file without a record is left from an interrupted run; the rename that created
         // it makes it complete.
         let complete = fs::metadata(&path).is_ok_and(|m| m.len() == image.len());

@@ -147,6 +147,23 @@ fn a_resumed_store_skips_files_of_an_interrupted_run() {
 }
 
 #[test]
+fn a_resumed_store_writes_again_an_image_whose_file_is_gone() {
+    let dir = TestDir::new(&std::env::temp_dir(), "gone");
+    let mut image = Image::zeroed(10_000);
+    image.write(7, b"gone");
+    let mut store = ImageStore::open(&dir.0).unwrap();
+    let hash = store.insert(&image, origin(1)).unwrap();
+    store.flush_index().unwrap();
+    let path = store.image_path(&hash);
+    fs::remove_file(&path).unwrap();
+
+    let mut store = ImageStore::open(&dir.0).unwrap();
+    store.insert(&image, origin(1)).unwrap();
+    assert_eq!(fs::read(&path).unwrap(), contents(&image));
+    assert_eq!(store.get(&hash).unwrap().origins, vec![origin(1)]);
+}
+
+#[test]
 fn a_corrupt_index_is_reported_with_a_way_out() {
     let dir = TestDir::new(&std::env::temp_dir(), "corrupt");
     fs::write(dir.0.join("index.json"), "{ not json").unwrap();

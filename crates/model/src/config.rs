@@ -1,10 +1,12 @@
 //! How a replay is configured: cache mode, strategy, image cap and region sizes.
 
+use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
-/// Whether CPU caches survive a crash (MODEL.md: volatile caches vs eADR).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Whether CPU caches survive a crash (docs/model.md: volatile caches vs eADR).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum CacheMode {
     #[default]
     Volatile,
@@ -12,7 +14,8 @@ pub enum CacheMode {
 }
 
 /// Which crash images to materialise at each failure point.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Strategy {
     /// Exactly the model's set (a seeded sample above the cap).
     #[default]

@@ -1,4 +1,4 @@
-//! The pending state of PM: per-line pending sequences with flush marks (MODEL.md).
+//! The pending state of PM: per-line pending sequences with flush marks (docs/model.md).
 
 use crate::config::CacheMode;
 use crate::unit::{split_store, Unit, LINE};

@@ -91,12 +91,20 @@ impl fmt::Display for ModelError {
                 "entry {index}: block write of {len} bytes at {offset:#x} is not a whole \
                  number of 512-byte blocks"
             ),
-            ModelError::Sink(e) => write!(f, "{e}"),
+            ModelError::Sink(_) => write!(f, "handing on a failure point failed"),
         }
     }
 }
 
-impl std::error::Error for ModelError {}
+impl std::error::Error for ModelError {
+    /// The sink's I/O error, so callers can tell e.g. a closed output pipe.
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ModelError::Sink(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 impl From<io::Error> for ModelError {
     fn from(e: io::Error) -> Self {

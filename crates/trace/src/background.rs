@@ -1,13 +1,13 @@
 //! Writing a binary trace on a thread of its own, so that the tracer's hot path only
 //! appends to a vector.
 
-use std::ffi::OsString;
 use std::fs::{self, File};
 use std::io::{self, BufWriter};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::thread::JoinHandle;
 
+use crate::atomic_file::temporary_path;
 use crate::binary::BinaryWriter;
 use crate::entry::{Entry, Header};
 
@@ -18,7 +18,7 @@ const BATCH_LEN: usize = 4096;
 const CHANNEL_BATCHES: usize = 16;
 
 /// A binary trace writer fed from the producer's thread and writing on its own.
-/// The trace goes to `PATH.tmp` and is renamed to `PATH` by [`BackgroundWriter::finish`],
+/// The trace goes to a temporary name beside PATH (`.PATH.tmp-<pid>-<n>`) and is renamed to `PATH` by [`BackgroundWriter::finish`],
 /// so an interrupted run never leaves a partial trace under the final name.
 pub struct BackgroundWriter {
     batch: Vec<Entry>,
@@ -32,11 +32,9 @@ pub struct BackgroundWriter {
 }
 
 impl BackgroundWriter {
-    /// Creates `PATH.tmp`, writes the header and starts the writer thread.
+    /// Creates the temporary file, writes the header and starts the writer thread.
     pub fn spawn(path: &Path, header: &Header) -> io::Result<Self> {
-        let mut tmp_name = OsString::from(path.as_os_str());
-        tmp_name.push(".tmp");
-        let tmp_path = PathBuf::from(tmp_name);
+        let tmp_path = temporary_path(path)?;
         let file = File::create(&tmp_path).map_err(|e| with_path(e, &tmp_path))?;
         let writer = BinaryWriter::new(BufWriter::new(file), header)?;
         let (batches, batch_rx) = mpsc::sync_channel(CHANNEL_BATCHES);

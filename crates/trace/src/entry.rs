@@ -107,7 +107,7 @@ impl Entry {
                         "block write offset {offset:#x} is not a multiple of {BLOCK_SIZE}"
                     ))
                 } else if data.is_empty()
-                    || data.len() as u64 % BLOCK_SIZE != 0
+                    || !(data.len() as u64).is_multiple_of(BLOCK_SIZE)
                     || data.len() > MAX_BLK_WRITE_LEN
                 {
                     Err(format!(

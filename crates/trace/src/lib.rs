@@ -1,9 +1,10 @@
 //! Persim traces: the entries a traced run records, the human-readable text form
-//! (shared/TRACE-TEXT.md) and the compact, compressed binary form (docs/trace-format.md).
+//! (docs/trace-format.md) and the compact, compressed binary form (docs/trace-format.md).
 //!
 //! [`Reader`] reads either form, chosen by content; [`TextWriter`], [`BinaryWriter`] and
 //! [`BackgroundWriter`] write them.
 
+pub mod atomic_file;
 mod background;
 mod binary;
 mod entry;
@@ -13,7 +14,7 @@ pub mod synthetic;
 mod text;
 
 pub use background::BackgroundWriter;
-pub use binary::BinaryWriter;
+pub use binary::{write_binary_file, BinaryWriter};
 pub use entry::{
     Entry, FenceKind, FlushKind, Header, Hypercall, Meta, Op, BLOCK_SIZE, MAX_BLK_WRITE_LEN,
     MAX_STACK_DEPTH, MAX_WRITE_LEN,

@@ -13,7 +13,12 @@ use std::time::{Duration, Instant};
 const READY: &str = "@@PERSIM-READY";
 pub(crate) const BEGIN: &str = "@@PERSIM-BEGIN ";
 pub(crate) const END: &str = "@@PERSIM-END ";
+/// init.sh could not load a module (its name follows).
 const MODULE_FAILED: &str = "@@PERSIM-MODULE-FAILED ";
+/// init.sh or `persim-pmem attach` (extract/pmem.sh) could not give the NVDIMM DAX.
+const FSDAX_FAILED: &str = "@@PERSIM-FSDAX-FAILED";
+/// The framed command that powers the guest off; QEMU exits (-no-reboot).
+const POWEROFF: &str = "poweroff -f";
 const PANIC: &str = "Kernel panic - not syncing";
 /// Console lines that mean the kernel hit a bug but may carry on.
 const KERNEL_ERRORS: [&str; 4] = [
@@ -91,19 +96,16 @@ impl Vm {
             log: VecDeque::new(),
             next_id: 0,
         };
-        let mut failed_modules = Vec::new();
+        let mut reports = Vec::new();
         vm.wait_for("boot", timeout, |line| {
-            if let Some(module) = line.split(MODULE_FAILED).nth(1) {
-                failed_modules.push(module.trim().to_owned());
+            if line.contains(MODULE_FAILED) || line.contains(FSDAX_FAILED) {
+                reports.push(line.to_owned());
             }
             line.contains(READY)
         })?;
-        if !failed_modules.is_empty() {
-            return Err(VmError::QemuFailed {
-                message: format!(
-                    "the guest could not load kernel modules: {}",
-                    failed_modules.join(", ")
-                ),
+        if let Some(message) = setup_failure(reports.iter().map(String::as_str)) {
+            return Err(VmError::GuestSetup {
+                message,
                 log_tail: vm.log_tail(),
             });
         }
@@ -112,21 +114,10 @@ impl Vm {
 
     /// Runs a shell script in the guest and returns its output and exit code.
     pub fn run(&mut self, script: &str, timeout: Duration) -> Result<CommandOutput, VmError> {
-        let id = self.next_id;
-        self.next_id += 1;
-        let mut message = format!("@@RUN {id}\n");
-        for chunk in base64(script.as_bytes()).as_bytes().chunks(76) {
-            message.push_str(std::str::from_utf8(chunk).expect("base64 is ASCII"));
-            message.push('\n');
-        }
-        message.push_str(".\n");
-        self.stdin
-            .write_all(message.as_bytes())
-            .and_then(|()| self.stdin.flush())
-            .map_err(|e| VmError::QemuFailed {
-                message: format!("writing to the serial console: {e}"),
-                log_tail: self.log_tail(),
-            })?;
+        let id = self.send(script).map_err(|e| VmError::QemuFailed {
+            message: format!("writing to the serial console: {e}"),
+            log_tail: self.log_tail(),
+        })?;
 
         let begin = format!("{BEGIN}{id}");
         let end = format!("{END}{id} ");
@@ -161,13 +152,20 @@ impl Vm {
         })
     }
 
+    /// Sends `script` as the next framed command (see init.sh) and returns its id.
+    fn send(&mut self, script: &str) -> std::io::Result<u64> {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.stdin.write_all(frame(id, script).as_bytes())?;
+        self.stdin.flush()?;
+        Ok(id)
+    }
+
     /// Powers the guest off and waits for QEMU to exit; kills it after `timeout`.
     pub fn shutdown(mut self, timeout: Duration) -> Result<(), VmError> {
-        // Best effort: the guest may already be gone, which the wait below reports.
-        let _ = self
-            .stdin
-            .write_all(b"@@RUN poweroff\ncG93ZXJvZmYgLWYK\n.\n");
-        let _ = self.stdin.flush();
+        // Best effort: the guest may already be gone, which the wait below reports. No end
+        // marker comes: the guest is gone before it could print one.
+        let _ = self.send(POWEROFF);
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
             match self.child.try_wait() {
@@ -276,8 +274,53 @@ fn forward_lines(stream: impl Read + Send + 'static, prefix: &'static str, tx: S
     });
 }
 
+/// `script` as the guest's init reads a command: "@@RUN <id>", base64 lines, ".".
+fn frame(id: u64, script: &str) -> String {
+    let mut message = format!("@@RUN {id}\n");
+    for chunk in base64(script.as_bytes()).as_bytes().chunks(76) {
+        message.push_str(std::str::from_utf8(chunk).expect("base64 is ASCII"));
+        message.push('\n');
+    }
+    message.push_str(".\n");
+    message
+}
+
+/// What the guest reported it could not set up in these console lines (at boot, or in
+/// the output of `persim-pmem attach`), as an error message; None if all went well.
+pub(crate) fn setup_failure<'a>(lines: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    let mut modules = Vec::new();
+    let mut fsdax = false;
+    for line in lines {
+        if let Some(module) = line.split(MODULE_FAILED).nth(1) {
+            modules.push(module.trim().to_owned());
+        }
+        fsdax |= line.contains(FSDAX_FAILED);
+    }
+    let mut problems = Vec::new();
+    if !modules.is_empty() {
+        problems.push(format!(
+            "the guest could not load kernel modules: {}",
+            modules.join(", ")
+        ));
+    }
+    if fsdax {
+        problems.push(
+            "the guest could not put the NVDIMM into fsdax mode (/dev/pmem0 without DAX, \
+             see `persim-pmem fsdax`): the kernel needs ZONE_DEVICE and FS_DAX support, and \
+             the configuration's `modules` the NVDIMM drivers (nfit, nd_pmem)"
+                .to_owned(),
+        );
+    }
+    (!problems.is_empty()).then(|| problems.join("; "))
+}
+
+/// The first command of `script`, naming it in errors: comment lines are skipped.
 fn first_line(script: &str) -> &str {
-    script.trim().lines().next().unwrap_or("")
+    script
+        .lines()
+        .map(str::trim)
+        .find(|line| !line.is_empty() && !line.starts_with('#'))
+        .unwrap_or("")
 }
 
 fn base64(data: &[u8]) -> String {
@@ -333,6 +376,37 @@ mod tests {
         assert_eq!(process_state(pid), Some('Z'), "sleep {pid} still runs");
         // SAFETY: reaps our own child.
         unsafe { libc::waitpid(pid as i32, std::ptr::null_mut(), 0) };
+    }
+
+    #[test]
+    fn commands_are_framed_as_init_reads_them() {
+        assert_eq!(frame(3, POWEROFF), "@@RUN 3\ncG93ZXJvZmYgLWY=\n.\n");
+        let long = frame(0, &"x".repeat(100));
+        let lines: Vec<&str> = long.lines().collect();
+        assert_eq!(lines.len(), 4, "{long}");
+        assert_eq!((lines[1].len(), lines[3]), (76, "."));
+    }
+
+    #[test]
+    fn boot_reports_of_modules_and_fsdax_are_setup_failures() {
+        assert_eq!(setup_failure(["[ 1.0] ok", "@@PERSIM-READY"]), None);
+        let modules = setup_failure([
+            "@@PERSIM-MODULE-FAILED nfit.ko",
+            "@@PERSIM-MODULE-FAILED ext4.ko",
+        ])
+        .unwrap();
+        assert!(modules.contains("modules: nfit.ko, ext4.ko"), "{modules}");
+        let fsdax = setup_failure(["x", "@@PERSIM-FSDAX-FAILED"]).unwrap();
+        assert!(
+            fsdax.contains("fsdax mode") && !fsdax.contains("modules:"),
+            "{fsdax}"
+        );
+    }
+
+    #[test]
+    fn scripts_are_named_by_their_first_command() {
+        assert_eq!(first_line("\n# what\n  cd /mnt\nls"), "cd /mnt");
+        assert_eq!(first_line("# only a comment"), "");
     }
 
     #[test]

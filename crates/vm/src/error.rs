@@ -23,6 +23,9 @@ pub enum VmError {
         seconds: u64,
         log_tail: String,
     },
+    /// The guest booted but reported that it could not set itself up: a kernel module, or
+    /// DAX for the NVDIMM.
+    GuestSetup { message: String, log_tail: String },
     /// The guest kernel panicked.
     GuestPanic { log_tail: String },
     /// A setup command (mkfs, mount, ...) failed in the guest.
@@ -60,6 +63,9 @@ impl fmt::Display for VmError {
                 "the guest did not finish {phase} within {seconds} s and was killed\n\
                  --- last console output ---\n{log_tail}"
             ),
+            VmError::GuestSetup { message, log_tail } => {
+                write!(f, "{message}\n--- last console output ---\n{log_tail}")
+            }
             VmError::GuestPanic { log_tail } => {
                 write!(f, "the guest kernel panicked\n--- last console output ---\n{log_tail}")
             }

@@ -4,13 +4,12 @@
 //! failures (recovery error, kernel crash, hang) are results. Workers run in parallel, each
 //! driving one guest that it reuses for image after image (see docs/extraction.md).
 
-mod scratch;
 mod worker;
 
 use crate::config::VmConfig;
 use crate::error::VmError;
+use crate::recovered::Recovered;
 use crate::trace::{prepare, Artifacts};
-use persim_analyze::Recovered;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;

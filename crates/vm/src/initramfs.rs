@@ -5,10 +5,10 @@
 use crate::cpio::CpioWriter;
 use crate::error::VmError;
 use crate::kernel::Kernel;
+use persim_trace::atomic_file::write_atomically;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 const INIT_SCRIPT: &str = include_str!("init.sh");
 /// Attaches and detaches the NVDIMM (fsdax at boot; image swaps for state extraction).
@@ -49,15 +49,9 @@ pub fn build_cached(spec: &InitramfsSpec, cache_dir: &Path) -> Result<PathBuf, V
         )
     })?;
     let bytes = write_archive(&files).map_err(|e| VmError::io("writing the initramfs", e))?;
-    // Written under a name unique to this build and renamed, so concurrent builds (threads
-    // or processes) never see half a file.
-    static BUILDS: AtomicU64 = AtomicU64::new(0);
-    let build = BUILDS.fetch_add(1, Ordering::Relaxed);
-    let tmp = path.with_extension(format!("tmp{}-{build}", std::process::id()));
-    std::fs::write(&tmp, bytes)
-        .map_err(|e| VmError::io(format!("writing {}", tmp.display()), e))?;
-    std::fs::rename(&tmp, &path)
-        .map_err(|e| VmError::io(format!("renaming to {}", path.display()), e))?;
+    // Concurrent builds (threads or processes) never see half a file.
+    write_atomically(&path, &bytes)
+        .map_err(|e| VmError::io(format!("writing {}", path.display()), e))?;
     Ok(path)
 }
 
@@ -107,19 +101,25 @@ fn collect_files(spec: &InitramfsSpec) -> Result<BTreeMap<String, GuestFile>, Vm
         },
     );
 
-    for tool in spec.tools {
-        let path = find_tool(tool)?;
-        for lib in shared_libraries(&path)? {
-            let data = read_input(&lib, "a shared library")?;
-            files.insert(lib.display().to_string(), exe(data));
-        }
-        files.insert(path.display().to_string(), exe(read_input(&path, tool)?));
-    }
     for tool in spec.guest_tools {
         files.insert(
             format!("/bin/{}", file_name(tool)),
             exe(read_input(tool, "a Persim guest tool")?),
         );
+    }
+    for tool in spec.tools {
+        let (path, guest_path) = locate_tool(tool)?;
+        if files.contains_key(&guest_path) {
+            return Err(VmError::Missing {
+                what: format!("a free name for program {tool} ({guest_path} is Persim's own)"),
+                hint: "rename the program listed under `tools` in the VM configuration".to_owned(),
+            });
+        }
+        for lib in shared_libraries(&path)? {
+            let data = read_input(&lib, "a shared library")?;
+            files.insert(lib.display().to_string(), exe(data));
+        }
+        files.insert(guest_path, exe(read_input(&path, tool)?));
     }
     Ok(files)
 }
@@ -181,16 +181,37 @@ fn read_module(path: &Path) -> Result<Vec<u8>, VmError> {
     Ok(out.stdout)
 }
 
-fn find_tool(name: &str) -> Result<PathBuf, VmError> {
-    TOOL_DIRS
+/// A `tools` entry's host file and its path in the guest: a name is searched in
+/// [`TOOL_DIRS`] and keeps its path; a path (it has a `/`) is the user's own program,
+/// installed as /bin/<file name>, first on the guest's PATH.
+fn locate_tool(tool: &str) -> Result<(PathBuf, String), VmError> {
+    let missing = |hint: &str| VmError::Missing {
+        what: format!("program `{tool}` (listed under `tools` in the VM configuration)"),
+        hint: hint.to_owned(),
+    };
+    if tool.contains('/') {
+        let path = PathBuf::from(tool);
+        if !path.is_file() {
+            return Err(missing(
+                "check the path (a relative one is relative to the configuration file)",
+            ));
+        }
+        let guest_path = format!("/bin/{}", file_name(&path));
+        return Ok((path, guest_path));
+    }
+    let path = TOOL_DIRS
         .iter()
-        .map(|dir| Path::new(dir).join(name))
+        .map(|dir| Path::new(dir).join(tool))
         .find(|p| p.is_file())
-        .ok_or_else(|| VmError::Missing {
-            what: format!("program `{name}` (listed under `tools` in the VM configuration)"),
-            hint: "install its Debian package (scripts/setup.sh installs e2fsprogs and xfsprogs)"
-                .to_owned(),
-        })
+        .ok_or_else(|| {
+            missing(
+                "install its Debian package (scripts/setup.sh installs e2fsprogs and xfsprogs), \
+                 or write a path (`./NAME`, relative to the configuration file) for a program \
+                 of your own",
+            )
+        })?;
+    let guest_path = path.display().to_string();
+    Ok((path, guest_path))
 }
 
 /// The shared libraries (and the dynamic loader) a program needs, as `ldd` resolves them.
@@ -247,8 +268,70 @@ mod tests {
         std::fs::write(dir.join("kernel/b.ko"), "module b").unwrap();
         Kernel {
             image: dir.join("vmlinuz"),
-            modules_dir: dir.to_owned(),
+            modules_dir: Some(dir.to_owned()),
+            system_map: None,
         }
+    }
+
+    /// The archive built for `tools` on the fake kernel, as text (file names and contents).
+    fn archive_with_tools(dir: &Path, tools: &[String]) -> Result<String, VmError> {
+        let kernel = fake_kernel(&dir.join("kernel"));
+        let busybox = dir.join("busybox");
+        std::fs::write(&busybox, "busybox").unwrap();
+        let hypercall = dir.join("hypercall");
+        std::fs::write(&hypercall, "persim hypercall").unwrap();
+        let spec = InitramfsSpec {
+            kernel: &kernel,
+            modules: &[],
+            tools,
+            guest_tools: &[hypercall],
+            busybox: &busybox,
+        };
+        let path = build_cached(&spec, &dir.join("cache"))?;
+        Ok(String::from_utf8_lossy(&std::fs::read(path).unwrap()).into_owned())
+    }
+
+    #[test]
+    fn a_program_by_path_goes_to_bin_with_its_libraries() {
+        let dir = tempfile::tempdir().unwrap();
+        // a dynamically linked program of the user's, and a script
+        let program = dir.path().join("my-checker");
+        std::fs::copy("/bin/true", &program).unwrap();
+        let script = dir.path().join("sub/my-recover.sh");
+        std::fs::create_dir_all(script.parent().unwrap()).unwrap();
+        std::fs::write(&script, "#!/bin/sh\necho recovered\n").unwrap();
+        let tools = [program, script].map(|p| p.display().to_string());
+        let text = archive_with_tools(dir.path(), &tools).unwrap();
+        assert!(
+            text.contains("bin/my-checker\0"),
+            "the program under its file name"
+        );
+        assert!(text.contains("bin/my-recover.sh\0") && text.contains("echo recovered"));
+        assert!(text.contains("libc.so.6\0"), "its shared libraries");
+        assert!(
+            !text.contains(&dir.path().display().to_string()),
+            "no host paths"
+        );
+    }
+
+    #[test]
+    fn a_missing_or_clashing_program_path_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("no-such-program").display().to_string();
+        let e = archive_with_tools(dir.path(), &[missing])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("no-such-program") && e.contains("`tools`"),
+            "{e}"
+        );
+        let clash = dir.path().join("own/hypercall");
+        std::fs::create_dir_all(clash.parent().unwrap()).unwrap();
+        std::fs::write(&clash, "not Persim's").unwrap();
+        let e = archive_with_tools(dir.path(), &[clash.display().to_string()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("/bin/hypercall is Persim's own"), "{e}");
     }
 
     #[test]

@@ -1,5 +1,7 @@
-//! The installed Debian guest kernel and its modules.
+//! The guest kernel and its modules: the installed Debian kernel, or the one a VM
+//! configuration names (`kernel`, `modules_dir`, `system_map`).
 
+use crate::config::VmConfig;
 use crate::error::VmError;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -7,14 +9,50 @@ use std::path::{Path, PathBuf};
 #[derive(Clone, Debug)]
 pub struct Kernel {
     pub image: PathBuf,
-    /// /lib/modules/<release>
-    pub modules_dir: PathBuf,
+    /// /lib/modules/<release>; `None` for a kernel with everything built in.
+    pub modules_dir: Option<PathBuf>,
+    /// The kernel's symbol table, when known (/boot/System.map-<release>).
+    pub system_map: Option<PathBuf>,
 }
 
 const SETUP_HINT: &str =
     "install it with `sudo scripts/setup.sh` (Debian package linux-image-amd64)";
 
 impl Kernel {
+    /// The kernel `config` names, checked to exist, or else the installed one
+    /// ([`Kernel::find_installed`]).
+    pub fn for_config(config: &VmConfig) -> Result<Kernel, VmError> {
+        let Some(image) = &config.kernel else {
+            return Self::find_installed();
+        };
+        let err = |key: &str, path: &Path, what: &str| VmError::Config {
+            path: config.origin.clone(),
+            message: format!("`{key}` = {}: {what}", path.display()),
+        };
+        if !image.is_file() {
+            return Err(err("kernel", image, "no such kernel image"));
+        }
+        if let Some(dir) = &config.modules_dir {
+            if !dir.join("modules.dep").is_file() {
+                return Err(err(
+                    "modules_dir",
+                    dir,
+                    "not a modules directory (it has no modules.dep)",
+                ));
+            }
+        }
+        if let Some(map) = &config.system_map {
+            if !map.is_file() {
+                return Err(err("system_map", map, "no such file"));
+            }
+        }
+        Ok(Kernel {
+            image: image.clone(),
+            modules_dir: config.modules_dir.clone(),
+            system_map: config.system_map.clone(),
+        })
+    }
+
     /// The newest /boot/vmlinuz-* that has a matching /lib/modules directory.
     pub fn find_installed() -> Result<Kernel, VmError> {
         Self::find_in(Path::new("/boot"), Path::new("/lib/modules"))
@@ -37,15 +75,31 @@ impl Kernel {
             .collect();
         releases.sort_by_key(|release| version_key(release));
         let release = releases.pop().ok_or_else(missing)?;
+        let system_map = boot.join(format!("System.map-{release}"));
         Ok(Kernel {
             image: boot.join(format!("vmlinuz-{release}")),
-            modules_dir: modules_root.join(release),
+            modules_dir: Some(modules_root.join(&release)),
+            system_map: system_map.is_file().then_some(system_map),
         })
     }
 
     /// Module files for `names` and all their dependencies, dependencies first, each once.
     pub fn resolve_modules(&self, names: &[String]) -> Result<Vec<PathBuf>, VmError> {
-        let dep_path = self.modules_dir.join("modules.dep");
+        let Some(modules_dir) = &self.modules_dir else {
+            if let Some(name) = names.first() {
+                return Err(VmError::Missing {
+                    what: format!(
+                        "kernel module `{name}` (the kernel {} has no modules directory)",
+                        self.image.display()
+                    ),
+                    hint: "leave `modules` empty for a kernel with everything built in, or \
+                           set `modules_dir` in the VM configuration"
+                        .to_owned(),
+                });
+            }
+            return Ok(Vec::new());
+        };
+        let dep_path = modules_dir.join("modules.dep");
         let text = std::fs::read_to_string(&dep_path)
             .map_err(|e| VmError::io(format!("reading {}", dep_path.display()), e))?;
         let deps = parse_modules_dep(&text);
@@ -61,10 +115,7 @@ impl Kernel {
             }
             visit(&key, &deps, &mut order);
         }
-        Ok(order
-            .into_iter()
-            .map(|rel| self.modules_dir.join(rel))
-            .collect())
+        Ok(order.into_iter().map(|rel| modules_dir.join(rel)).collect())
     }
 }
 
@@ -121,7 +172,8 @@ mod tests {
         std::fs::write(dir.path().join("modules.dep"), dep).unwrap();
         let kernel = Kernel {
             image: dir.path().join("vmlinuz"),
-            modules_dir: dir.path().to_owned(),
+            modules_dir: Some(dir.path().to_owned()),
+            system_map: None,
         };
         (dir, kernel)
     }

@@ -1,6 +1,10 @@
 //! The QEMU command line for a Persim guest and the QEMU version check.
 
+use crate::config::VmConfig;
 use crate::error::VmError;
+use crate::trace::Prepared;
+use persim_abi::machine::{KERNEL_NOKASLR, PM_BASE};
+use persim_abi::PluginArgs;
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -9,18 +13,15 @@ pub const QEMU_BINARY: &str = "qemu-system-x86_64";
 /// ships with QEMU 10.0.
 pub const MIN_QEMU_MAJOR: u32 = 10;
 
-/// Guest-physical base of the NVDIMM: QEMU's pc machine puts hot-pluggable device memory
-/// at 4 GiB when all RAM fits below the PCI hole, and the only NVDIMM is plugged first.
-/// The runner checks it against what the guest kernel reports (see `Vm::pm_range`).
-pub const PM_BASE: u64 = 1 << 32;
-/// The pc machine keeps RAM below 4 GiB up to this size; larger RAM would move PM_BASE.
+/// The pc machine keeps RAM below 4 GiB up to this size; larger RAM would move
+/// [`PM_BASE`] (see there).
 pub const MAX_MEMORY_MIB: u64 = 2816;
+const _: () = assert!(MAX_MEMORY_MIB << 20 < PM_BASE);
 
 #[derive(Clone, Debug)]
 pub struct Plugin {
     pub library: PathBuf,
-    /// `key=value` arguments.
-    pub args: Vec<String>,
+    pub args: PluginArgs,
 }
 
 #[derive(Clone, Debug)]
@@ -34,6 +35,19 @@ pub struct QemuSpec {
 }
 
 impl QemuSpec {
+    /// A guest of `config` booting what `prepared` found, on `pm_file`, without the plugin.
+    pub fn new(prepared: &Prepared, config: &VmConfig, pm_file: PathBuf) -> QemuSpec {
+        QemuSpec {
+            kernel: prepared.kernel.image.clone(),
+            initramfs: prepared.initramfs.clone(),
+            memory_mib: config.memory_mib,
+            pm_file,
+            pm_size: config.pm_size(),
+            plugin: None,
+        }
+    }
+
+    /// The arguments of `qemu-system-x86_64`.
     pub fn args(&self) -> Vec<String> {
         let pm_mib = self.pm_size >> 20;
         let maxmem_mib = (self.memory_mib + pm_mib).div_ceil(1024) * 1024 + 1024;
@@ -73,22 +87,28 @@ impl QemuSpec {
         args.push("-initrd".into());
         args.push(self.initramfs.display().to_string());
         args.push("-append".into());
-        // panic=-1 with -no-reboot turns a guest panic into a QEMU exit instead of a hang.
-        args.push("console=ttyS0 panic=-1 loglevel=4 nokaslr no_timer_check rdinit=/init".into());
+        args.push(kernel_command_line());
         if let Some(plugin) = &self.plugin {
             // The plugin's messages (qemu_plugin_outs) go to stderr only with `-d plugin`.
             args.push("-d".into());
             args.push("plugin".into());
             args.push("-plugin".into());
             let mut value = plugin.library.display().to_string();
-            for arg in &plugin.args {
+            for arg in plugin.args.to_args() {
                 value.push(',');
-                value.push_str(arg);
+                // QEMU's option syntax: a comma within a value is written twice.
+                value.push_str(&arg.replace(',', ",,"));
             }
             args.push(value);
         }
         args
     }
+}
+
+/// panic=-1 with -no-reboot turns a guest panic into a QEMU exit instead of a hang; the
+/// tracing plugin's address arithmetic needs [`KERNEL_NOKASLR`] (see there).
+fn kernel_command_line() -> String {
+    format!("console=ttyS0 panic=-1 loglevel=4 {KERNEL_NOKASLR} no_timer_check rdinit=/init")
 }
 
 /// Fails with a clear message unless QEMU >= 10 is installed.
@@ -152,7 +172,7 @@ mod tests {
             pm_size: 64 << 20,
             plugin: Some(Plugin {
                 library: "/p.so".into(),
-                args: vec!["pm_base=1".into(), "trace=/t".into()],
+                args: PluginArgs::new(PM_BASE, 64 << 20, "/t,1".into()),
             }),
         };
         let args = spec.args();
@@ -161,6 +181,11 @@ mod tests {
         assert!(joined.contains("-nic none"));
         assert!(joined.contains("-m 512M,slots=2,maxmem=2048M"), "{joined}");
         assert!(joined.contains("mem-path=/tmp/pm,size=67108864"));
-        assert!(args.contains(&"/p.so,pm_base=1,trace=/t".to_owned()));
+        assert!(args.contains(
+            &"/p.so,pm_base=0x100000000,pm_size=0x4000000,trace=/t,,1,reads=off,stacks=off,tracing=on"
+                .to_owned()
+        ));
+        let append = args.iter().position(|a| a == "-append").unwrap();
+        assert!(args[append + 1].split(' ').any(|w| w == KERNEL_NOKASLR));
     }
 }

@@ -6,18 +6,23 @@ use crate::console::Vm;
 use crate::error::VmError;
 use crate::initramfs::{build_cached, InitramfsSpec};
 use crate::kernel::Kernel;
-use crate::qemu::{check_version, Plugin, QemuSpec, MAX_MEMORY_MIB, PM_BASE};
+use crate::qemu::{check_version, Plugin, QemuSpec, MAX_MEMORY_MIB};
+use crate::scratch::ScratchPm;
+use persim_abi::machine::PM_BASE;
+use persim_abi::PluginArgs;
 use persim_trace::initial_image_path;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-const GUEST_TARGET: &str = "x86_64-unknown-linux-gnu";
+/// Persim's own guest tools (package persim-guest) and the ring buffer's (persim-subjects),
+/// all built into one target directory by `cargo guest-tools` (.cargo/config.toml).
 const GUEST_TOOLS: [&str; 3] = ["hypercall", "fs-dump", "ringbuf-tool"];
 const PLUGIN_FILE: &str = "libpersim_plugin.so";
-const BUILD_HINT: &str =
-    "build them with `scripts/setup.sh` (or: cargo build --release -p persim-plugin && \
-     cargo build --release -p persim-guest --target x86_64-unknown-linux-gnu \
-     --config 'target.x86_64-unknown-linux-gnu.rustflags=[\"-C\",\"target-feature=+crt-static\",\"-C\",\"force-frame-pointers=yes\"]')";
+/// The traced run's script; `@COMMAND@` stands for the user's commands.
+const TRACED_RUN: &str = include_str!("traced-run.sh");
+const BUILD_HINT: &str = "build them with `scripts/setup.sh` (or: cargo build --release -p \
+     persim-plugin && cargo guest-tools)";
 
 /// Files built from this workspace that the VM needs.
 #[derive(Clone, Debug)]
@@ -29,36 +34,32 @@ pub struct Artifacts {
 }
 
 impl Artifacts {
-    /// Finds the plugin and guest tools in the Cargo target directory that holds the
-    /// running executable (or the one of this source tree).
-    pub fn locate() -> Result<Artifacts, VmError> {
-        let mut roots: Vec<PathBuf> = std::env::current_exe()
-            .ok()
-            .map(|exe| exe.ancestors().skip(1).map(Path::to_owned).collect())
-            .unwrap_or_default();
-        roots.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-        let find = |relative: &[String]| -> Option<PathBuf> {
-            roots
-                .iter()
-                .flat_map(|root| relative.iter().map(move |r| root.join(r)))
-                .find(|p| p.is_file())
-        };
-        let missing = |what: String| VmError::Missing {
-            what,
-            hint: BUILD_HINT.to_owned(),
-        };
-        let plugin = find(&[
-            format!("release/{PLUGIN_FILE}"),
-            format!("debug/{PLUGIN_FILE}"),
-        ])
-        .ok_or_else(|| missing(format!("the tracing plugin {PLUGIN_FILE}")))?;
-        let guest_tools = guest_tools(|tool| find(&[format!("{GUEST_TARGET}/release/{tool}")]))
-            .map_err(|tool| missing(format!("the static guest tool `{tool}`")))?;
-        Ok(Artifacts {
+    /// The plugin `PLUGIN_DIR/libpersim_plugin.so` and the guest tools in `guest_dir`
+    /// (where a source tree or an installation keeps them: `persim_tester::Home`).
+    pub fn from_dirs(plugin_dir: &Path, guest_dir: &Path) -> Result<Artifacts, VmError> {
+        let plugin = plugin_dir.join(PLUGIN_FILE);
+        if !plugin.is_file() {
+            return Err(VmError::Missing {
+                what: format!("the tracing plugin {}", plugin.display()),
+                hint: BUILD_HINT.to_owned(),
+            });
+        }
+        Artifacts {
             plugin,
-            guest_tools,
+            guest_tools: Vec::new(),
             busybox: PathBuf::from("/bin/busybox"),
-        })
+        }
+        .with_guest_tools_from(guest_dir)
+    }
+
+    /// This source tree's build, for the crate's own tests.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn of_source_tree() -> Result<Artifacts, VmError> {
+        let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target");
+        Self::from_dirs(
+            &target.join("release"),
+            &target.join("x86_64-unknown-linux-gnu/release"),
+        )
     }
 
     /// Takes the guest tools from `dir` instead, e.g. a build with other features in
@@ -97,13 +98,13 @@ pub fn prepare(
     let qemu_version = check_version()?;
     if config.memory_mib > MAX_MEMORY_MIB {
         return Err(VmError::Config {
-            path: PathBuf::from(&config.name),
+            path: config.origin.clone(),
             message: format!(
                 "memory_mib must be at most {MAX_MEMORY_MIB} (RAM must stay below 4 GiB)"
             ),
         });
     }
-    let kernel = Kernel::find_installed()?;
+    let kernel = Kernel::for_config(config)?;
     let spec = InitramfsSpec {
         kernel: &kernel,
         modules: &config.modules,
@@ -133,8 +134,10 @@ pub struct TraceOptions {
     pub output: PathBuf,
     pub reads: bool,
     pub stack_traces: bool,
-    /// Limit for each phase (boot, setup, traced run, shutdown).
+    /// Limit for each phase after the boot (setup, traced run, shutdown).
     pub timeout: Duration,
+    /// Limit for booting the guest.
+    pub boot_timeout: Duration,
     /// Initramfs cache and scratch PM files.
     pub cache_dir: PathBuf,
     pub artifacts: Artifacts,
@@ -159,31 +162,24 @@ pub struct TraceSummary {
 pub fn trace(opts: &TraceOptions) -> Result<TraceSummary, VmError> {
     let say = |text: String| {
         if opts.progress {
-            eprintln!("persim trace: {text}");
+            // A closed stderr (`persim … 2>&1 | head`) must not stop the run.
+            let _ = writeln!(std::io::stderr(), "persim trace: {text}");
         }
     };
     let prepared = prepare(&opts.config, &opts.artifacts, &opts.cache_dir)?;
-    let pm = ScratchFile::create(&opts.cache_dir, opts.config.pm_size())?;
+    let pm = ScratchPm::create(&opts.cache_dir, opts.config.pm_size())?;
     let pm_size = opts.config.pm_size();
-    let on_off = |b: bool| if b { "on" } else { "off" };
     let spec = QemuSpec {
-        kernel: prepared.kernel.image.clone(),
-        initramfs: prepared.initramfs.clone(),
-        memory_mib: opts.config.memory_mib,
-        pm_file: pm.0.clone(),
-        pm_size,
         plugin: Some(Plugin {
             library: opts.artifacts.plugin.clone(),
-            args: vec![
-                format!("pm_base={PM_BASE}"),
-                format!("pm_size={pm_size}"),
-                format!("trace={}", opts.output.display()),
-                format!("pm_file={}", pm.0.display()),
-                format!("initial={}", initial_image_path(&opts.output).display()),
-                format!("reads={}", on_off(opts.reads)),
-                format!("stacks={}", on_off(opts.stack_traces)),
-            ],
+            args: PluginArgs {
+                reads: opts.reads,
+                stacks: opts.stack_traces,
+                initial: Some((pm.path().to_owned(), initial_image_path(&opts.output))),
+                ..PluginArgs::new(PM_BASE, pm_size, opts.output.clone())
+            },
         }),
+        ..QemuSpec::new(&prepared, &opts.config, pm.path().to_owned())
     };
 
     say(format!(
@@ -193,7 +189,7 @@ pub fn trace(opts: &TraceOptions) -> Result<TraceSummary, VmError> {
         prepared.kernel.image.display()
     ));
     let started = Instant::now();
-    let mut vm = Vm::boot(&spec, opts.timeout)?;
+    let mut vm = Vm::boot(&spec, opts.boot_timeout)?;
     let boot = started.elapsed();
     say(format!("boot {:.2} s", boot.as_secs_f64()));
 
@@ -214,11 +210,7 @@ pub fn trace(opts: &TraceOptions) -> Result<TraceSummary, VmError> {
     say(format!("setup {:.2} s", setup.as_secs_f64()));
 
     let started = Instant::now();
-    let script = format!(
-        "cd /mnt\nhypercall start\n(\n{}\n)\nrc=$?\nif [ $rc -eq 0 ]; then hypercall success; else hypercall fail; fi\nexit $rc\n",
-        opts.command
-    );
-    let out = vm.run(&script, opts.timeout)?;
+    let out = vm.run(&traced_run_script(&opts.command), opts.timeout)?;
     let traced = started.elapsed();
     say(format!(
         "traced run {:.2} s (exit code {})",
@@ -266,27 +258,34 @@ fn check_pm_range(vm: &mut Vm, pm_size: u64, timeout: Duration) -> Result<(), Vm
     }
 }
 
-/// A sparse host file backing the NVDIMM, removed when dropped.
-struct ScratchFile(PathBuf);
-
-impl ScratchFile {
-    fn create(dir: &Path, size: u64) -> Result<ScratchFile, VmError> {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| VmError::io(format!("creating {}", dir.display()), e))?;
-        // unique per process and per call: tests trace in parallel within one process
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let path = dir.join(format!("pm-{}-{n}.img", std::process::id()));
-        let file = std::fs::File::create(&path)
-            .map_err(|e| VmError::io(format!("creating {}", path.display()), e))?;
-        file.set_len(size)
-            .map_err(|e| VmError::io(format!("sizing {}", path.display()), e))?;
-        Ok(ScratchFile(path))
-    }
+/// The guest script of the traced run of `command`.
+fn traced_run_script(command: &str) -> String {
+    TRACED_RUN.replace("@COMMAND@", command)
 }
 
-impl Drop for ScratchFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_traced_run_wraps_the_commands_once_between_hypercalls() {
+        // Multi-line, as a test's operations are: every line must land inside the subshell.
+        let script = traced_run_script("echo @COMMAND@\nexit 3");
+        let body: Vec<&str> = script.lines().filter(|l| !l.starts_with('#')).collect();
+        assert_eq!(script.matches("exit 3").count(), 1, "{script}");
+        assert_eq!(
+            body,
+            [
+                "cd /mnt",
+                "hypercall start",
+                "(",
+                "echo @COMMAND@",
+                "exit 3",
+                ")",
+                "rc=$?",
+                "if [ $rc -eq 0 ]; then hypercall success; else hypercall fail; fi",
+                "exit $rc",
+            ]
+        );
     }
 }

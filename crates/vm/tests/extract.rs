@@ -1,7 +1,7 @@
 //! State extraction with the real QEMU, kernel and fs-dump (scripts/setup.sh installs and
 //! builds them). Without them the tests are skipped with a message, except under CI.
 
-use persim_analyze::Recovered;
+use persim_vm::Recovered;
 use persim_vm::{
     default_config_dir, extract_states, prepare, Artifacts, ExtractMode, ExtractOptions, QemuSpec,
     Vm, VmConfig,
@@ -14,26 +14,12 @@ const TIMEOUT: Duration = Duration::from_secs(120);
 /// by the journal replay at the next mount.
 const EXT4_RECOVER: u32 = 0x4;
 
+/// The artifacts, or None (with a printed reason) when the real VM cannot run here.
 fn artifacts_or_skip(test: &str) -> Option<Artifacts> {
-    let reason = if persim_vm::check_version().is_err() {
-        "QEMU >= 10".to_owned()
-    } else {
-        match Artifacts::locate() {
-            Ok(artifacts) => {
-                let fs_dump = artifacts.guest_tools[0].with_file_name("fs-dump");
-                if fs_dump.is_file() {
-                    return Some(artifacts);
-                }
-                format!("{}", fs_dump.display())
-            }
-            Err(e) => e.to_string(),
-        }
-    };
-    if std::env::var_os("CI").is_some() {
-        panic!("{test}: {reason} is missing, and CI must run the VM tests: run scripts/setup.sh");
-    }
-    eprintln!("SKIPPED {test}: {reason} is missing (run scripts/setup.sh)");
-    None
+    persim_vm::testing::vm_ready(
+        test,
+        &VmConfig::for_fs(&default_config_dir(), "ext4").unwrap(),
+    )
 }
 
 fn cache_dir() -> PathBuf {
@@ -55,14 +41,7 @@ fn crash_images(fs: &str, artifacts: &Artifacts, dir: &Path, steps: &[&str]) -> 
         .unwrap()
         .set_len(config.pm_size())
         .unwrap();
-    let spec = QemuSpec {
-        kernel: prepared.kernel.image,
-        initramfs: prepared.initramfs,
-        memory_mib: config.memory_mib,
-        pm_file: pm.clone(),
-        pm_size: config.pm_size(),
-        plugin: None,
-    };
+    let spec = QemuSpec::new(&prepared, &config, pm.clone());
     let mut vm = Vm::boot(&spec, TIMEOUT).unwrap();
     for command in [&config.mkfs, &config.mount] {
         let out = vm.run(command, TIMEOUT).unwrap();

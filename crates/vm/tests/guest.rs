@@ -1,9 +1,11 @@
 //! End-to-end tests with the real QEMU and Debian kernel (installed by scripts/setup.sh).
 //! Without them they are skipped with a message, except under CI (CI set), where they must run.
 
+use persim_abi::machine::PM_BASE;
+use persim_abi::PluginArgs;
 use persim_trace::{FenceKind, FlushKind, Hypercall, Op};
 use persim_vm::{
-    default_config_dir, prepare, Artifacts, Plugin, QemuSpec, TraceOptions, Vm, VmConfig, PM_BASE,
+    default_config_dir, prepare, Artifacts, Plugin, QemuSpec, TraceOptions, Vm, VmConfig,
 };
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -12,22 +14,10 @@ const TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The artifacts, or None (with a printed reason) when the real VM cannot run here.
 fn artifacts_or_skip(test: &str) -> Option<Artifacts> {
-    let missing = if persim_vm::check_version().is_err() {
-        Some("QEMU >= 10".to_owned())
-    } else if persim_vm::Kernel::find_installed().is_err() {
-        Some("the Debian guest kernel".to_owned())
-    } else {
-        match Artifacts::locate() {
-            Ok(artifacts) => return Some(artifacts),
-            Err(e) => Some(e.to_string()),
-        }
-    };
-    let reason = missing.expect("set above");
-    if std::env::var_os("CI").is_some() {
-        panic!("{test}: {reason} is missing, and CI must run the VM tests: run scripts/setup.sh");
-    }
-    eprintln!("SKIPPED {test}: {reason} is missing (run scripts/setup.sh)");
-    None
+    persim_vm::testing::vm_ready(
+        test,
+        &VmConfig::for_fs(&default_config_dir(), "ext4").unwrap(),
+    )
 }
 
 fn cache_dir() -> PathBuf {
@@ -41,12 +31,8 @@ fn boot(config: &VmConfig, artifacts: &Artifacts, pm_file: PathBuf, plugin: Opti
         .set_len(config.pm_size())
         .unwrap();
     let spec = QemuSpec {
-        kernel: prepared.kernel.image,
-        initramfs: prepared.initramfs,
-        memory_mib: config.memory_mib,
-        pm_file,
-        pm_size: config.pm_size(),
         plugin,
+        ..QemuSpec::new(&prepared, config, pm_file)
     };
     Vm::boot(&spec, TIMEOUT).unwrap()
 }
@@ -95,6 +81,7 @@ fn trace_options(fs: &str, command: &str, output: PathBuf, artifacts: Artifacts)
         reads: false,
         stack_traces: false,
         timeout: TIMEOUT,
+        boot_timeout: TIMEOUT,
         cache_dir: cache_dir(),
         artifacts,
         progress: true,
@@ -174,7 +161,7 @@ fn missing_kernel_modules_and_corrupt_configs_are_clear_errors() {
     assert!(e.contains("bad.toml") && e.contains("memory_mib"), "{e}");
 }
 
-/// The static test program `pm-probe` (guest/src/bin/pm-probe.rs), built by setup.sh next
+/// The static test program `pm-probe` (targets/guest-subjects/src/bin/pm-probe.rs), built by setup.sh next
 /// to `hypercall`; it is added to the initramfs only for these tests.
 fn with_probe(test: &str, mut artifacts: Artifacts) -> Option<(Artifacts, PathBuf)> {
     let probe = artifacts.guest_tools[0].with_file_name("pm-probe");
@@ -361,12 +348,10 @@ fn time_workload(artifacts: &Artifacts, tracing: bool) -> (Duration, usize, u64)
     let trace = dir.path().join("bench.trace");
     let plugin = Plugin {
         library: artifacts.plugin.clone(),
-        args: vec![
-            format!("pm_base={PM_BASE}"),
-            format!("pm_size={}", config.pm_size()),
-            format!("trace={}", trace.display()),
-            format!("tracing={}", if tracing { "on" } else { "off" }),
-        ],
+        args: PluginArgs {
+            tracing,
+            ..PluginArgs::new(PM_BASE, config.pm_size(), trace.clone())
+        },
     };
     let mut vm = boot(&config, artifacts, dir.path().join("pm.img"), Some(plugin));
     for command in [&config.mkfs, &config.mount] {

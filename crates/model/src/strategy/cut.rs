@@ -7,7 +7,7 @@
 //!   window runs from the units before the cut to its whole sequence;
 //! - persistent caches: cuts through the cached units in global order (the store buffer
 //!   drains in order); a line's window runs from just after its last cached unit before
-//!   the cut to just before its first cached unit after it (MODEL.md).
+//!   the cut to just before its first cached unit after it (docs/model.md).
 
 use super::space::Space;
 use crate::pending::LineState;

@@ -148,3 +148,37 @@ fn encode_meta(buf: &mut Vec<u8>, base: &mut DeltaBase, meta: &Meta) {
         }
     }
 }
+
+/// Writes `entries` as a binary trace file at `path`, whole or not at all (a temporary
+/// file, synced and renamed); returns the entry count. An entry that fails to read is
+/// returned as the error, and nothing is left at `path`.
+pub fn write_binary_file(
+    path: &std::path::Path,
+    header: &Header,
+    entries: impl Iterator<Item = Result<Entry, crate::TraceError>>,
+) -> Result<u64, crate::TraceError> {
+    let mut count = 0u64;
+    let mut failure = None;
+    let written = crate::atomic_file::create_atomically(path, |file| {
+        let mut writer = BinaryWriter::new(io::BufWriter::new(file), header)?;
+        for entry in entries {
+            match entry {
+                Ok(entry) => writer.write(&entry)?,
+                Err(e) => {
+                    failure = Some(e);
+                    return Err(io::Error::other("reading the entries failed"));
+                }
+            }
+            count += 1;
+        }
+        writer
+            .finish()?
+            .into_inner()
+            .map_err(|e| e.into_error())?
+            .sync_all()
+    });
+    match failure {
+        Some(e) => Err(e),
+        None => written.map(|()| count).map_err(crate::TraceError::from),
+    }
+}

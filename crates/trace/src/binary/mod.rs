@@ -8,5 +8,5 @@ mod tags;
 mod varint;
 
 pub(crate) use decode::BinaryReader;
-pub use encode::BinaryWriter;
+pub use encode::{write_binary_file, BinaryWriter};
 pub(crate) use header::{read_header_fields, MAGIC};

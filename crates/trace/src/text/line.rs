@@ -1,4 +1,4 @@
-//! One entry as one line of text (shared/TRACE-TEXT.md): `Display` writes it, `FromStr`
+//! One entry as one line of text (docs/trace-format.md): `Display` writes it, `FromStr`
 //! reads it.
 
 use std::fmt::{self, Write as _};
@@ -147,7 +147,7 @@ pub(crate) fn parse_number(text: &str) -> Result<u64, String> {
 }
 
 fn parse_hex_bytes(text: &str) -> Result<Vec<u8>, String> {
-    if text.len() % 2 != 0 {
+    if !text.len().is_multiple_of(2) {
         return Err(format!(
             "bytes `{text}` have an odd number of hex digits; write two digits per byte"
         ));

@@ -1,4 +1,4 @@
-//! The human-readable text form of a trace (shared/TRACE-TEXT.md).
+//! The human-readable text form of a trace (docs/trace-format.md).
 
 mod header;
 mod line;

@@ -34,8 +34,11 @@ attach() {
     echo region0 >/sys/bus/nd/drivers/nd_region/bind || return 1
     # Namespaces are registered asynchronously; this waits for their probes.
     cat /sys/bus/nd/devices/ndbus0/wait_probe >/dev/null
-    # As at boot, a failed conversion is reported and left to the mount to fail.
-    fsdax || echo "@@PERSIM-FSDAX-FAILED"
+    # Reported as at boot (init.sh); the runner stops with an error naming the cause.
+    fsdax || {
+        echo "@@PERSIM-FSDAX-FAILED"
+        return 1
+    }
 }
 
 case "$1" in

@@ -1,13 +1,13 @@
 //! One extraction worker: a guest and its scratch PM file. Per image: attach (rebind the
 //! NVDIMM, or boot), `recover`, `fs-dump`, fetch the dump, unmount and detach.
 
-use super::scratch::ScratchPm;
 use super::{ExtractMode, ExtractOptions};
-use crate::console::{CommandOutput, Vm, BEGIN, END};
+use crate::console::{setup_failure, CommandOutput, Vm, BEGIN, END};
 use crate::error::VmError;
 use crate::qemu::QemuSpec;
+use crate::recovered::Recovered;
+use crate::scratch::ScratchPm;
 use crate::trace::Prepared;
-use persim_analyze::Recovered;
 use std::path::Path;
 use std::time::Instant;
 
@@ -16,14 +16,8 @@ const DETACH: &str = "persim-pmem detach";
 /// In the guest's tmpfs: the dump is fetched by a command of its own, so that nothing the
 /// recovery or fs-dump print can mix with it.
 const STATE_FILE: &str = "/tmp/persim-state.json";
-/// Prints the dump with console messages below KERN_EMERG held back, so that no kernel
-/// message lands inside the JSON. A panic is still printed (and detected).
-const FETCH: &str = "level=$(cut -f1 /proc/sys/kernel/printk)\n\
-                     echo 1 >/proc/sys/kernel/printk\n\
-                     cat /tmp/persim-state.json\n\
-                     rc=$?\n\
-                     echo \"$level\" >/proc/sys/kernel/printk\n\
-                     exit $rc";
+/// Prints the dump in STATE_FILE (its placeholder) without kernel messages inside it.
+const FETCH: &str = include_str!("fetch-state.sh");
 
 pub(super) struct Worker<'a> {
     opts: &'a ExtractOptions,
@@ -44,14 +38,7 @@ enum Stop {
 impl<'a> Worker<'a> {
     pub(super) fn new(opts: &'a ExtractOptions, prepared: &Prepared) -> Result<Self, VmError> {
         let pm = ScratchPm::create(&opts.cache_dir, opts.config.pm_size())?;
-        let spec = QemuSpec {
-            kernel: prepared.kernel.image.clone(),
-            initramfs: prepared.initramfs.clone(),
-            memory_mib: opts.config.memory_mib,
-            pm_file: pm.path().to_owned(),
-            pm_size: opts.config.pm_size(),
-            plugin: None,
-        };
+        let spec = QemuSpec::new(prepared, &opts.config, pm.path().to_owned());
         Ok(Worker {
             opts,
             spec,
@@ -80,6 +67,12 @@ impl<'a> Worker<'a> {
                 let deadline = Instant::now() + self.opts.timeout;
                 self.vm_mut().clear_log();
                 let out = self.run(ATTACH, deadline)?;
+                if let Some(message) = setup_failure(out.output.lines()) {
+                    return Err(Stop::Tool(VmError::GuestSetup {
+                        message,
+                        log_tail: out.output,
+                    }));
+                }
                 expect_success(ATTACH, out).map_err(Stop::Tool)?;
                 deadline
             }
@@ -128,7 +121,7 @@ impl<'a> Worker<'a> {
                 )),
             });
         }
-        let out = self.run(FETCH, deadline)?;
+        let out = self.run(&FETCH.replace("@STATE_FILE@", STATE_FILE), deadline)?;
         let out = expect_success("fetching the fs-dump output", out).map_err(Stop::Tool)?;
         Ok(Recovered::state(&out.output))
     }

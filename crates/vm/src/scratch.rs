@@ -1,5 +1,11 @@
-//! A worker's own PM backing file. Images are copied into it, never attached themselves, so
+//! The host file behind a guest's NVDIMM: sparse, of the configuration's PM size, private
+//! to one process and removed when dropped. A traced run boots on an empty one; an
+//! extraction worker copies each image into its own, never attaching the image itself, so
 //! what recovery writes lands here and image files stay untouched.
+//!
+//! Files are named `pm-<pid>-<n>.img` in the cache directory. A process killed before it
+//! could remove its files (SIGKILL) leaves them behind; whoever creates the next one
+//! removes those of processes that no longer run.
 
 use crate::error::VmError;
 use std::fs::{File, OpenOptions};
@@ -13,7 +19,7 @@ const BLOCK: usize = 4096;
 /// Bytes read per step from the image and the scratch file.
 const CHUNK: usize = 1 << 20;
 
-pub(super) struct ScratchPm {
+pub(crate) struct ScratchPm {
     path: PathBuf,
     file: File,
     size: u64,
@@ -21,13 +27,15 @@ pub(super) struct ScratchPm {
 
 impl ScratchPm {
     /// A sparse (all-zero) file of `size` bytes in `dir`, removed when dropped.
-    pub(super) fn create(dir: &Path, size: u64) -> Result<ScratchPm, VmError> {
-        // Unique per process and per worker: extractions may run concurrently.
-        static WORKERS: AtomicU64 = AtomicU64::new(0);
-        let worker = WORKERS.fetch_add(1, Ordering::Relaxed);
+    pub(crate) fn create(dir: &Path, size: u64) -> Result<ScratchPm, VmError> {
+        // Unique per process and per call: traced runs and extraction workers may run
+        // concurrently within one process.
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
         std::fs::create_dir_all(dir)
             .map_err(|e| VmError::io(format!("creating {}", dir.display()), e))?;
-        let path = dir.join(format!("extract-{}-{worker}.pm", std::process::id()));
+        reap(dir, is_alive);
+        let path = dir.join(format!("{PREFIX}{}-{n}{SUFFIX}", std::process::id()));
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -40,12 +48,12 @@ impl ScratchPm {
         Ok(scratch)
     }
 
-    pub(super) fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// Zeroes the file by punching it to a hole. Only while no guest maps it.
-    pub(super) fn clear(&self) -> Result<(), VmError> {
+    pub(crate) fn clear(&self) -> Result<(), VmError> {
         self.file
             .set_len(0)
             .and_then(|()| self.file.set_len(self.size))
@@ -55,7 +63,7 @@ impl ScratchPm {
     /// Makes the file's contents equal to `image`, writing only the blocks that differ
     /// (consecutive images differ in few blocks). Returns the number of blocks written.
     /// The guest maps the file shared, so it sees the new contents without any copy.
-    pub(super) fn load(&mut self, image: &Path) -> Result<u64, VmError> {
+    pub(crate) fn load(&mut self, image: &Path) -> Result<u64, VmError> {
         let context = |what: &str, path: &Path| format!("{what} {}", path.display());
         let mut source =
             File::open(image).map_err(|e| VmError::io(context("opening", image), e))?;
@@ -104,6 +112,55 @@ impl Drop for ScratchPm {
     }
 }
 
+const PREFIX: &str = "pm-";
+const SUFFIX: &str = ".img";
+/// Names of scratch files, `<prefix><pid>-<n><suffix>`: the current one, and that of
+/// extraction workers' files from before traced runs and workers shared this type.
+const NAMES: [(&str, &str); 2] = [(PREFIX, SUFFIX), ("extract-", ".pm")];
+
+/// The pid in a scratch file's name, or None for any other file of the cache directory.
+fn owner(name: &str) -> Option<u32> {
+    let (pid, n) = NAMES.iter().find_map(|(prefix, suffix)| {
+        name.strip_prefix(prefix)?
+            .strip_suffix(suffix)?
+            .split_once('-')
+    })?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !(digits(pid) && digits(n)) {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+/// Removes the scratch files in `dir` whose process is not `alive`. Best effort: a file
+/// that cannot be removed stays for the next try.
+fn reap(dir: &Path, alive: impl Fn(u32) -> bool) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(owner) else {
+            continue;
+        };
+        if pid != std::process::id() && !alive(pid) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Whether a process `pid` exists (possibly another program that got the pid later: its
+/// files are then kept, which is the safe side).
+fn is_alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: signal 0 sends nothing; it only checks that the process exists.
+    let found = unsafe { libc::kill(pid, 0) } == 0;
+    // EPERM: it exists, as another user's process.
+    found || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,6 +207,37 @@ mod tests {
         let path = scratch.path().to_owned();
         drop(scratch);
         assert!(!path.exists());
+    }
+
+    #[test]
+    fn files_of_dead_processes_are_removed_at_the_next_creation() {
+        let dir = tempfile::tempdir().unwrap();
+        // No process can have this pid: it is above every pid_max Linux allows (2^22).
+        let dead = 0x7fff_fff0;
+        assert!(!is_alive(dead) && is_alive(std::process::id()) && is_alive(1));
+        let file = |name: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, b"x").unwrap();
+            path
+        };
+        let stale = [
+            file(&format!("pm-{dead}-3.img")),
+            file(&format!("extract-{dead}-0.pm")),
+        ];
+        let running = file(&format!("pm-{}-99.img", std::process::id()));
+        let other = [
+            file("pm-1-0.img"),
+            file(&format!("pm-{dead}-x.img")),
+            file(&format!("pm-{dead}-3.img.tmp")),
+            file("initramfs-0123.cpio"),
+        ];
+        let scratch = ScratchPm::create(dir.path(), SIZE).unwrap();
+        assert!(stale.iter().all(|p| !p.exists()));
+        assert!(running.exists() && other.iter().all(|p| p.exists()));
+        assert_eq!(
+            owner(&scratch.path().file_name().unwrap().to_string_lossy()),
+            Some(std::process::id())
+        );
     }
 
     #[test]

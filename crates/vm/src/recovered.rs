@@ -16,6 +16,36 @@ pub enum Recovered {
     Hang { output: String },
 }
 
+/// The kind of a recovery result, as reports and tables name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    State,
+    RecoveryError,
+    GuestCrash,
+    Hang,
+    /// No result for the image: a verdict over a store whose states are incomplete.
+    NotExtracted,
+}
+
+impl Outcome {
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::State => "state",
+            Outcome::RecoveryError => "recovery-error",
+            Outcome::GuestCrash => "guest-crash",
+            Outcome::Hang => "hang",
+            Outcome::NotExtracted => "not-extracted",
+        }
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.name())
+    }
+}
+
 impl Recovered {
     /// The extracted state, normalised so that equal states compare equal: JSON is
     /// re-serialised with sorted keys, other text is kept as it is.
@@ -31,13 +61,12 @@ impl Recovered {
         !matches!(self, Recovered::State { .. })
     }
 
-    /// A short name of the outcome for tables.
-    pub fn outcome(&self) -> &'static str {
+    pub fn outcome(&self) -> Outcome {
         match self {
-            Recovered::State { .. } => "state",
-            Recovered::RecoveryError { .. } => "recovery-error",
-            Recovered::GuestCrash { .. } => "guest-crash",
-            Recovered::Hang { .. } => "hang",
+            Recovered::State { .. } => Outcome::State,
+            Recovered::RecoveryError { .. } => Outcome::RecoveryError,
+            Recovered::GuestCrash { .. } => Outcome::GuestCrash,
+            Recovered::Hang { .. } => Outcome::Hang,
         }
     }
 
@@ -67,5 +96,26 @@ mod tests {
             output: String::new()
         }
         .is_error());
+    }
+
+    #[test]
+    fn outcomes_serialise_as_their_names() {
+        for outcome in [
+            Outcome::State,
+            Outcome::RecoveryError,
+            Outcome::GuestCrash,
+            Outcome::Hang,
+            Outcome::NotExtracted,
+        ] {
+            let json = serde_json::to_string(&outcome).unwrap();
+            assert_eq!(json, format!("\"{}\"", outcome.name()));
+            assert_eq!(serde_json::from_str::<Outcome>(&json).unwrap(), outcome);
+        }
+        let hang = Recovered::Hang {
+            output: String::new(),
+        };
+        assert_eq!(hang.outcome(), Outcome::Hang);
+        let json = serde_json::to_value(&hang).unwrap();
+        assert_eq!(json["outcome"], "hang");
     }
 }

@@ -1,0 +1,92 @@
+//! The crates are layers (docs/architecture.md): a crate may use only crates below it.
+//! Reads `cargo metadata` and fails when a workspace crate depends on one at its level or
+//! above, or when a crate is missing from the table.
+
+use serde_json::Value;
+use std::process::Command;
+
+/// Each workspace package and what it may depend on among the workspace's packages.
+const ALLOWED: &[(&str, &[&str])] = &[
+    ("persim-abi", &[]),
+    ("persim-trace", &[]),
+    ("persim-model", &["persim-trace"]),
+    ("persim-image", &["persim-model", "persim-trace"]),
+    ("persim-vm", &["persim-abi", "persim-trace"]),
+    (
+        "persim-analyze",
+        &["persim-vm", "persim-model", "persim-trace"],
+    ),
+    (
+        "persim-tester",
+        &[
+            "persim-analyze",
+            "persim-vm",
+            "persim-image",
+            "persim-model",
+            "persim-trace",
+            "persim-abi",
+        ],
+    ),
+    (
+        "persim",
+        &[
+            "persim-tester",
+            "persim-analyze",
+            "persim-vm",
+            "persim-image",
+            "persim-model",
+            "persim-trace",
+        ],
+    ),
+    // The plugin runs inside QEMU: the trace codec and the shared ABI only.
+    ("persim-plugin", &["persim-trace", "persim-abi"]),
+    // The guest's static tools.
+    ("persim-guest", &["persim-abi"]),
+    // Subjects under test (targets/): no part of the tool.
+    ("persim-ringbuf", &["persim-trace", "persim-model"]),
+    ("persim-subjects", &["persim-guest", "persim-ringbuf"]),
+];
+
+#[test]
+fn no_crate_depends_on_one_above_it() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let metadata: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let members: Vec<&str> = metadata["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    let mut wrong = Vec::new();
+    for package in metadata["packages"].as_array().unwrap() {
+        let name = package["name"].as_str().unwrap();
+        let Some((_, allowed)) = ALLOWED.iter().find(|(n, _)| *n == name) else {
+            wrong.push(format!("{name} is not in the layer table of this test"));
+            continue;
+        };
+        for dep in package["dependencies"].as_array().unwrap() {
+            let dep_name = dep["name"].as_str().unwrap();
+            let normal = dep["kind"].is_null();
+            if normal && members.contains(&dep_name) && !allowed.contains(&dep_name) {
+                wrong.push(format!("{name} must not depend on {dep_name}"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "layering broken:\n{}", wrong.join("\n"));
+}

@@ -1,0 +1,250 @@
+//! The images stage: replay a trace through the crash model, materialise each crash image
+//! on top of the persisted image, hash it and (optionally) store it, and hand each failure
+//! point to a [`PointSink`] as soon as it is done.
+
+use crate::images_index::{ImageRecord, PointRecord, PointSink};
+use crate::options::ImagesOptions;
+use crate::progress::{Event, Observer};
+use anyhow::{bail, Context, Result};
+use persim_image::{Image, ImageStore};
+use persim_model::{Config, FailureView, Origin, Replay, Sink};
+use persim_trace::{initial_image_path, Reader};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How often the store's index is saved during a run, so an interrupted run can resume.
+const INDEX_SAVE_INTERVAL: Duration = Duration::from_secs(10);
+/// The largest PM plus block device an image may cover. Images are sparse, but hashing
+/// and materialising cost grows with the size (64 GiB: ~40 s and 400 MB for a 7-image
+/// trace); beyond this a typo (`--pm-size 16777216G`) would exhaust the machine.
+const MAX_IMAGE_LEN: u64 = 64 << 30;
+/// Entries between progress events.
+const PROGRESS_ENTRIES: u64 = 4096;
+
+/// What a generation produced.
+#[derive(Debug)]
+pub struct ImagesSummary {
+    pub config: Config,
+    pub entries: u64,
+    pub failure_points: u64,
+    /// Failure points where a sample was taken.
+    pub incomplete: u64,
+    /// The distinct images by hash (hex).
+    pub images: BTreeMap<String, ImageRecord>,
+    /// Where they were stored, if they were.
+    pub store: Option<PathBuf>,
+    pub took: Duration,
+}
+
+/// Replays `trace` with `opts`; `started(config)` is called before the first failure
+/// point (for a caller that prints a title), then `sink` gets every failure point.
+pub fn generate_images(
+    opts: &ImagesOptions,
+    trace: &Path,
+    started: impl FnOnce(&Config) -> io::Result<()>,
+    sink: &mut dyn PointSink,
+    observer: &mut dyn Observer,
+) -> Result<ImagesSummary> {
+    let began = Instant::now();
+    let reader = Reader::open(trace)?;
+    let header = reader.header();
+    let Some(pm_size) = opts
+        .pm_size
+        .or((header.pm_size > 0).then_some(header.pm_size))
+    else {
+        bail!(
+            "the PM size of {} is unknown: give --pm-size BYTES (or start the trace with \
+             `# persim-trace pm-size=BYTES`)",
+            trace.display()
+        );
+    };
+    let config = Config {
+        cache: opts.cache,
+        strategy: opts.strategy,
+        max_images: opts.max_images,
+        seed: opts.seed,
+        pm_size,
+        blk_size: opts.blk_size.unwrap_or(header.blk_size),
+    };
+    if config
+        .pm_size
+        .checked_add(config.blk_size)
+        .is_none_or(|len| len > MAX_IMAGE_LEN)
+    {
+        bail!(
+            "PM of {:#x} bytes and a block device of {:#x} bytes are more than Persim's \
+             limit of {} GiB per crash image: check --pm-size/--blk-size or the trace header \
+             of {}",
+            config.pm_size,
+            config.blk_size,
+            MAX_IMAGE_LEN >> 30,
+            trace.display()
+        );
+    }
+    let persisted = initial_image(opts, trace, &config)?.with_hash_level(opts.hash_level)?;
+    let store = opts.store.as_ref().map(ImageStore::open).transpose()?;
+    started(&config)?;
+    let mut materialiser = Materialiser {
+        persisted,
+        store,
+        hex: opts.hex,
+        materialise: opts.materialise.as_ref(),
+        from_checkpoint: opts.from_checkpoint,
+        sink,
+        images: BTreeMap::new(),
+        points: 0,
+        incomplete: 0,
+        index_saved: Instant::now(),
+    };
+    let mut entries = 0u64;
+    let replayed = (|| -> Result<()> {
+        let mut replay = Replay::new(config.clone());
+        for entry in reader {
+            replay.step(&entry?, &mut materialiser)?;
+            entries += 1;
+            if entries.is_multiple_of(PROGRESS_ENTRIES) {
+                observer.event(&Event::Replayed {
+                    entries,
+                    failure_points: materialiser.points,
+                    images: materialiser.images.len(),
+                });
+            }
+        }
+        Ok(replay.finish(&mut materialiser)?)
+    })();
+    // Also after a failure: every image file in the store is in its index, none orphaned.
+    if let Some(store) = &materialiser.store {
+        store.flush_index()?;
+    }
+    replayed?;
+    Ok(ImagesSummary {
+        config,
+        entries,
+        failure_points: materialiser.points,
+        incomplete: materialiser.incomplete,
+        images: materialiser.images,
+        store: materialiser.store.map(|s| s.dir().to_path_buf()),
+        took: began.elapsed(),
+    })
+}
+
+/// The persisted image the trace starts from: the given or recorded initial contents,
+/// which must be exactly as long as PM (and block device), or zeros.
+fn initial_image(opts: &ImagesOptions, trace: &Path, config: &Config) -> Result<Image> {
+    let recorded = initial_image_path(trace);
+    let path = opts
+        .initial
+        .clone()
+        .or_else(|| recorded.is_file().then_some(recorded));
+    let Some(path) = path else {
+        return Ok(Image::zeroed(config.image_len()));
+    };
+    let len = std::fs::metadata(&path)
+        .with_context(|| format!("cannot read the initial image {}", path.display()))?
+        .len();
+    if len != config.image_len() {
+        bail!(
+            "the initial image {} has {len} bytes, but PM{} has {} bytes: give the initial \
+             image of this trace (or --pm-size/--blk-size of its machine)",
+            path.display(),
+            if config.blk_size > 0 {
+                " and block device"
+            } else {
+                ""
+            },
+            config.image_len()
+        );
+    }
+    Image::from_file(&path, len)
+        .with_context(|| format!("reading the initial image {}", path.display()))
+}
+
+/// Keeps the persisted image, materialises each crash image on top of it, records it and
+/// passes each failure point on as soon as it is done, so memory does not grow with the
+/// trace: only the distinct images are remembered.
+struct Materialiser<'a> {
+    persisted: Image,
+    store: Option<ImageStore>,
+    hex: bool,
+    materialise: Option<&'a (BTreeSet<String>, PathBuf)>,
+    /// Failure points before this checkpoint (`None` sorts first) are skipped.
+    from_checkpoint: Option<u64>,
+    sink: &'a mut dyn PointSink,
+    images: BTreeMap<String, ImageRecord>,
+    points: u64,
+    incomplete: u64,
+    index_saved: Instant,
+}
+
+impl Sink for Materialiser<'_> {
+    fn persist(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        self.persisted.write(offset, bytes);
+        Ok(())
+    }
+
+    fn failure_point(&mut self, view: &FailureView<'_>) -> io::Result<()> {
+        if view.point.checkpoint < self.from_checkpoint {
+            return Ok(());
+        }
+        let crash = view.crash_images();
+        let mut hashes: Vec<String> = Vec::new();
+        for image in &crash.images {
+            let mut contents = self.persisted.clone();
+            view.apply(image, |offset, bytes| contents.write(offset, bytes));
+            let origin = Origin {
+                point: view.point,
+                choice: image.choice.clone(),
+                block: image.block.clone(),
+            };
+            let hash = match &mut self.store {
+                Some(store) => store.insert(&contents, origin)?,
+                None => contents.hash(),
+            }
+            .to_hex()
+            .to_string();
+            if let Some((wanted, dir)) = self.materialise {
+                let path = dir.join(format!("{hash}.img"));
+                if wanted.contains(&hash) && !path.exists() {
+                    contents.write_to(&path)?;
+                }
+            }
+            if !hashes.contains(&hash) {
+                hashes.push(hash.clone());
+            }
+            let hex = self.hex;
+            self.images.entry(hash).or_insert_with(|| ImageRecord {
+                hex: hex.then(|| to_hex(&contents)),
+            });
+        }
+        self.points += 1;
+        self.incomplete += u64::from(crash.incomplete);
+        self.sink.point(&PointRecord {
+            index: view.point.index,
+            kind: view.point.kind,
+            checkpoint: view.point.checkpoint,
+            images: hashes,
+            incomplete: crash.incomplete,
+        })?;
+        if let Some(store) = &self.store {
+            if self.index_saved.elapsed() >= INDEX_SAVE_INTERVAL {
+                store.flush_index()?;
+                self.index_saved = Instant::now();
+            }
+        }
+        Ok(())
+    }
+}
+
+fn to_hex(image: &Image) -> String {
+    let mut bytes = vec![0u8; image.len() as usize];
+    image.read(0, &mut bytes);
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}

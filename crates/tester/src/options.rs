@@ -1,0 +1,111 @@
+//! Plain options of the stages (the CLI converts its arguments into these).
+
+use persim_image::DEFAULT_HASH_LEVEL;
+use persim_model::{CacheMode, Config, Strategy};
+use persim_vm::{Artifacts, VmConfig};
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How the guest VM runs.
+#[derive(Clone, Debug)]
+pub struct VmOptions {
+    pub config: VmConfig,
+    /// The plugin and static guest tools the VM is built from.
+    pub artifacts: Artifacts,
+    /// Limit of each VM phase (boot, setup, traced run, shutdown) and of each image's
+    /// recovery; beyond it the guest is killed and reported as hung.
+    pub timeout: Duration,
+    /// Limit of booting a guest (for tracing, and each extraction worker's).
+    pub boot_timeout: Duration,
+    /// Initramfs cache and scratch PM files.
+    pub cache_dir: PathBuf,
+    /// Crash images recovered in parallel (one VM each).
+    pub jobs: usize,
+    /// The VM phases' progress on stderr.
+    pub progress: bool,
+}
+
+/// What decides the crash images of a run.
+#[derive(Clone, Debug)]
+pub struct PipelineOptions {
+    pub cache: CacheMode,
+    pub strategy: Strategy,
+    pub max_images: usize,
+    /// Start over in a run directory made with other inputs, instead of refusing.
+    pub force: bool,
+    /// Keep each crash image after its state is extracted (by default it is deleted: it
+    /// can be made again from the trace, `persim debug image`).
+    pub keep_images: bool,
+}
+
+impl Default for PipelineOptions {
+    fn default() -> Self {
+        PipelineOptions {
+            cache: CacheMode::Volatile,
+            strategy: Strategy::ProgramOrder,
+            max_images: Config::DEFAULT_MAX_IMAGES,
+            force: false,
+            keep_images: false,
+        }
+    }
+}
+
+/// Image generation from a trace.
+#[derive(Clone, Debug)]
+pub struct ImagesOptions {
+    /// PM size; None: the trace header's.
+    pub pm_size: Option<u64>,
+    /// Block-device size; None: the trace header's.
+    pub blk_size: Option<u64>,
+    pub cache: CacheMode,
+    pub strategy: Strategy,
+    pub max_images: usize,
+    pub seed: u64,
+    /// Only failure points from this checkpoint on; earlier entries are replayed only.
+    pub from_checkpoint: Option<u64>,
+    pub hash_level: u32,
+    /// Initial contents; None: TRACE.initial if it exists, else zeros.
+    pub initial: Option<PathBuf>,
+    /// Store distinct images in this directory.
+    pub store: Option<PathBuf>,
+    /// Keep every image's contents as hex (for `persim images --json --hex`).
+    pub hex: bool,
+    /// Write the images with these hashes (hex) into a directory as `<hash>.img`.
+    pub materialise: Option<(BTreeSet<String>, PathBuf)>,
+}
+
+impl ImagesOptions {
+    /// The options of a run's images stage.
+    pub fn for_run(p: &PipelineOptions, store: PathBuf) -> ImagesOptions {
+        ImagesOptions {
+            cache: p.cache,
+            strategy: p.strategy,
+            max_images: p.max_images,
+            // Intervals start at checkpoint 1; what comes before (the program starting
+            // up) is judged by no interval.
+            from_checkpoint: Some(1),
+            store: Some(store),
+            ..ImagesOptions::default()
+        }
+    }
+}
+
+impl Default for ImagesOptions {
+    fn default() -> Self {
+        ImagesOptions {
+            pm_size: None,
+            blk_size: None,
+            cache: CacheMode::Volatile,
+            strategy: Strategy::Exhaustive,
+            max_images: Config::DEFAULT_MAX_IMAGES,
+            seed: 0,
+            from_checkpoint: None,
+            hash_level: DEFAULT_HASH_LEVEL,
+            initial: None,
+            store: None,
+            hex: false,
+            materialise: None,
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! One test through every stage — record, images, states, verdicts — into a run
+//! directory. A stage whose output exists is not run again, so an interrupted run resumes.
+
+use crate::guest::Guest;
+use crate::images::generate_images;
+use crate::images_index::ImagesJsonWriter;
+use crate::inputs::Inputs;
+use crate::options::{ImagesOptions, PipelineOptions};
+use crate::progress::{Event, Observer, Stage};
+use crate::rundir::RunDir;
+use crate::states::{extract_missing, saved_states};
+use crate::testcase::TestCase;
+use anyhow::{bail, Context, Result};
+use persim_analyze::{verdicts, CheckpointVerdict, ImageOrigins, Report, Timings};
+use persim_image::ImageStore;
+use persim_trace::atomic_file::{create_atomically, write_atomically};
+use persim_vm::Recovered;
+use std::collections::BTreeMap;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Runs `test` through every stage into `dir` and writes the report there.
+pub fn run_test(
+    opts: &PipelineOptions,
+    guest: &dyn Guest,
+    name: &str,
+    test: &TestCase,
+    dir: &RunDir,
+    observer: &mut dyn Observer,
+) -> Result<Report> {
+    let started = Instant::now();
+    reconcile(
+        dir,
+        &Inputs::of(opts, name, test, &guest.identity()),
+        opts.force,
+    )?;
+    let mut timings = Timings {
+        trace: record_stage(guest, test, dir, observer)?,
+        ..Timings::default()
+    };
+    if dir.images_index().is_file() {
+        observer.event(&Event::Reused(Stage::Images));
+    } else {
+        timings.images = Some(images_stage(opts, dir, observer)?);
+    }
+
+    let stage = Instant::now();
+    let mut store = ImageStore::open(dir.image_store())?;
+    let mut saved = saved_states(dir, &store);
+    if saved.lost_images() {
+        // Images without a state whose files are gone: a replay writes them again.
+        images_stage(opts, dir, observer)?;
+        store = ImageStore::open(dir.image_store())?;
+        saved = saved_states(dir, &store);
+    }
+    let states = extract_missing(dir, saved, guest, test, opts.keep_images, observer)?;
+    let took = stage.elapsed();
+    observer.event(&Event::Finished(Stage::States, took));
+    timings.states = Some(took.as_secs_f64());
+
+    timings.total = Some(started.elapsed().as_secs_f64());
+    let report = Report {
+        test: name.to_string(),
+        fs: guest.name().to_string(),
+        cache: opts.cache,
+        strategy: opts.strategy,
+        checkpoints: judge(&store, &states),
+        timings,
+    };
+    write_atomically(
+        &dir.report_json(),
+        serde_json::to_string_pretty(&report)?.as_bytes(),
+    )?;
+    write_atomically(&dir.report_text(), report.to_text().as_bytes())?;
+    Ok(report)
+}
+
+/// Makes the directory's outputs those of `inputs`: refuses a directory of another test or
+/// machine (unless `force`, which starts over), redoes the stages whose inputs changed,
+/// and records the inputs and the test.
+fn reconcile(dir: &RunDir, inputs: &Inputs, force: bool) -> Result<()> {
+    let recorded = dir.read_inputs()?;
+    let root = dir.root().display();
+    if force {
+        dir.remove_all()?;
+    } else if let Some(recorded) = &recorded {
+        if recorded.trace_key != inputs.trace_key && dir.has_results() {
+            bail!(
+                "{root} holds a run of {}, not of {}: pass --force to start over there, or \
+                 give another --out",
+                recorded.describe(),
+                inputs.describe()
+            );
+        }
+        if recorded.images_key != inputs.images_key {
+            dir.remove_images()?;
+        }
+        if recorded.states_key != inputs.states_key {
+            dir.remove_states()?;
+        }
+    } else if dir.has_results() {
+        bail!(
+            "{root} holds results that say nothing of what made them (no inputs.json): pass \
+             --force to start over there, or give another --out"
+        );
+    }
+    let json = serde_json::to_vec_pretty(inputs)?;
+    write_atomically(&dir.inputs(), &json)?;
+    Ok(())
+}
+
+/// Records the trace unless the directory has it; returns the seconds it took.
+fn record_stage(
+    guest: &dyn Guest,
+    test: &TestCase,
+    dir: &RunDir,
+    observer: &mut dyn Observer,
+) -> Result<Option<f64>> {
+    if dir.trace().is_file() && dir.initial_image().is_file() {
+        observer.event(&Event::Reused(Stage::Trace));
+        return Ok(None);
+    }
+    let stage = Instant::now();
+    write_atomically(&dir.test(), toml::to_string(test)?.as_bytes())?;
+    let recording = guest.record(&test.setup, &test.command(), &dir.trace())?;
+    let output = test.output_by_operation(&recording.output);
+    write_atomically(&dir.output(), output.as_bytes())?;
+    if recording.exit_code != 0 {
+        // The workload did not run as written: nothing of it is a result.
+        let _ = std::fs::remove_file(dir.trace());
+        let _ = std::fs::remove_file(dir.initial_image());
+        bail!("{}", test.failure(recording.exit_code, &recording.output));
+    }
+    let took = stage.elapsed();
+    observer.event(&Event::Finished(Stage::Trace, took));
+    Ok(Some(took.as_secs_f64()))
+}
+
+/// Generates the run's images into its store and writes the images index; returns the
+/// seconds it took. The index appears only when the generation is complete.
+fn images_stage(opts: &PipelineOptions, dir: &RunDir, observer: &mut dyn Observer) -> Result<f64> {
+    let stage = Instant::now();
+    let options = ImagesOptions::for_run(opts, dir.image_store());
+    let mut failure = None;
+    let written = create_atomically(&dir.images_index(), |file| {
+        let mut writer = ImagesJsonWriter::new(BufWriter::new(file));
+        let generated = generate_images(&options, &dir.trace(), |_| Ok(()), &mut writer, observer);
+        match generated {
+            Ok(summary) => writer.finish(&summary.images)?.flush(),
+            Err(e) => {
+                failure = Some(e);
+                Err(io::Error::other("image generation failed"))
+            }
+        }
+    });
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    written?;
+    let took = stage.elapsed();
+    observer.event(&Event::Finished(Stage::Images, took));
+    Ok(took.as_secs_f64())
+}
+
+/// The verdicts of every checkpoint interval, from the store's origins and the states.
+pub fn judge(store: &ImageStore, states: &BTreeMap<String, Recovered>) -> Vec<CheckpointVerdict> {
+    let hashes: Vec<String> = store
+        .records()
+        .map(|(h, _)| h.to_hex().to_string())
+        .collect();
+    verdicts(
+        store
+            .records()
+            .zip(&hashes)
+            .map(|((_, record), hash)| ImageOrigins {
+                hash,
+                origins: &record.origins,
+            }),
+        |h| states.get(h),
+    )
+}
+
+/// Makes the crash images with these hashes (hex) of a run again, from its trace and the
+/// options it ran with, as `<hash>.img` in `out`; returns their paths. An image the run's
+/// options do not produce is an error.
+pub fn materialise_images(dir: &RunDir, hashes: &[String], out: &Path) -> Result<Vec<PathBuf>> {
+    let inputs = dir
+        .read_inputs()?
+        .with_context(|| format!("{} has no inputs.json", dir.root().display()))?;
+    let opts = PipelineOptions {
+        cache: inputs.cache,
+        strategy: inputs.strategy,
+        max_images: inputs.max_images,
+        ..PipelineOptions::default()
+    };
+    let options = ImagesOptions {
+        store: None,
+        materialise: Some((hashes.iter().cloned().collect(), out.to_path_buf())),
+        ..ImagesOptions::for_run(&opts, PathBuf::new())
+    };
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    generate_images(&options, &dir.trace(), |_| Ok(()), &mut (), &mut ())?;
+    let paths: Vec<PathBuf> = hashes
+        .iter()
+        .map(|h| out.join(format!("{h}.img")))
+        .collect();
+    if let Some(missing) = paths.iter().find(|p| !p.is_file()) {
+        bail!(
+            "no crash image of {} has the hash of {}",
+            dir.root().display(),
+            missing.display()
+        );
+    }
+    Ok(paths)
+}

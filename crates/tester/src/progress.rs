@@ -1,0 +1,47 @@
+//! Progress of the stages, reported to an observer (the CLI prints it; tests record it).
+
+use std::time::Duration;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    Trace,
+    Images,
+    States,
+}
+
+impl Stage {
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Trace => "trace",
+            Stage::Images => "images",
+            Stage::States => "states",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    /// The stage's output exists from an earlier run and is used as it is.
+    Reused(Stage),
+    /// Image generation so far (reported every few thousand entries).
+    Replayed {
+        entries: u64,
+        failure_points: u64,
+        images: usize,
+    },
+    /// One more image recovered.
+    Recovered {
+        done: usize,
+        total: usize,
+    },
+    Finished(Stage, Duration),
+}
+
+pub trait Observer {
+    fn event(&mut self, event: &Event);
+}
+
+/// An observer that ignores everything.
+impl Observer for () {
+    fn event(&mut self, _: &Event) {}
+}

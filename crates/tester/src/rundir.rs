@@ -1,0 +1,250 @@
+//! The run directory: every stage's output is a file a person can inspect, so a stage can
+//! be re-run alone and an interrupted run resumes. The one owner of these paths:
+//!
+//! ```text
+//! DIR/inputs.json                 what produced each stage (Inputs)
+//! DIR/test.toml                   the test as it ran
+//! DIR/output.txt                  what the guest printed, per operation
+//! DIR/trace.ptrace (+ .initial)   the recorded trace and the PM it starts from
+//! DIR/images.json                 failure points and their images (ImagesIndex)
+//! DIR/images/                     the image store: <hash>.img, index.json
+//! DIR/states/<hash>.json          what recovering each image gave
+//! DIR/report.json, report.txt     the verdicts
+//! ```
+
+use crate::inputs::Inputs;
+use anyhow::{bail, Context, Result};
+use persim_analyze::Report;
+use persim_vm::Recovered;
+use serde::de::DeserializeOwned;
+use std::path::{Path, PathBuf};
+
+#[derive(Clone, Debug)]
+pub struct RunDir {
+    root: PathBuf,
+}
+
+impl RunDir {
+    pub fn new(root: impl Into<PathBuf>) -> RunDir {
+        RunDir { root: root.into() }
+    }
+
+    /// Creates the directory (and its parents) if needed, and checks that files can be
+    /// written there, so that an unusable `--out` is found before any work.
+    pub fn create(root: impl Into<PathBuf>) -> Result<RunDir> {
+        let dir = RunDir::new(root);
+        std::fs::create_dir_all(&dir.root)
+            .with_context(|| format!("cannot create {}", dir.root.display()))?;
+        let probe = persim_trace::atomic_file::temporary_path(&dir.root.join("probe"))?;
+        std::fs::write(&probe, b"")
+            .and_then(|()| std::fs::remove_file(&probe))
+            .with_context(|| format!("cannot write in {}", dir.root.display()))?;
+        Ok(dir)
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn inputs(&self) -> PathBuf {
+        self.root.join("inputs.json")
+    }
+
+    pub fn test(&self) -> PathBuf {
+        self.root.join("test.toml")
+    }
+
+    pub fn output(&self) -> PathBuf {
+        self.root.join("output.txt")
+    }
+
+    pub fn trace(&self) -> PathBuf {
+        self.root.join("trace.ptrace")
+    }
+
+    pub fn initial_image(&self) -> PathBuf {
+        persim_trace::initial_image_path(&self.trace())
+    }
+
+    pub fn images_index(&self) -> PathBuf {
+        self.root.join("images.json")
+    }
+
+    pub fn image_store(&self) -> PathBuf {
+        self.root.join("images")
+    }
+
+    pub fn states(&self) -> PathBuf {
+        self.root.join("states")
+    }
+
+    /// The recovered state of the image with hash `hash` (hex).
+    pub fn state(&self, hash: &str) -> PathBuf {
+        self.states().join(format!("{hash}.json"))
+    }
+
+    pub fn report_json(&self) -> PathBuf {
+        self.root.join("report.json")
+    }
+
+    pub fn report_text(&self) -> PathBuf {
+        self.root.join("report.txt")
+    }
+
+    /// What produced the directory's stages; None if it has no `inputs.json`.
+    pub fn read_inputs(&self) -> Result<Option<Inputs>> {
+        if !self.inputs().exists() {
+            return Ok(None);
+        }
+        read_json(&self.inputs()).map(Some)
+    }
+
+    /// Whether any stage has left its output here.
+    pub fn has_results(&self) -> bool {
+        [
+            self.trace(),
+            self.images_index(),
+            self.image_store(),
+            self.states(),
+            self.report_json(),
+        ]
+        .iter()
+        .any(|p| p.exists())
+    }
+
+    /// Removes the outputs of the images stage and those after it.
+    pub fn remove_images(&self) -> Result<()> {
+        remove(&self.images_index())?;
+        remove(&self.image_store())?;
+        self.remove_report()
+    }
+
+    /// Removes the states and the report.
+    pub fn remove_states(&self) -> Result<()> {
+        remove(&self.states())?;
+        self.remove_report()
+    }
+
+    /// Removes every stage's output (for `--force`).
+    pub fn remove_all(&self) -> Result<()> {
+        for path in [
+            self.trace(),
+            self.initial_image(),
+            self.output(),
+            self.test(),
+            self.inputs(),
+        ] {
+            remove(&path)?;
+        }
+        self.remove_images()?;
+        self.remove_states()
+    }
+
+    fn remove_report(&self) -> Result<()> {
+        remove(&self.report_json())?;
+        remove(&self.report_text())
+    }
+
+    /// Starts this (empty) directory from another run's execution: its trace, test,
+    /// inputs and the states of its images (valid for as long as the recovery is the same;
+    /// the next run checks that), so that the execution is judged again with other
+    /// options without running it again. Files are hard links where possible.
+    pub fn adopt_trace_from(&self, source: &RunDir) -> Result<()> {
+        if self.has_results() {
+            bail!(
+                "{} already holds a run: give a new --out to judge {} again",
+                self.root.display(),
+                source.root.display()
+            );
+        }
+        if source.read_inputs()?.is_none() || !source.trace().is_file() {
+            bail!(
+                "{} is not a complete run directory of this Persim (it needs trace.ptrace and \
+                 inputs.json)",
+                source.root.display()
+            );
+        }
+        for (from, to) in [
+            (source.trace(), self.trace()),
+            (source.initial_image(), self.initial_image()),
+            (source.inputs(), self.inputs()),
+            (source.test(), self.test()),
+            (source.output(), self.output()),
+        ] {
+            link_or_copy(&from, &to)?;
+        }
+        std::fs::create_dir_all(self.states())
+            .with_context(|| format!("cannot create {}", self.states().display()))?;
+        if let Ok(states) = std::fs::read_dir(source.states()) {
+            for state in states.flatten() {
+                link_or_copy(&state.path(), &self.states().join(state.file_name()))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The run's report, read back.
+    pub fn read_report(&self) -> Result<Report> {
+        read_json(&self.report_json())
+            .context("is this a directory of `persim run` (or a test's of `persim suite`)?")
+    }
+
+    /// The recovered state of an image, read back.
+    pub fn read_state(&self, hash: &str) -> Result<Recovered> {
+        read_json(&self.state(hash))
+    }
+
+    /// The trace of a run directory, or `path` itself when it is a trace file (for the
+    /// commands that take either).
+    pub fn trace_of(path: &Path) -> PathBuf {
+        if path.is_dir() {
+            RunDir::new(path).trace()
+        } else {
+            path.to_path_buf()
+        }
+    }
+}
+
+fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T> {
+    let text = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    serde_json::from_slice(&text).with_context(|| format!("{} is malformed", path.display()))
+}
+
+/// Removes a file or a directory tree; one that is not there is fine.
+fn remove(path: &Path) -> Result<()> {
+    let removed = if path.is_dir() {
+        std::fs::remove_dir_all(path)
+    } else {
+        std::fs::remove_file(path)
+    };
+    match removed {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(e).with_context(|| format!("cannot remove {}", path.display()))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn link_or_copy(from: &Path, to: &Path) -> Result<()> {
+    std::fs::hard_link(from, to)
+        .or_else(|_| std::fs::copy(from, to).map(drop))
+        .with_context(|| format!("cannot copy {} to {}", from.display(), to.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unwritable_directory_is_refused_up_front_by_name() {
+        let e = RunDir::create("/proc/self").unwrap_err();
+        assert!(
+            format!("{e:#}").contains("cannot write in /proc/self"),
+            "{e:#}"
+        );
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = RunDir::create(tmp.path().join("a/b")).unwrap();
+        let left: Vec<_> = std::fs::read_dir(dir.root()).unwrap().collect();
+        assert!(left.is_empty(), "the probe is removed: {left:?}");
+    }
+}

@@ -1,0 +1,398 @@
+//! The stages with a fake guest (no VM): verdicts, resuming at every stage boundary, a
+//! corrupt state file, a lost image, a failed workload.
+
+use persim_model::Strategy;
+use persim_tester::{
+    run_test, Event, Guest, Observer, PipelineOptions, Recording, RunDir, Stage, TestCase,
+};
+use persim_vm::Recovered;
+use std::cell::Cell;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const PM_SIZE: u64 = 0x1000;
+
+/// Records a fixed text trace; "recovers" the redo journal of examples/journal.trace: the
+/// home values, with the logged ones applied when the commit flag is set.
+struct FakeGuest {
+    trace: &'static str,
+    exit_code: i32,
+    records: Cell<usize>,
+    extracted: Cell<usize>,
+}
+
+impl FakeGuest {
+    fn new(example: &str) -> FakeGuest {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../examples")
+            .join(example);
+        FakeGuest {
+            trace: std::fs::read_to_string(path).unwrap().leak(),
+            exit_code: 0,
+            records: Cell::new(0),
+            extracted: Cell::new(0),
+        }
+    }
+}
+
+impl Guest for FakeGuest {
+    fn name(&self) -> &str {
+        "fake"
+    }
+
+    fn identity(&self) -> String {
+        format!("fake\n{}", self.trace)
+    }
+
+    fn record(&self, _setup: &str, _command: &str, trace: &Path) -> anyhow::Result<Recording> {
+        self.records.set(self.records.get() + 1);
+        std::fs::write(trace, self.trace)?;
+        std::fs::write(
+            persim_trace::initial_image_path(trace),
+            vec![0u8; PM_SIZE as usize],
+        )?;
+        Ok(Recording {
+            exit_code: self.exit_code,
+            output: "rm: can't remove 'x': No such file or directory\n".into(),
+            kernel_errors: Vec::new(),
+            pm_base: 0,
+            pm_size: PM_SIZE,
+            boot: Duration::ZERO,
+            setup: Duration::ZERO,
+            traced: Duration::ZERO,
+            shutdown: Duration::ZERO,
+        })
+    }
+
+    fn extract(
+        &self,
+        _test: &TestCase,
+        images: &[PathBuf],
+        finished: &mut dyn FnMut(usize, &Recovered),
+    ) -> anyhow::Result<Vec<Recovered>> {
+        let mut states = Vec::new();
+        for (i, image) in images.iter().enumerate() {
+            let pm = std::fs::read(image)?;
+            let mut home = pm[0x80..0x90].to_vec();
+            if pm[0x40] == 1 {
+                home.copy_from_slice(&pm[0..0x10]);
+            }
+            let state = Recovered::state(&format!("{{\"home\": \"{home:02x?}\"}}"));
+            finished(i, &state);
+            states.push(state);
+            self.extracted.set(self.extracted.get() + 1);
+        }
+        Ok(states)
+    }
+}
+
+#[derive(Default)]
+struct Events(Vec<Event>);
+
+impl Observer for Events {
+    fn event(&mut self, event: &Event) {
+        self.0.push(event.clone());
+    }
+}
+
+fn test_case() -> TestCase {
+    TestCase::parse("description = \"journal\"\nops = [\"journal-update\"]\n").unwrap()
+}
+
+fn global_prefix() -> PipelineOptions {
+    PipelineOptions {
+        strategy: Strategy::GlobalPrefix,
+        ..PipelineOptions::default()
+    }
+}
+
+/// Why a run into `dir` fails.
+fn refusal(guest: &FakeGuest, dir: &RunDir) -> String {
+    run_test(
+        &global_prefix(),
+        guest,
+        "journal",
+        &test_case(),
+        dir,
+        &mut (),
+    )
+    .unwrap_err()
+    .to_string()
+}
+
+/// The report as JSON without its timings.
+fn run(guest: &FakeGuest, dir: &RunDir, events: &mut Events) -> serde_json::Value {
+    run_with(&global_prefix(), guest, dir, events)
+}
+
+fn run_with(
+    opts: &PipelineOptions,
+    guest: &FakeGuest,
+    dir: &RunDir,
+    events: &mut Events,
+) -> serde_json::Value {
+    let report = run_test(opts, guest, "journal", &test_case(), dir, events).unwrap();
+    let mut json = serde_json::to_value(&report).unwrap();
+    json["timings"] = serde_json::Value::Null;
+    let on_disk: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.report_json()).unwrap()).unwrap();
+    assert_eq!(on_disk["checkpoints"], json["checkpoints"]);
+    json
+}
+
+#[test]
+fn a_correct_journal_is_atomic_and_a_missing_fence_is_not() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = RunDir::create(tmp.path().join("ok")).unwrap();
+    let report = run(
+        &FakeGuest::new("journal.trace"),
+        &dir,
+        &mut Events::default(),
+    );
+    assert_eq!(report["checkpoints"][0]["atomic"], true, "{report:#}");
+    assert_eq!(report["fs"], "fake");
+    assert_eq!(report["strategy"], "global-prefix");
+
+    let dir = RunDir::create(tmp.path().join("bug")).unwrap();
+    let report = run(
+        &FakeGuest::new("journal-missing-fence.trace"),
+        &dir,
+        &mut Events::default(),
+    );
+    let interval = &report["checkpoints"][0];
+    assert_eq!(interval["atomic"], false, "{report:#}");
+    assert!(
+        interval["states"].as_array().unwrap().len() > 2,
+        "{report:#}"
+    );
+    assert!(std::fs::read_to_string(dir.report_text())
+        .unwrap()
+        .contains("VIOLATION"));
+}
+
+#[test]
+fn a_run_resumes_at_every_stage_boundary_with_the_same_verdict() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = RunDir::create(tmp.path().join("run")).unwrap();
+    let guest = FakeGuest::new("journal-missing-fence.trace");
+    let first = run(&guest, &dir, &mut Events::default());
+    let images = guest.extracted.get();
+    assert_eq!((guest.records.get(), images > 2), (1, true));
+
+    // Interrupted before the report: nothing is recorded or recovered again.
+    std::fs::remove_file(dir.report_json()).unwrap();
+    let mut events = Events::default();
+    assert_eq!(run(&guest, &dir, &mut events), first);
+    assert_eq!((guest.records.get(), guest.extracted.get()), (1, images));
+    assert!(events.0.contains(&Event::Reused(Stage::Trace)));
+    assert!(events.0.contains(&Event::Reused(Stage::Images)));
+
+    // Interrupted before the images index was written: images again, states reused.
+    std::fs::remove_file(dir.images_index()).unwrap();
+    assert_eq!(run(&guest, &dir, &mut Events::default()), first);
+    assert!(dir.images_index().is_file());
+    assert_eq!((guest.records.get(), guest.extracted.get()), (1, images));
+
+    // Interrupted during the states: only the missing one is recovered.
+    let some_state = std::fs::read_dir(dir.states())
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap();
+    std::fs::remove_file(some_state.path()).unwrap();
+    assert_eq!(run(&guest, &dir, &mut Events::default()), first);
+    assert_eq!(guest.extracted.get(), images + 1);
+
+    // Without a complete trace (no initial image), it is recorded again.
+    std::fs::remove_file(dir.initial_image()).unwrap();
+    assert_eq!(run(&guest, &dir, &mut Events::default()), first);
+    assert_eq!(guest.records.get(), 2);
+}
+
+#[test]
+fn a_corrupt_state_file_is_recovered_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = RunDir::create(tmp.path().join("run")).unwrap();
+    let guest = FakeGuest::new("journal.trace");
+    let first = run(&guest, &dir, &mut Events::default());
+    let images = guest.extracted.get();
+    let some_state = std::fs::read_dir(dir.states())
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap();
+    std::fs::write(some_state.path(), "{\"outcome\": \"sta").unwrap();
+    assert_eq!(run(&guest, &dir, &mut Events::default()), first);
+    assert_eq!(guest.extracted.get(), images + 1);
+}
+
+#[test]
+fn a_lost_image_without_a_state_is_materialised_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = RunDir::create(tmp.path().join("run")).unwrap();
+    let guest = FakeGuest::new("journal-missing-fence.trace");
+    let keep = PipelineOptions {
+        keep_images: true,
+        ..global_prefix()
+    };
+    let first = run_with(&keep, &guest, &dir, &mut Events::default());
+    let images = guest.extracted.get();
+    let state = std::fs::read_dir(dir.states())
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let hash = state.file_stem().unwrap().to_str().unwrap().to_string();
+    let image = dir.image_store().join(format!("{hash}.img"));
+    std::fs::remove_file(&state).unwrap();
+    std::fs::remove_file(&image).unwrap();
+    assert_eq!(run_with(&keep, &guest, &dir, &mut Events::default()), first);
+    assert_eq!(guest.extracted.get(), images + 1);
+    let made = blake3::hash(&std::fs::read(&image).unwrap());
+    assert_eq!(made.to_hex().as_str(), hash);
+}
+
+#[test]
+fn a_failed_workload_is_an_error_that_names_the_operation_and_leaves_no_trace() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = RunDir::create(tmp.path().join("run")).unwrap();
+    let mut guest = FakeGuest::new("journal.trace");
+    guest.exit_code = 1;
+    let test = TestCase::parse("description = \"x\"\nops = [\"rm x\"]\n").unwrap();
+    let e = run_test(&global_prefix(), &guest, "x", &test, &dir, &mut ())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("exit code 1") && e.contains("can't remove 'x'"),
+        "{e}"
+    );
+    assert!(!dir.trace().exists() && !dir.initial_image().exists());
+    assert!(!dir.report_json().exists());
+}
+
+#[test]
+fn a_directory_of_another_run_is_refused_unless_forced() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = RunDir::create(tmp.path().join("run")).unwrap();
+    run(
+        &FakeGuest::new("journal.trace"),
+        &dir,
+        &mut Events::default(),
+    );
+
+    let other = FakeGuest::new("journal-missing-fence.trace");
+    let e = refusal(&other, &dir);
+    assert!(
+        e.contains("holds a run of test `journal` on fake") && e.contains("--force"),
+        "{e}"
+    );
+    assert_eq!(other.records.get(), 0, "nothing ran");
+
+    let forced = PipelineOptions {
+        force: true,
+        ..global_prefix()
+    };
+    let report = run_with(&forced, &other, &dir, &mut Events::default());
+    assert_eq!(report["checkpoints"][0]["atomic"], false, "{report:#}");
+    assert_eq!(other.records.get(), 1);
+
+    std::fs::remove_file(dir.inputs()).unwrap();
+    let e = refusal(&other, &dir);
+    assert!(e.contains("no inputs.json"), "{e}");
+}
+
+#[test]
+fn another_strategy_rejudges_the_same_trace_and_keeps_known_states() {
+    let tmp = tempfile::tempdir().unwrap();
+    let guest = FakeGuest::new("journal-missing-fence.trace");
+    let dir = RunDir::create(tmp.path().join("run")).unwrap();
+    let program_order = PipelineOptions::default();
+    let first = run_with(&program_order, &guest, &dir, &mut Events::default());
+    assert_eq!(first["strategy"], "program-order");
+    let before = guest.extracted.get();
+
+    let rejudged = run_with(&global_prefix(), &guest, &dir, &mut Events::default());
+    assert_eq!(guest.records.get(), 1, "the trace is reused");
+    let fresh_dir = RunDir::create(tmp.path().join("fresh")).unwrap();
+    let fresh_guest = FakeGuest::new("journal-missing-fence.trace");
+    let fresh = run(&fresh_guest, &fresh_dir, &mut Events::default());
+    assert_eq!(rejudged, fresh);
+    // The "nothing" and "everything" images of program-order are among global-prefix's.
+    assert!(
+        guest.extracted.get() - before < fresh_guest.extracted.get(),
+        "states of images seen under program-order are kept"
+    );
+}
+
+#[test]
+fn an_execution_is_judged_again_in_a_new_directory_without_running_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let guest = FakeGuest::new("journal-missing-fence.trace");
+    let source = RunDir::create(tmp.path().join("source")).unwrap();
+    run_with(
+        &PipelineOptions::default(),
+        &guest,
+        &source,
+        &mut Events::default(),
+    );
+    let again = RunDir::create(tmp.path().join("again")).unwrap();
+    again.adopt_trace_from(&source).unwrap();
+    let test = TestCase::load(&again.test()).unwrap();
+    assert_eq!(test.ops, test_case().ops);
+    let rejudged = run(&guest, &again, &mut Events::default());
+    assert_eq!(guest.records.get(), 1, "judged without running again");
+    assert_eq!(rejudged["strategy"], "global-prefix");
+    assert_eq!(rejudged["checkpoints"][0]["atomic"], false);
+
+    let e = again.adopt_trace_from(&source).unwrap_err().to_string();
+    assert!(e.contains("already holds a run"), "{e}");
+    let empty = RunDir::create(tmp.path().join("empty")).unwrap();
+    let e = RunDir::create(tmp.path().join("x"))
+        .unwrap()
+        .adopt_trace_from(&empty)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not a complete run directory"), "{e}");
+}
+
+#[test]
+fn images_are_deleted_after_extraction_unless_kept_and_can_be_made_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let guest = FakeGuest::new("journal-missing-fence.trace");
+    let small = RunDir::create(tmp.path().join("small")).unwrap();
+    run(&guest, &small, &mut Events::default());
+    let stored = |dir: &RunDir| -> Vec<PathBuf> {
+        let mut images: Vec<PathBuf> = std::fs::read_dir(dir.image_store())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "img"))
+            .collect();
+        images.sort();
+        images
+    };
+    assert!(stored(&small).is_empty());
+
+    let kept = RunDir::create(tmp.path().join("kept")).unwrap();
+    let keep = PipelineOptions {
+        keep_images: true,
+        ..global_prefix()
+    };
+    run_with(&keep, &guest, &kept, &mut Events::default());
+    let images = stored(&kept);
+    assert!(images.len() > 2);
+
+    let hashes: Vec<String> = images
+        .iter()
+        .map(|p| p.file_stem().unwrap().to_str().unwrap().to_string())
+        .collect();
+    let out = tmp.path().join("again");
+    let made = persim_tester::materialise_images(&small, &hashes, &out).unwrap();
+    for (made, kept) in made.iter().zip(&images) {
+        assert_eq!(std::fs::read(made).unwrap(), std::fs::read(kept).unwrap());
+    }
+    let e = persim_tester::materialise_images(&small, &["00".repeat(32)], &out)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no crash image"), "{e}");
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs the built persim so that it runs from any directory: PREFIX/bin/persim and its
+# home PREFIX/share/persim (suites, VM configurations, the tracing plugin, the static guest
+# tools; docs/architecture.md, "Where Persim's files are"). Run after building
+# (scripts/setup.sh does both). Default PREFIX: /usr/local.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+prefix=${1:-/usr/local}
+case $prefix in
+    -h | --help)
+        echo "usage: $0 [PREFIX]   (default /usr/local)"
+        exit 0
+        ;;
+esac
+home=$prefix/share/persim
+guest=target/x86_64-unknown-linux-gnu/release
+for built in target/release/persim target/release/libpersim_plugin.so \
+    "$guest/hypercall" "$guest/fs-dump" "$guest/ringbuf-tool"; do
+    [[ -f $built ]] || { echo "install.sh: $built is missing: build first (scripts/setup.sh)" >&2; exit 2; }
+done
+
+install -d "$prefix/bin" "$home/lib" "$home/guest"
+install -m 755 target/release/persim "$prefix/bin/persim"
+install -m 644 target/release/libpersim_plugin.so "$home/lib/"
+install -m 755 "$guest/hypercall" "$guest/fs-dump" "$guest/ringbuf-tool" "$home/guest/"
+# A fresh copy of the data: a suite or configuration removed from the tree goes too.
+rm -rf "$home/suites" "$home/vm"
+cp -r suites vm "$home/"
+echo "install.sh: persim installed in $prefix/bin, its files in $home"
