@@ -140,21 +140,7 @@ impl Report {
             }
         );
         for c in &self.checkpoints {
-            let verdict = if c.atomic {
-                "atomic".to_string()
-            } else if !c.single_final_state && c.states.len() > 2 {
-                format!(
-                    "VIOLATION: {} final states, and not atomic ({} states)",
-                    c.final_states.len(),
-                    c.states.len()
-                )
-            } else if !c.single_final_state {
-                format!("VIOLATION: {} final states", c.final_states.len())
-            } else if !c.errors.is_empty() {
-                "VIOLATION: recovery failed".to_string()
-            } else {
-                format!("VIOLATION: not atomic ({} states)", c.states.len())
-            };
+            let verdict = verdict_label(c);
             let _ = writeln!(t, "\ncheckpoint {} -> {}: {verdict}", c.from, c.to);
             for s in &c.states {
                 let final_mark = if c.final_states.contains(&s.name) {
@@ -197,6 +183,28 @@ fn abbreviate(points: &[u64]) -> String {
     } else {
         shown.join(", ")
     }
+}
+
+/// "atomic", or every violation of the interval: a failed recovery does not hide that the
+/// interval also has several final states or too many states.
+fn verdict_label(c: &CheckpointVerdict) -> String {
+    if c.atomic {
+        return "atomic".to_string();
+    }
+    let mut violations = Vec::new();
+    if !c.errors.is_empty() {
+        violations.push(match c.errors.len() {
+            1 => "recovery failed".to_string(),
+            n => format!("recovery failed ({n} states)"),
+        });
+    }
+    if !c.single_final_state {
+        violations.push(format!("{} final states", c.final_states.len()));
+    }
+    if c.states.len() > 2 {
+        violations.push(format!("not atomic ({} states)", c.states.len()));
+    }
+    format!("VIOLATION: {}", violations.join(", "))
 }
 
 #[cfg(test)]
@@ -266,10 +274,22 @@ mod tests {
         };
         let both = text(interval(4, 2));
         assert!(
-            both.contains("VIOLATION: 2 final states, and not atomic (4 states)"),
+            both.contains("VIOLATION: 2 final states, not atomic (4 states)"),
             "{both}"
         );
         assert!(text(interval(2, 2)).contains("VIOLATION: 2 final states\n"));
         assert!(text(interval(3, 1)).contains("VIOLATION: not atomic (3 states)"));
+        // A failed recovery is named beside the interval's other violation, not instead of it.
+        let mut failed = interval(4, 1);
+        failed.errors.push(crate::verdict::ErrorInfo {
+            state: "c1s2".into(),
+            outcome: Outcome::RecoveryError,
+            output: "mount: bad superblock".into(),
+        });
+        let failed = text(failed);
+        assert!(
+            failed.contains("VIOLATION: recovery failed, not atomic (4 states)"),
+            "{failed}"
+        );
     }
 }
