@@ -7,7 +7,7 @@ use persim_analyze::{entries_touching, pending_at};
 use persim_model::{CacheMode, Config};
 use persim_tester::{materialise_images, RunDir};
 use persim_trace::Reader;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Subcommand, Debug)]
 pub enum DebugCommand {
@@ -39,8 +39,9 @@ pub enum DebugCommand {
         dir: PathBuf,
         #[arg(long)]
         index: u64,
-        #[arg(long, default_value = "volatile")]
-        cache: CacheMode,
+        /// The cache mode to replay with [default: the run directory's, else volatile].
+        #[arg(long)]
+        cache: Option<CacheMode>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -55,7 +56,17 @@ pub fn run(command: &DebugCommand) -> Result<()> {
             }
         }
         DebugCommand::Lines { dir, lines } => {
-            for line in entries_touching(Reader::open(&RunDir::trace_of(dir))?, lines)? {
+            let trace = RunDir::trace_of(dir);
+            let found = entries_touching(Reader::open(&trace)?, lines)?;
+            if found.is_empty() {
+                let lines: Vec<String> = lines.iter().map(|l| format!("{l:#x}")).collect();
+                say!(
+                    "no entry of {} stores to, reads or flushes line(s) {} (PM offsets)",
+                    trace.display(),
+                    lines.join(", ")
+                );
+            }
+            for line in found {
                 outln!("{line}")?;
             }
         }
@@ -69,7 +80,10 @@ pub fn run(command: &DebugCommand) -> Result<()> {
             // a hand-written trace may not say its PM size; any size holds its stores
             let pm_size = Some(reader.header().pm_size).filter(|&s| s > 0);
             let mut config = Config::new(pm_size.unwrap_or(u64::MAX / 2));
-            config.cache = *cache;
+            config.cache = match cache {
+                Some(cache) => *cache,
+                None => recorded_cache(dir)?,
+            };
             let state = pending_at(reader, config, *index)?;
             if *json {
                 outln!("{}", serde_json::to_string_pretty(&state)?)?;
@@ -79,4 +93,14 @@ pub fn run(command: &DebugCommand) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The cache mode a run directory was judged with (a trace file's is volatile): a replay
+/// with another mode would show a pending state the run never had.
+fn recorded_cache(path: &Path) -> Result<CacheMode> {
+    if !path.is_dir() {
+        return Ok(CacheMode::Volatile);
+    }
+    let inputs = RunDir::new(path).read_inputs()?;
+    Ok(inputs.map_or(CacheMode::Volatile, |inputs| inputs.cache))
 }

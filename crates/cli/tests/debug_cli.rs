@@ -1,0 +1,93 @@
+//! `persim debug` on run directories and traces, run as a user would (no VM: a run
+//! directory is laid out by hand through the tester's own types).
+
+use assert_cmd::Command;
+use persim_model::{CacheMode, Strategy};
+use persim_tester::{Inputs, RunDir};
+use std::path::Path;
+
+/// One cached store that is fenced but never flushed: pending with volatile caches,
+/// durable with persistent ones.
+const UNFLUSHED: &str = "# persim-trace pm-size=0x1000\n\
+                         write 0x40 0102030405060708\n\
+                         fence sfence\n\
+                         hypercall checkpoint 1\n";
+
+fn persim(args: &[&str]) -> std::process::Output {
+    Command::cargo_bin("persim")
+        .unwrap()
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// A run directory holding `UNFLUSHED` as its trace, judged with `cache`.
+fn run_dir(root: &Path, cache: CacheMode) -> RunDir {
+    let dir = RunDir::create(root).unwrap();
+    std::fs::write(dir.trace(), UNFLUSHED).unwrap();
+    let inputs = Inputs {
+        persim: "test".into(),
+        test: "unflushed".into(),
+        machine: "none".into(),
+        strategy: Strategy::ProgramOrder,
+        cache,
+        max_images: 100,
+        trace_key: String::new(),
+        images_key: String::new(),
+        states_key: String::new(),
+    };
+    std::fs::write(dir.inputs(), serde_json::to_string(&inputs).unwrap()).unwrap();
+    dir
+}
+
+fn pending_lines(args: &[&str]) -> usize {
+    let out = persim(args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let state: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    state["lines"].as_array().unwrap().len()
+}
+
+#[test]
+fn debug_at_replays_with_the_cache_mode_the_run_was_judged_with() {
+    let tmp = tempfile::tempdir().unwrap();
+    let persistent = run_dir(&tmp.path().join("persistent"), CacheMode::Persistent);
+    let volatile = run_dir(&tmp.path().join("volatile"), CacheMode::Volatile);
+    let at = |dir: &RunDir, extra: &[&str]| {
+        let mut args = vec!["debug", "at", dir.root().to_str().unwrap()];
+        args.extend(["--index", "2", "--json"]);
+        args.extend(extra);
+        pending_lines(&args)
+    };
+    assert_eq!(at(&persistent, &[]), 0, "the fence made the store durable");
+    assert_eq!(at(&volatile, &[]), 1, "never flushed: still pending");
+    // an explicit --cache still wins
+    assert_eq!(at(&persistent, &["--cache", "volatile"]), 1);
+}
+
+#[test]
+fn debug_lines_says_when_no_entry_touches_the_lines() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = tmp.path().join("t.trace");
+    std::fs::write(&trace, UNFLUSHED).unwrap();
+    let out = persim(&[
+        "debug",
+        "lines",
+        trace.to_str().unwrap(),
+        "--lines",
+        "0x800",
+    ]);
+    assert!(out.status.success());
+    assert!(out.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("no entry of") && stderr.contains("line(s) 0x800"),
+        "{stderr}"
+    );
+    let found = persim(&["debug", "lines", trace.to_str().unwrap(), "--lines", "0x47"]);
+    let text = String::from_utf8_lossy(&found.stdout);
+    assert!(text.contains("0: write 0x40"), "{text}");
+}
