@@ -165,7 +165,10 @@ fn bad_input_is_a_clear_error() {
         "write 0xff8 0102030405060708090a\n",
         &["--pm-size", "4K"],
     );
-    assert!(err.contains("entry 0") && err.contains("outside"), "{err}");
+    assert!(
+        err.contains("outside.trace: entry 0: 10-byte access at 0xff8 is outside"),
+        "{err}"
+    );
     for size in ["0xffffffffffffffff", "16777216G"] {
         let err = run("huge.trace", "write 0x0 01\n", &["--pm-size", size]);
         assert!(err.contains("limit of 64 GiB"), "{err}");

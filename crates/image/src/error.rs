@@ -24,7 +24,7 @@ impl fmt::Display for ImageError {
                 image_len,
             } => write!(
                 f,
-                "access of {len} bytes at offset {offset:#x} is outside the image of {image_len} bytes"
+                "{len}-byte access at offset {offset:#x} is outside the image of {image_len} bytes"
             ),
             ImageError::InvalidHashLevel { level } => write!(
                 f,

@@ -83,7 +83,7 @@ impl fmt::Display for ModelError {
         match self {
             ModelError::OutOfRange { index, what, offset, len, size } => write!(
                 f,
-                "entry {index}: access of {len} bytes at {offset:#x} is outside the {what} \
+                "entry {index}: {len}-byte access at {offset:#x} is outside the {what} \
                  ({size:#x} bytes); give the right size (--pm-size / --blk-size or the trace header)"
             ),
             ModelError::Unaligned { index, offset, len } => write!(

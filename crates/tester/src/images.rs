@@ -103,7 +103,9 @@ pub fn generate_images(
     let replayed = (|| -> Result<()> {
         let mut replay = Replay::new(config.clone());
         for entry in reader {
-            replay.step(&entry?, &mut materialiser)?;
+            replay
+                .step(&entry?, &mut materialiser)
+                .with_context(|| format!("replaying {}", trace.display()))?;
             entries += 1;
             if entries.is_multiple_of(PROGRESS_ENTRIES) {
                 observer.event(&Event::Replayed {

@@ -123,7 +123,15 @@ fn record_stage(
     }
     let stage = Instant::now();
     write_atomically(&dir.test(), toml::to_string(test)?.as_bytes())?;
-    let recording = guest.record(&test.setup, &test.command(), &dir.trace())?;
+    let recording = guest
+        .record(&test.setup, &test.command(), &dir.trace())
+        .map_err(|e| {
+            // A hang or a crash ends the guest's output inside the operation to blame.
+            match test.operation_at_end(&format!("{e:#}")) {
+                Some(op) => e.context(format!("the traced run stopped in {op}")),
+                None => e,
+            }
+        })?;
     let output = test.output_by_operation(&recording.output);
     write_atomically(&dir.output(), output.as_bytes())?;
     if recording.exit_code != 0 {

@@ -107,6 +107,16 @@ impl TestCase {
         text
     }
 
+    /// The operation the guest was running when its output ends (for a hang or a crash
+    /// during the traced run): `operation N (`op`)`, from the last operation marker.
+    pub fn operation_at_end(&self, output: &str) -> Option<String> {
+        output.lines().rev().find_map(|l| {
+            let n: usize = l.trim().strip_prefix(OP_STARTS)?.trim().parse().ok()?;
+            let op = self.ops.get(n.checked_sub(1)?)?;
+            Some(format!("operation {n} (`{op}`)"))
+        })
+    }
+
     /// Why the traced commands failed, from what the guest printed: the failed operation
     /// as the test wrote it, and the guest's own output.
     pub fn failure(&self, exit_code: i32, output: &str) -> String {
@@ -202,6 +212,19 @@ mod tests {
 
     fn home() -> Home {
         Home::locate(None).unwrap()
+    }
+
+    #[test]
+    fn a_hang_is_blamed_on_the_last_operation_that_started() {
+        let test =
+            TestCase::parse("description = \"d\"\nops = [\"echo a > /mnt/a\", \"sleep 1000\"]")
+                .unwrap();
+        let log = format!("x\n{OP_STARTS}1\nok\n{OP_STARTS}2\n[ 12.3] rcu: stall\n");
+        assert_eq!(
+            test.operation_at_end(&log).as_deref(),
+            Some("operation 2 (`sleep 1000`)")
+        );
+        assert_eq!(test.operation_at_end("booting\nmkfs"), None);
     }
 
     #[test]

@@ -17,6 +17,8 @@ const PM_SIZE: u64 = 0x1000;
 struct FakeGuest {
     trace: &'static str,
     exit_code: i32,
+    /// Hang in the last operation: fail as the VM does, with the console output so far.
+    hang: bool,
     records: Cell<usize>,
     extracted: Cell<usize>,
 }
@@ -29,6 +31,7 @@ impl FakeGuest {
         FakeGuest {
             trace: std::fs::read_to_string(path).unwrap().leak(),
             exit_code: 0,
+            hang: false,
             records: Cell::new(0),
             extracted: Cell::new(0),
         }
@@ -44,8 +47,21 @@ impl Guest for FakeGuest {
         format!("fake\n{}", self.trace)
     }
 
-    fn record(&self, _setup: &str, _command: &str, trace: &Path) -> anyhow::Result<Recording> {
+    fn record(&self, _setup: &str, command: &str, trace: &Path) -> anyhow::Result<Recording> {
         self.records.set(self.records.get() + 1);
+        if self.hang {
+            // what the guest's shell printed: every `echo` of the command ran
+            let printed: Vec<&str> = command
+                .lines()
+                .filter_map(|l| l.strip_prefix("echo "))
+                .filter(|l| !l.contains('$'))
+                .collect();
+            anyhow::bail!(
+                "the guest did not finish the traced run within 1 s and was killed\n\
+                 --- last console output ---\n{}",
+                printed.join("\n")
+            );
+        }
         std::fs::write(trace, self.trace)?;
         std::fs::write(
             persim_trace::initial_image_path(trace),
@@ -269,6 +285,23 @@ fn a_failed_workload_is_an_error_that_names_the_operation_and_leaves_no_trace() 
     );
     assert!(!dir.trace().exists() && !dir.initial_image().exists());
     assert!(!dir.report_json().exists());
+}
+
+#[test]
+fn a_hang_names_the_operation_it_happened_in() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = RunDir::create(tmp.path().join("run")).unwrap();
+    let mut guest = FakeGuest::new("journal.trace");
+    guest.hang = true;
+    let test = TestCase::parse("description = \"x\"\nops = [\"touch a\", \"sleep 99\"]\n").unwrap();
+    let e = run_test(&global_prefix(), &guest, "x", &test, &dir, &mut ()).unwrap_err();
+    let e = format!("{e:#}");
+    assert!(
+        e.starts_with(
+            "the traced run stopped in operation 2 (`sleep 99`): the guest did not finish"
+        ),
+        "{e}"
+    );
 }
 
 #[test]

@@ -114,6 +114,17 @@ impl Vm {
 
     /// Runs a shell script in the guest and returns its output and exit code.
     pub fn run(&mut self, script: &str, timeout: Duration) -> Result<CommandOutput, VmError> {
+        let what = format!("command `{}`", first_line(script));
+        self.run_named(script, &what, timeout)
+    }
+
+    /// `run`, with errors naming the script as `what` (its first line may say nothing).
+    pub fn run_named(
+        &mut self,
+        script: &str,
+        what: &str,
+        timeout: Duration,
+    ) -> Result<CommandOutput, VmError> {
         let id = self.send(script).map_err(|e| VmError::QemuFailed {
             message: format!("writing to the serial console: {e}"),
             log_tail: self.log_tail(),
@@ -121,12 +132,11 @@ impl Vm {
 
         let begin = format!("{BEGIN}{id}");
         let end = format!("{END}{id} ");
-        let phase = format!("command `{}`", first_line(script));
-        self.wait_for(&phase, timeout, |line| line.contains(&begin))?;
+        self.wait_for(what, timeout, |line| line.contains(&begin))?;
         let mut output = Vec::new();
         let mut kernel_errors = Vec::new();
         let mut exit_code = None;
-        self.wait_for(&phase, timeout, |line| {
+        self.wait_for(what, timeout, |line| {
             if let Some(rest) = line.split(&end).nth(1) {
                 exit_code = Some(rest.trim().parse::<i32>());
                 return true;

@@ -210,7 +210,11 @@ pub fn trace(opts: &TraceOptions) -> Result<TraceSummary, VmError> {
     say(format!("setup {:.2} s", setup.as_secs_f64()));
 
     let started = Instant::now();
-    let out = vm.run(&traced_run_script(&opts.command), opts.timeout)?;
+    let out = vm.run_named(
+        &traced_run_script(&opts.command),
+        "the traced run",
+        opts.timeout,
+    )?;
     let traced = started.elapsed();
     say(format!(
         "traced run {:.2} s (exit code {})",
