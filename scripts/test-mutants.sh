@@ -1,22 +1,25 @@
 #!/usr/bin/env bash
 # Builds each deliberately broken ring buffer ("mutant", docs/ringbuf.md) and checks that
-# Persim catches it twice:
+# Persim judges it right twice:
 #  - in process: under a mutant feature, the crash_consistency test target passes only if
 #    the crash model finds the violation that mutant must produce;
 #  - in the VM: ringbuf-tool built with the mutant runs the ringbuf suite test that exposes
-#    it (`persim run --guest-tools`), and the report must show the expected verdict.
-# Exits non-zero unless every mutant is caught both ways. Run scripts/setup.sh first.
+#    it (`persim run --guest-tools`), and the report must show the expected verdict (or no
+#    violation, where the x86 build makes the mutant harmless).
+# Exits non-zero unless every mutant is judged as expected both ways. Run scripts/setup.sh first.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 # mutant -> "suite test:violation", where violation is what report.json must show:
-# single_final_state (several final states) or atomic (more than two states). Without the
-# second fence, the NT stores of the header are still drained by the committer's release (a
-# locked instruction) before append returns, so that mutant shows only with clwb
-# (docs/ringbuf.md).
+# single_final_state (several final states) or atomic (more than two states), or `none`
+# where x86 itself makes the mutant harmless and the VM must find no violation. Without the
+# second fence, the header's NT stores or clwb'd lines are drained by the committer's
+# release (a locked instruction) before append returns, so on x86 that mutant is caught
+# only in process; in the VM it checks that the tracer records the locked release as the
+# fence it is (docs/ringbuf.md, docs/tracer.md).
 declare -A vm_expectation=(
     [mutant-no-first-fence]="append:atomic"
-    [mutant-no-second-fence]="append-clwb:single_final_state"
+    [mutant-no-second-fence]="append-clwb:none"
     [mutant-no-zero-next-header]="reuse:atomic"
 )
 mutants=(mutant-no-first-fence mutant-no-second-fence mutant-no-zero-next-header)
@@ -36,6 +39,10 @@ in_vm() {
     target/release/persim run --fs ext4 --test "ringbuf/$test" --strategy global-prefix \
         --guest-tools "$target/x86_64-unknown-linux-gnu/release" --out "$out" -q
     local code=$?
+    if [[ $verdict == none ]]; then
+        [[ $code -eq 0 ]] || { echo "expected exit code 0 (no violation), got $code"; return 1; }
+        return 0
+    fi
     [[ $code -eq 1 ]] || { echo "expected exit code 1 (violations), got $code"; return 1; }
     grep -q "\"$verdict\": false" "$out/report.json" ||
         { echo "no interval with $verdict = false in $out/report.json"; return 1; }
@@ -51,11 +58,11 @@ for mutant in "${mutants[@]}"; do
     fi
     echo "== $mutant: in the VM (ringbuf/${vm_expectation[$mutant]%%:*})"
     if in_vm "$mutant"; then
-        echo "== $mutant: caught in the VM"
+        echo "== $mutant: as expected in the VM"
         target/release/persim report "target/mutants/$mutant/run-${vm_expectation[$mutant]%%:*}" |
             grep -E "VIOLATION|checkpoint" | head -n 8
     else
-        echo "== $mutant: NOT caught in the VM; see the output above"
+        echo "== $mutant: NOT as expected in the VM; see the output above"
         missed+=("$mutant (VM)")
     fi
 done
@@ -64,4 +71,4 @@ if ((${#missed[@]} > 0)); then
     echo "mutants not caught: ${missed[*]}" >&2
     exit 1
 fi
-echo "all ${#mutants[@]} mutants caught, in process and in the VM"
+echo "all ${#mutants[@]} mutants caught in process, and as expected in the VM"

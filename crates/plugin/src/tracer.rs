@@ -29,8 +29,10 @@ pub struct Tracer {
     args: PluginArgs,
     phase: Phase,
     writer: Option<BackgroundWriter>,
-    /// NT stores since the last fence: locked and serializing instructions become fences.
-    nt_pending: bool,
+    /// Stores or flushes since the last recorded fence: a locked or serializing instruction
+    /// then orders something (it drains the store buffer and the write-combining buffers
+    /// and completes earlier `clwb`/`clflushopt`), so it is recorded as a fence.
+    unordered: bool,
     /// Anything recorded since the last fence: otherwise a fence is not worth an entry.
     traced_since_fence: bool,
     /// Virtual page -> physical page, learned from PM accesses, to place flushes (QEMU
@@ -65,7 +67,7 @@ impl Tracer {
             args,
             phase: Phase::BeforeStart,
             writer: None,
-            nt_pending: false,
+            unordered: false,
             traced_since_fence: false,
             pages: HashMap::new(),
             last_page: (u64::MAX, u64::MAX),
@@ -154,9 +156,12 @@ impl Tracer {
         let op = match data {
             Some(data) if store == Store::String => return self.string_store(pc, addr, data),
             Some(data) => {
-                let nt = store == Store::NonTemporal;
-                self.nt_pending |= nt;
-                Op::Write { addr, data, nt }
+                self.unordered = true;
+                Op::Write {
+                    addr,
+                    data,
+                    nt: store == Store::NonTemporal,
+                }
             }
             None => Op::Read { addr, size },
         };
@@ -175,6 +180,7 @@ impl Tracer {
             }
         };
         if let Some(addr) = self.pm_offset(paddr) {
+            self.unordered = true;
             self.emit(Op::Flush { kind, addr }, pc);
         }
     }
@@ -201,6 +207,7 @@ impl Tracer {
             }
         }
         self.end_string_write();
+        self.unordered = true;
         let nt = false;
         self.string_write = self.entry(Op::Write { addr, data, nt }, pc);
     }
@@ -216,14 +223,14 @@ impl Tracer {
         self.end_string_write();
         let explicit = matches!(kind, FenceKind::Sfence | FenceKind::Mfence);
         let record = if explicit {
-            self.traced_since_fence || self.nt_pending
+            self.traced_since_fence || self.unordered
         } else {
-            self.nt_pending
+            self.unordered
         };
         if record {
             self.emit(Op::Fence(kind), pc);
             self.traced_since_fence = false;
-            self.nt_pending = false;
+            self.unordered = false;
         }
     }
 
@@ -491,13 +498,16 @@ mod tests {
         t.hypercall(Hypercall::Start, 0).unwrap();
         t.fence(1, FenceKind::Sfence); // after the start entry: recorded
         t.fence(2, FenceKind::Sfence); // nothing since: dropped
-        t.access(3, 0, BASE, 1, Some(vec![1]), Store::Cached);
-        t.fence(4, FenceKind::Locked); // no NT store pending: dropped
-        t.fence(5, FenceKind::Mfence);
-        t.access(6, 0, BASE, 8, Some(vec![2; 8]), Store::NonTemporal);
-        t.fence(7, FenceKind::Serializing);
-        t.fence(8, FenceKind::Locked);
-        t.hypercall(Hypercall::Fail, 9).unwrap();
+        t.fence(3, FenceKind::Locked); // nothing to order: dropped
+        t.access(4, 0, BASE, 1, Some(vec![1]), Store::Cached);
+        t.fence(5, FenceKind::Locked); // drains the store buffer: recorded
+        t.fence(6, FenceKind::Mfence); // nothing since: dropped
+        t.access(7, 0, BASE, 8, Some(vec![2; 8]), Store::NonTemporal);
+        t.fence(8, FenceKind::Serializing);
+        t.fence(9, FenceKind::Locked);
+        t.access(10, 0, BASE, 0, None, Store::Cached); // a load orders nothing
+        t.fence(11, FenceKind::Locked);
+        t.hypercall(Hypercall::Fail, 12).unwrap();
         let fences: Vec<Op> = ops(&dir)
             .into_iter()
             .filter(|op| matches!(op, Op::Fence(_)))
@@ -506,9 +516,30 @@ mod tests {
             fences,
             [
                 Op::Fence(FenceKind::Sfence),
-                Op::Fence(FenceKind::Mfence),
+                Op::Fence(FenceKind::Locked),
                 Op::Fence(FenceKind::Serializing)
             ]
         );
+    }
+
+    #[test]
+    fn a_locked_instruction_after_a_flush_is_a_fence() {
+        // clwb is ordered by locked instructions: the flushed line is durable after it,
+        // and a trace without the fence would keep it pending (images real hardware
+        // cannot leave).
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = tracer(&dir);
+        t.hypercall(Hypercall::Start, 0).unwrap();
+        t.access(1, 0, BASE, 1, Some(vec![1]), Store::Cached);
+        t.fence(2, FenceKind::Sfence);
+        t.flush(3, FlushKind::Clwb, DIRECT_MAP_BASE + BASE);
+        t.fence(4, FenceKind::Locked);
+        t.hypercall(Hypercall::Success, 5).unwrap();
+        let ops = ops(&dir);
+        let flush = ops
+            .iter()
+            .position(|op| matches!(op, Op::Flush { .. }))
+            .unwrap();
+        assert_eq!(ops[flush + 1], Op::Fence(FenceKind::Locked), "{ops:?}");
     }
 }
