@@ -198,6 +198,42 @@ fn a_failing_operation_fails_the_test_with_the_guest_error() {
 }
 
 #[test]
+fn a_hang_names_the_operation_and_leaves_no_partial_trace() {
+    if !vm_ready("a_hang_names_the_operation_and_leaves_no_partial_trace") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let test = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/hanging-op.toml");
+    let run = persim(&[
+        "run",
+        "--fs",
+        "ext4",
+        "--test",
+        test.to_str().unwrap(),
+        "--timeout",
+        "30",
+        "--out",
+        out.to_str().unwrap(),
+        "-q",
+    ]);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("the traced run stopped in operation 2 (`sleep 600`)")
+            && stderr.contains("did not finish the traced run within 30 s"),
+        "{stderr}"
+    );
+    // the plugin's unfinished trace and the initial image of a run that never ended
+    let left: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.contains("trace"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
 fn two_durable_steps_in_one_interval_are_not_atomic() {
     if !vm_ready("two_durable_steps_in_one_interval_are_not_atomic") {
         return;

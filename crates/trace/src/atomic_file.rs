@@ -82,6 +82,37 @@ pub fn temporary_path(path: &Path) -> io::Result<PathBuf> {
     Ok(path.with_file_name(tmp_name))
 }
 
+/// Removes the temporary files [`temporary_path`] named for `path`, left by writers that
+/// were killed before they could rename or remove them. Best effort.
+pub fn remove_temporaries(path: &Path) {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return;
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let mut prefix = std::ffi::OsString::from(".");
+    prefix.push(name);
+    prefix.push(".tmp-");
+    let Some(prefix) = prefix.to_str() else {
+        return;
+    };
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n.starts_with(prefix))
+        {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,5 +141,21 @@ mod tests {
             .collect();
         assert_eq!(names.len(), 2, "no temporary file left: {names:?}");
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn temporaries_of_a_path_are_removed_and_nothing_else() {
+        let dir = std::env::temp_dir().join(format!("persim-tmps-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let trace = dir.join("trace.ptrace");
+        let left = temporary_path(&trace).unwrap();
+        let other = temporary_path(&dir.join("images.json")).unwrap();
+        for p in [&left, &other, &trace] {
+            fs::write(p, b"x").unwrap();
+        }
+        remove_temporaries(&trace);
+        let (left_gone, others_kept) = (!left.exists(), other.exists() && trace.exists());
+        fs::remove_dir_all(&dir).unwrap();
+        assert!(left_gone && others_kept);
     }
 }

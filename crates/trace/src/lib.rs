@@ -30,3 +30,14 @@ pub fn initial_image_path(trace: &std::path::Path) -> std::path::PathBuf {
     name.push(".initial");
     name.into()
 }
+
+/// Removes a recorded trace and everything a recording leaves beside it: its initial
+/// image and the temporary files of writers that never finished (a guest killed on a hang
+/// or panic). Best effort: what cannot be removed stays.
+pub fn remove_recording(trace: &std::path::Path) {
+    let _ = std::fs::remove_file(trace);
+    let initial = initial_image_path(trace);
+    let _ = std::fs::remove_file(&initial);
+    atomic_file::remove_temporaries(trace);
+    atomic_file::remove_temporaries(&initial);
+}

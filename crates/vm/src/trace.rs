@@ -159,7 +159,17 @@ pub struct TraceSummary {
     pub shutdown: Duration,
 }
 
+/// Records a trace. On an error (a hang, a guest panic, QEMU failing) nothing of the
+/// recording is left: no partial trace, initial image or temporary file.
 pub fn trace(opts: &TraceOptions) -> Result<TraceSummary, VmError> {
+    let recorded = record(opts);
+    if recorded.is_err() {
+        persim_trace::remove_recording(&opts.output);
+    }
+    recorded
+}
+
+fn record(opts: &TraceOptions) -> Result<TraceSummary, VmError> {
     let say = |text: String| {
         if opts.progress {
             // A closed stderr (`persim … 2>&1 | head`) must not stop the run.
