@@ -9,6 +9,10 @@ use std::path::PathBuf;
 use std::process::Command;
 
 pub const QEMU_BINARY: &str = "qemu-system-x86_64";
+
+/// The guest's wall clock at boot; it then runs with the VM.
+const GUEST_CLOCK_BASE: &str = "base=2026-01-01T00:00:00,clock=vm";
+
 /// The TCG plugin API the plugin is built against (qemu-plugin feature plugin-api-v4)
 /// ships with QEMU 10.0.
 pub const MIN_QEMU_MAJOR: u32 = 10;
@@ -69,6 +73,12 @@ impl QemuSpec {
             "-serial",
             "stdio",
             "-no-reboot",
+            // Fewer differences between runs (docs/tracer.md, "Reproducibility"): the guest's
+            // clock starts at a fixed date, and RDRAND under TCG is a seeded generator.
+            "-rtc",
+            GUEST_CLOCK_BASE,
+            "-seed",
+            "1",
         ]
         .map(str::to_owned)
         .into();
@@ -179,6 +189,7 @@ mod tests {
         let joined = args.join(" ");
         assert!(joined.contains("-machine pc,nvdimm=on"), "{joined}");
         assert!(joined.contains("-nic none"));
+        assert!(joined.contains("-rtc base=2026-01-01T00:00:00,clock=vm -seed 1"), "{joined}");
         assert!(joined.contains("-m 512M,slots=2,maxmem=2048M"), "{joined}");
         assert!(joined.contains("mem-path=/tmp/pm,size=67108864"));
         assert!(args.contains(

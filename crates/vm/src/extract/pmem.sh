@@ -16,7 +16,8 @@ fsdax() {
     [ "$(cat /sys/block/pmem0/queue/dax 2>/dev/null)" = 1 ] && return 0
     pfn=$(cat $region/pfn_seed)
     echo namespace0.0 >/sys/bus/nd/drivers/nd_pmem/unbind
-    cat /proc/sys/kernel/random/uuid >"/sys/bus/nd/devices/$pfn/uuid"
+    # A fixed UUID: it is written into the info block, and so into every trace's initial image.
+    echo 50455253-494d-4000-8000-0000000000fd >"/sys/bus/nd/devices/$pfn/uuid"
     echo ram >"/sys/bus/nd/devices/$pfn/mode"
     echo namespace0.0 >"/sys/bus/nd/devices/$pfn/namespace"
     echo "$pfn" >/sys/bus/nd/drivers/nd_pmem/bind
