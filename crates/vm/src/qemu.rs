@@ -189,7 +189,10 @@ mod tests {
         let joined = args.join(" ");
         assert!(joined.contains("-machine pc,nvdimm=on"), "{joined}");
         assert!(joined.contains("-nic none"));
-        assert!(joined.contains("-rtc base=2026-01-01T00:00:00,clock=vm -seed 1"), "{joined}");
+        assert!(
+            joined.contains("-rtc base=2026-01-01T00:00:00,clock=vm -seed 1"),
+            "{joined}"
+        );
         assert!(joined.contains("-m 512M,slots=2,maxmem=2048M"), "{joined}");
         assert!(joined.contains("mem-path=/tmp/pm,size=67108864"));
         assert!(args.contains(
