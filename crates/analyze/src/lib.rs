@@ -1,12 +1,14 @@
 //! Persim analysis: the states recovered from crash images, verdicts per checkpoint
-//! interval, reports, and trace debugging.
+//! interval, reports, trace debugging, and persistency-bug patterns of a trace.
 
 mod debug;
 mod diff;
+mod patterns;
 mod report;
 mod verdict;
 
 pub use debug::{entries_touching, pending_at, DebugError, PendingLine, PendingState, PendingUnit};
 pub use diff::line_diff;
+pub use patterns::{find_patterns, Finding, Kind as PatternKind, Patterns, Site};
 pub use report::{Mark, Report, Timings};
 pub use verdict::{verdicts, CheckpointVerdict, ErrorInfo, ImageOrigins, StateInfo};

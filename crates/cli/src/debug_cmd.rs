@@ -7,7 +7,7 @@ use persim_analyze::{entries_touching, pending_at};
 use persim_model::{CacheMode, Config};
 use persim_tester::{materialise_images, RunDir};
 use persim_trace::Reader;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 #[derive(Subcommand, Debug)]
 pub enum DebugCommand {
@@ -82,7 +82,7 @@ pub fn run(command: &DebugCommand) -> Result<()> {
             let mut config = Config::new(pm_size.unwrap_or(u64::MAX / 2));
             config.cache = match cache {
                 Some(cache) => *cache,
-                None => recorded_cache(dir)?,
+                None => RunDir::recorded_cache(dir)?,
             };
             let state = pending_at(reader, config, *index)?;
             if *json {
@@ -93,14 +93,4 @@ pub fn run(command: &DebugCommand) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// The cache mode a run directory was judged with (a trace file's is volatile): a replay
-/// with another mode would show a pending state the run never had.
-fn recorded_cache(path: &Path) -> Result<CacheMode> {
-    if !path.is_dir() {
-        return Ok(CacheMode::Volatile);
-    }
-    let inputs = RunDir::new(path).read_inputs()?;
-    Ok(inputs.map_or(CacheMode::Volatile, |inputs| inputs.cache))
 }

@@ -22,6 +22,7 @@ macro_rules! say {
     }};
 }
 
+mod analyze_cmd;
 mod debug_cmd;
 mod images;
 mod progress;
@@ -54,7 +55,8 @@ const EXIT_TOOL_FAILED: u8 = 2;
                   persim run --fs ext4 --test hello-world --out runs/hello   # one test, end to end\n  \
                   persim suite fs --fs ext4 --out runs/ext4                  # the file-system suite\n  \
                   persim report runs/hello --diff                            # evidence of a violation\n  \
-                  persim images examples/journal-missing-fence.trace         # crash images of a trace\n\n\
+                  persim images examples/journal-missing-fence.trace         # crash images of a trace\n  \
+                  persim analyze examples/journal-missing-fence.trace        # bug patterns of a trace\n\n\
                   Traces are text (docs/trace-format.md) or Persim's compressed binary \
                   form; every command accepts both. Exit codes: 0 no violation, 1 violations \
                   found, 2 the tool failed."
@@ -70,6 +72,7 @@ enum Command {
     Suite(suite::SuiteArgs),
     Report(report_cmd::ReportArgs),
     Images(images::ImagesArgs),
+    Analyze(analyze_cmd::AnalyzeArgs),
     Trace(TraceArgs),
     /// Look into a run's trace through the crash model.
     Debug {
@@ -99,6 +102,7 @@ fn main() -> ExitCode {
         Command::Report(args) => report_cmd::run(&args).map(violations),
         Command::Debug { command } => debug_cmd::run(&command).map(|()| ExitCode::SUCCESS),
         Command::Images(args) => images::run(&args).map(|()| ExitCode::SUCCESS),
+        Command::Analyze(args) => analyze_cmd::run(&args).map(violations),
         Command::Trace(TraceArgs {
             command: Some(command),
             ..

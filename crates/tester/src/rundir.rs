@@ -15,6 +15,7 @@
 use crate::inputs::Inputs;
 use anyhow::{bail, Context, Result};
 use persim_analyze::Report;
+use persim_model::CacheMode;
 use persim_vm::Recovered;
 use serde::de::DeserializeOwned;
 use std::path::{Path, PathBuf};
@@ -192,6 +193,17 @@ impl RunDir {
     /// The recovered state of an image, read back.
     pub fn read_state(&self, hash: &str) -> Result<Recovered> {
         read_json(&self.state(hash))
+    }
+
+    /// The cache mode a run directory was judged with, for the commands that replay its
+    /// trace (another mode would show a pending state the run never had); a trace file's
+    /// is volatile, the model's default.
+    pub fn recorded_cache(path: &Path) -> Result<CacheMode> {
+        if !path.is_dir() {
+            return Ok(CacheMode::Volatile);
+        }
+        let inputs = RunDir::new(path).read_inputs()?;
+        Ok(inputs.map_or(CacheMode::Volatile, |inputs| inputs.cache))
     }
 
     /// The trace of a run directory, or `path` itself when it is a trace file (for the

@@ -1,0 +1,433 @@
+//! Persistency-bug patterns found in one pass over a trace, before any crash image is
+//! made (`persim analyze`; the rules in docs/analysis.md). Durability follows the crash
+//! model (docs/model.md): with volatile caches a cached store is durable after a flush of
+//! its line and a later fence, an NT store after a fence (which also drains the line's
+//! earlier cached data); with persistent caches every store needs only a fence.
+
+use persim_model::CacheMode;
+use persim_trace::{Entry, Hypercall, Meta, Op, TraceError};
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+const LINE: u64 = 64;
+/// Findings kept per call site as examples; the rest are counted.
+const EXAMPLES_PER_SITE: usize = 3;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    /// A flush of a line with nothing of its own to write back: no cached store since the
+    /// line was last flushed (with persistent caches, every flush).
+    RedundantFlush,
+    /// A fence with nothing to order: no store or flush since the previous fence.
+    RedundantFence,
+    /// Stored bytes not durable at a checkpoint, at `success`, or at the end of the trace.
+    MissingPersist,
+    /// A store to bytes whose previous store never became durable.
+    OverwriteUnpersisted,
+    /// Several lines flushed between two fences: their order is not fixed (a hint; often a
+    /// multi-line persist that a log or journal protects).
+    UnorderedFlushes,
+    /// A flush of a line no store in the trace wrote.
+    FlushUnwritten,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 6] = [
+        Kind::RedundantFlush,
+        Kind::RedundantFence,
+        Kind::MissingPersist,
+        Kind::OverwriteUnpersisted,
+        Kind::UnorderedFlushes,
+        Kind::FlushUnwritten,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::RedundantFlush => "redundant-flush",
+            Kind::RedundantFence => "redundant-fence",
+            Kind::MissingPersist => "missing-persist",
+            Kind::OverwriteUnpersisted => "overwrite-unpersisted",
+            Kind::UnorderedFlushes => "unordered-flushes",
+            Kind::FlushUnwritten => "flush-unwritten",
+        }
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Kind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Kind, String> {
+        Kind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Kind::ALL.iter().map(|k| k.name()).collect();
+                format!("unknown pattern `{s}` (patterns: {})", names.join(", "))
+            })
+    }
+}
+
+/// One instance of a pattern.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    pub kind: Kind,
+    /// The trace entry where it shows (the flush, the fence, the store, or the barrier a
+    /// store was not persisted by).
+    pub index: u64,
+    /// The PM address involved (of the store, the flush), if any.
+    pub addr: Option<u64>,
+    pub line: Option<u64>,
+    /// The code behind it: the entry's, or for `missing-persist` the last store's.
+    pub pc: Option<u64>,
+    pub stack: Vec<u64>,
+    pub detail: String,
+}
+
+/// Findings of one kind from one program counter.
+#[derive(Clone, Debug, Serialize)]
+pub struct Site {
+    pub kind: Kind,
+    pub pc: Option<u64>,
+    pub count: u64,
+    pub examples: Vec<Finding>,
+}
+
+/// What `persim analyze` prints.
+#[derive(Clone, Debug, Serialize)]
+pub struct Patterns {
+    pub cache: CacheMode,
+    pub entries: u64,
+    /// Findings per kind; every kind is listed.
+    pub counts: BTreeMap<Kind, u64>,
+    /// Call sites, most findings first.
+    pub sites: Vec<Site>,
+}
+
+impl Patterns {
+    pub fn count(&self, kind: Kind) -> u64 {
+        self.counts.get(&kind).copied().unwrap_or(0)
+    }
+
+    /// Every example finding, in site order.
+    pub fn examples(&self) -> impl Iterator<Item = &Finding> {
+        self.sites.iter().flat_map(|s| &s.examples)
+    }
+
+    pub fn to_text(&self) -> String {
+        use fmt::Write as _;
+        let mut t = String::new();
+        let _ = writeln!(
+            t,
+            "{} entries, cache {}: {} findings",
+            self.entries,
+            self.cache,
+            self.counts.values().sum::<u64>()
+        );
+        for (kind, n) in &self.counts {
+            let _ = writeln!(t, "  {:<22} {n:>9}", kind.name());
+        }
+        for site in &self.sites {
+            let pc = site
+                .pc
+                .map_or("pc unknown".to_string(), |pc| format!("pc={pc:#x}"));
+            let _ = writeln!(t, "\n{} at {pc}: {}", site.kind, site.count);
+            for f in &site.examples {
+                let at = f.addr.map_or(String::new(), |a| {
+                    format!(" addr {a:#x} line {:#x}", a & !(LINE - 1))
+                });
+                let _ = writeln!(t, "  entry {}{at}: {}", f.index, f.detail);
+                if !f.stack.is_empty() {
+                    let frames: Vec<String> = f.stack.iter().map(|a| format!("{a:#x}")).collect();
+                    let _ = writeln!(t, "    stack {}", frames.join(" < "));
+                }
+            }
+        }
+        t
+    }
+}
+
+/// Scans a trace once.
+pub fn find_patterns(
+    entries: impl IntoIterator<Item = Result<Entry, TraceError>>,
+    cache: CacheMode,
+) -> Result<Patterns, TraceError> {
+    let mut scan = Scan::new(cache);
+    for entry in entries {
+        scan.step(&entry?);
+    }
+    Ok(scan.finish())
+}
+
+#[derive(Default)]
+struct LineState {
+    written: bool,
+    /// Bytes of cached stores a flush has not yet covered (persistent caches: a fence).
+    cached: u64,
+    /// Bytes flushed or stored NT, waiting for a fence.
+    unfenced: u64,
+    /// Listed in `Scan::awaiting`.
+    awaiting: bool,
+    /// The fence epoch this line was last flushed in.
+    flush_epoch: u64,
+    /// Not durable bytes already reported at a barrier (reset by the next store).
+    reported: bool,
+    last_store: (u64, u64, Meta),
+}
+
+impl LineState {
+    fn not_durable(&self) -> u64 {
+        self.cached | self.unfenced
+    }
+}
+
+#[derive(Default)]
+struct SiteAcc {
+    count: u64,
+    examples: Vec<Finding>,
+}
+
+struct Scan {
+    cache: CacheMode,
+    lines: FxHashMap<u64, LineState>,
+    /// Lines with something a fence makes durable.
+    awaiting: Vec<u64>,
+    /// A store or flush since the last fence.
+    activity: bool,
+    epoch: u64,
+    /// Distinct lines flushed since the last fence.
+    flushed_lines: u64,
+    index: u64,
+    sites: FxHashMap<(Kind, Option<u64>), SiteAcc>,
+    counts: BTreeMap<Kind, u64>,
+}
+
+impl Scan {
+    fn new(cache: CacheMode) -> Scan {
+        Scan {
+            cache,
+            lines: FxHashMap::default(),
+            awaiting: Vec::new(),
+            activity: false,
+            epoch: 1,
+            flushed_lines: 0,
+            index: 0,
+            sites: FxHashMap::default(),
+            counts: Kind::ALL.iter().map(|&k| (k, 0)).collect(),
+        }
+    }
+
+    fn step(&mut self, entry: &Entry) {
+        match &entry.op {
+            Op::Write { addr, data, nt } => self.store(*addr, data.len() as u64, *nt, &entry.meta),
+            Op::Flush { addr, .. } => self.flush(*addr, &entry.meta),
+            Op::Fence(_) => self.fence(&entry.meta),
+            Op::Hypercall(Hypercall::Checkpoint(n)) => self.barrier(&format!("checkpoint {n}")),
+            Op::Hypercall(Hypercall::Success) => self.barrier("success"),
+            _ => {}
+        }
+        self.index += 1;
+    }
+
+    fn store(&mut self, addr: u64, len: u64, nt: bool, meta: &Meta) {
+        self.activity = true;
+        let end = addr + len;
+        let mut start = addr;
+        while start < end {
+            let line = start & !(LINE - 1);
+            let piece_end = end.min(line + LINE);
+            let mask = byte_mask(start - line, piece_end - start);
+            let state = self.lines.entry(line).or_default();
+            let overwritten = state.not_durable() & mask;
+            state.written = true;
+            state.reported = false;
+            state.last_store = (self.index, start, meta.clone());
+            if nt {
+                // an NT store first writes back the line's cached data (docs/model.md)
+                state.unfenced |= state.cached | mask;
+                state.cached = 0;
+            } else {
+                state.cached |= mask;
+            }
+            let fence_suffices = nt || self.cache == CacheMode::Persistent;
+            if fence_suffices && !state.awaiting {
+                state.awaiting = true;
+                self.awaiting.push(line);
+            }
+            if overwritten != 0 {
+                let detail = || {
+                    format!(
+                        "overwrites bytes {} of the line before they were durable",
+                        ranges(overwritten)
+                    )
+                };
+                self.report(Kind::OverwriteUnpersisted, Some(start), meta, detail);
+            }
+            start = piece_end;
+        }
+    }
+
+    fn flush(&mut self, addr: u64, meta: &Meta) {
+        self.activity = true;
+        let line = addr & !(LINE - 1);
+        let persistent = self.cache == CacheMode::Persistent;
+        let epoch = self.epoch;
+        let Some(state) = self.lines.get_mut(&line).filter(|s| s.written) else {
+            return self.report(Kind::FlushUnwritten, Some(addr), meta, || {
+                "no store in the trace wrote this line".to_string()
+            });
+        };
+        if state.flush_epoch != epoch {
+            state.flush_epoch = epoch;
+            self.flushed_lines += 1;
+        }
+        if persistent || state.cached == 0 {
+            let why = if persistent {
+                "caches are persistent: a fence alone makes stores durable"
+            } else {
+                "no cached store to the line since it was last flushed"
+            };
+            return self.report(Kind::RedundantFlush, Some(addr), meta, || why.to_string());
+        }
+        state.unfenced |= state.cached;
+        state.cached = 0;
+        if !state.awaiting {
+            state.awaiting = true;
+            self.awaiting.push(line);
+        }
+    }
+
+    fn fence(&mut self, meta: &Meta) {
+        if !self.activity {
+            self.report(Kind::RedundantFence, None, meta, || {
+                "no store or flush since the previous fence".to_string()
+            });
+        }
+        if self.flushed_lines >= 2 {
+            let n = self.flushed_lines;
+            self.report(Kind::UnorderedFlushes, None, meta, || {
+                format!("{n} lines flushed since the previous fence persist in any order")
+            });
+        }
+        let persistent = self.cache == CacheMode::Persistent;
+        for line in self.awaiting.drain(..) {
+            let state = self.lines.get_mut(&line).expect("awaiting lines are known");
+            state.unfenced = 0;
+            if persistent {
+                state.cached = 0;
+            }
+            state.awaiting = false;
+        }
+        self.epoch += 1;
+        self.flushed_lines = 0;
+        self.activity = false;
+    }
+
+    /// Every line with bytes that are not durable at `what` (reported once until stored
+    /// to again).
+    fn barrier(&mut self, what: &str) {
+        let mut missing: Vec<(u64, u64, u64, Meta)> = Vec::new();
+        for (&line, state) in &mut self.lines {
+            if state.not_durable() != 0 && !state.reported {
+                state.reported = true;
+                let (_, addr, meta) = &state.last_store;
+                missing.push((line, state.not_durable(), *addr, meta.clone()));
+            }
+        }
+        missing.sort_unstable_by_key(|m| m.0);
+        for (_, mask, addr, meta) in missing {
+            let detail = || {
+                format!(
+                    "bytes {} of the line are not flushed and fenced at {what}",
+                    ranges(mask)
+                )
+            };
+            self.report(Kind::MissingPersist, Some(addr), &meta, detail);
+        }
+    }
+
+    fn report(
+        &mut self,
+        kind: Kind,
+        addr: Option<u64>,
+        meta: &Meta,
+        detail: impl FnOnce() -> String,
+    ) {
+        *self.counts.entry(kind).or_default() += 1;
+        let site = self.sites.entry((kind, meta.pc)).or_default();
+        site.count += 1;
+        if site.examples.len() < EXAMPLES_PER_SITE {
+            site.examples.push(Finding {
+                kind,
+                index: self.index,
+                addr,
+                line: addr.map(|a| a & !(LINE - 1)),
+                pc: meta.pc,
+                stack: meta.stack.clone(),
+                detail: detail(),
+            });
+        }
+    }
+
+    fn finish(mut self) -> Patterns {
+        self.barrier("the end of the trace");
+        let mut sites: Vec<Site> = self
+            .sites
+            .into_iter()
+            .map(|((kind, pc), acc)| Site {
+                kind,
+                pc,
+                count: acc.count,
+                examples: acc.examples,
+            })
+            .collect();
+        sites.sort_by(|a, b| {
+            b.count
+                .cmp(&a.count)
+                .then(a.kind.cmp(&b.kind))
+                .then(a.pc.cmp(&b.pc))
+        });
+        Patterns {
+            cache: self.cache,
+            entries: self.index,
+            counts: self.counts,
+            sites,
+        }
+    }
+}
+
+/// The bytes `offset..offset + len` of a line as a bit mask.
+fn byte_mask(offset: u64, len: u64) -> u64 {
+    if len >= LINE {
+        u64::MAX
+    } else {
+        ((1u64 << len) - 1) << offset
+    }
+}
+
+/// The set bits of a line mask as byte ranges: `0x0..0x8, 0x10..0x18`.
+fn ranges(mask: u64) -> String {
+    let mut out = Vec::new();
+    let mut bit = 0;
+    while bit < LINE {
+        if mask >> bit & 1 == 0 {
+            bit += 1;
+            continue;
+        }
+        let start = bit;
+        while bit < LINE && mask >> bit & 1 == 1 {
+            bit += 1;
+        }
+        out.push(format!("{start:#x}..{bit:#x}"));
+    }
+    out.join(", ")
+}

@@ -1,0 +1,165 @@
+//! Trace patterns: one hand-written trace per pattern, the bundled journal examples, and
+//! the ring buffer's own traces.
+
+use persim_analyze::{find_patterns, Finding, PatternKind as Kind, Patterns};
+use persim_model::CacheMode;
+use persim_trace::Reader;
+use std::path::Path;
+
+fn scan(text: &str, cache: CacheMode) -> Patterns {
+    let reader = Reader::new(std::io::Cursor::new(text.as_bytes().to_vec())).unwrap();
+    find_patterns(reader, cache).unwrap()
+}
+
+fn example(name: &str) -> Patterns {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples")
+        .join(name);
+    find_patterns(Reader::open(&path).unwrap(), CacheMode::Volatile).unwrap()
+}
+
+/// The only finding of a trace, which must have exactly one.
+fn only(p: &Patterns) -> &Finding {
+    let all: Vec<&Finding> = p.examples().collect();
+    assert_eq!(all.len(), 1, "{}", p.to_text());
+    all[0]
+}
+
+#[test]
+fn each_pattern_is_found_where_it_is() {
+    // (trace, kind, entry index, line)
+    let cases: [(&str, Kind, u64, Option<u64>); 6] = [
+        (
+            "write 0x40 01 @ pc=0x10\nflush clwb 0x40\nflush clwb 0x40 @ pc=0x20\nfence sfence\n",
+            Kind::RedundantFlush,
+            2,
+            Some(0x40),
+        ),
+        (
+            "write 0x0 01\nflush clwb 0x0\nfence sfence\nfence mfence @ pc=0x30\n",
+            Kind::RedundantFence,
+            3,
+            None,
+        ),
+        (
+            "write 0x80 0102 @ pc=0x40\nhypercall checkpoint 1\n",
+            Kind::MissingPersist,
+            1,
+            Some(0x80),
+        ),
+        (
+            "write 0x0 01\nwrite 0x0 02 @ pc=0x50\nflush clwb 0x0\nfence sfence\n",
+            Kind::OverwriteUnpersisted,
+            1,
+            Some(0x0),
+        ),
+        (
+            "write 0x0 01\nwrite 0x40 01\nflush clwb 0x0\nflush clwb 0x40\nfence sfence @ pc=0x60\n",
+            Kind::UnorderedFlushes,
+            4,
+            None,
+        ),
+        (
+            "flush clflushopt 0x100 @ pc=0x70\nfence sfence\n",
+            Kind::FlushUnwritten,
+            0,
+            Some(0x100),
+        ),
+    ];
+    for (trace, kind, index, line) in cases {
+        let p = scan(trace, CacheMode::Volatile);
+        let f = only(&p);
+        assert_eq!((f.kind, f.index, f.line), (kind, index, line), "{trace}");
+        assert_eq!(p.count(kind), 1);
+        assert!(f.pc.is_some(), "the code behind it: {f:?}");
+    }
+}
+
+#[test]
+fn missing_persist_names_the_uncovered_bytes_and_the_last_store() {
+    // 0x8..0x10 flushed and fenced; 0x20..0x28 written after the flush
+    let p = scan(
+        "write 0x8 0102030405060708\nflush clwb 0x0\nfence sfence\n\
+         write 0x20 0102030405060708 @ pc=0x99\nhypercall success\n",
+        CacheMode::Volatile,
+    );
+    let f = only(&p);
+    assert_eq!(
+        (f.kind, f.index, f.pc),
+        (Kind::MissingPersist, 4, Some(0x99))
+    );
+    assert!(
+        f.detail.contains("0x20..0x28") && f.detail.contains("at success"),
+        "{f:?}"
+    );
+    // reported once, not again at the end of the trace
+    assert_eq!(p.count(Kind::MissingPersist), 1);
+}
+
+#[test]
+fn nt_stores_need_a_fence_and_persistent_caches_need_no_flush() {
+    let nt = "ntwrite 0x0 0102030405060708\nhypercall checkpoint 1\n";
+    assert_eq!(
+        only(&scan(nt, CacheMode::Volatile)).kind,
+        Kind::MissingPersist
+    );
+    let fenced = "ntwrite 0x0 0102030405060708\nfence sfence\nhypercall checkpoint 1\n";
+    assert_eq!(
+        scan(fenced, CacheMode::Volatile).count(Kind::MissingPersist),
+        0
+    );
+    let cached = "write 0x0 01\nfence sfence\nhypercall checkpoint 1\n";
+    assert_eq!(
+        scan(cached, CacheMode::Volatile).count(Kind::MissingPersist),
+        1
+    );
+    let eadr = scan(cached, CacheMode::Persistent);
+    assert_eq!(eadr.count(Kind::MissingPersist), 0, "{}", eadr.to_text());
+    let flushed = "write 0x0 01\nflush clwb 0x0\nfence sfence\n";
+    assert_eq!(
+        only(&scan(flushed, CacheMode::Persistent)).kind,
+        Kind::RedundantFlush
+    );
+}
+
+#[test]
+fn a_store_across_two_lines_is_judged_per_line() {
+    let p = scan(
+        "write 0x3c 0102030405060708\nflush clwb 0x0\nfence sfence\nhypercall checkpoint 1\n",
+        CacheMode::Volatile,
+    );
+    let f = only(&p);
+    assert_eq!((f.kind, f.line), (Kind::MissingPersist, Some(0x40)));
+    assert!(f.detail.contains("0x0..0x4"), "{f:?}");
+}
+
+#[test]
+fn the_correct_journal_is_clean_and_the_missing_fence_shows() {
+    let clean = example("journal.trace");
+    let total: u64 = clean.counts.values().sum();
+    assert_eq!(total, 0, "{}", clean.to_text());
+    let broken = example("journal-missing-fence.trace");
+    let f = only(&broken);
+    // the log and the commit flag are flushed together: nothing orders them
+    assert_eq!(
+        (f.kind, f.index),
+        (Kind::UnorderedFlushes, 7),
+        "{}",
+        broken.to_text()
+    );
+}
+
+#[test]
+fn counts_group_by_call_site_and_json_names_kinds() {
+    let p = scan(
+        "fence sfence @ pc=0x1\nfence sfence @ pc=0x1\nfence sfence @ pc=0x2\n",
+        CacheMode::Volatile,
+    );
+    assert_eq!(p.count(Kind::RedundantFence), 3);
+    let sites: Vec<(Option<u64>, u64)> = p.sites.iter().map(|s| (s.pc, s.count)).collect();
+    assert_eq!(sites, [(Some(1), 2), (Some(2), 1)]);
+    let json = serde_json::to_value(&p).unwrap();
+    assert_eq!(json["counts"]["redundant-fence"], 3);
+    assert_eq!(json["sites"][0]["kind"], "redundant-fence");
+    assert!(p.to_text().contains("redundant-fence at pc=0x1: 2"));
+}

@@ -1,0 +1,57 @@
+//! `persim analyze TRACE|RUN_DIR`: persistency-bug patterns of a trace, in one pass.
+
+use anyhow::Result;
+use clap::Args;
+use persim_analyze::{find_patterns, PatternKind};
+use persim_model::CacheMode;
+use persim_tester::RunDir;
+use persim_trace::Reader;
+use std::path::PathBuf;
+
+/// Find persistency-bug patterns in a trace, in seconds and before any crash image is made.
+///
+/// Patterns (docs/analysis.md has the exact rules):
+///   missing-persist        stored bytes not flushed and fenced at a checkpoint, at
+///                          `success` or at the end of the trace (a likely bug)
+///   overwrite-unpersisted  a store over bytes whose previous store never became durable
+///   flush-unwritten        a flush of a line no store in the trace wrote
+///   redundant-flush        a flush with nothing of the line's own to write back
+///   redundant-fence        a fence with no store or flush since the previous one
+///   unordered-flushes      several lines flushed between two fences (a hint)
+///
+/// Each finding names its trace entry (see `persim debug lines|at`), address and cache
+/// line, and the program counter behind it; findings are counted per call site.
+#[derive(Args, Debug)]
+#[command(verbatim_doc_comment)]
+pub struct AnalyzeArgs {
+    /// A trace file (text or binary), or a run directory (its trace and cache mode).
+    pub trace: PathBuf,
+    /// The cache mode stores become durable in [default: the run directory's, else volatile].
+    #[arg(long)]
+    pub cache: Option<CacheMode>,
+    /// Exit with 1 if any finding is of one of these kinds (comma-separated), for CI.
+    #[arg(long, value_delimiter = ',', value_parser = parse_kind)]
+    pub fail_on: Vec<PatternKind>,
+    /// Print one JSON object instead of the text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_kind(s: &str) -> Result<PatternKind, String> {
+    s.parse()
+}
+
+/// Returns whether a finding of a `--fail-on` kind was found.
+pub fn run(args: &AnalyzeArgs) -> Result<bool> {
+    let cache = match args.cache {
+        Some(cache) => cache,
+        None => RunDir::recorded_cache(&args.trace)?,
+    };
+    let patterns = find_patterns(Reader::open(&RunDir::trace_of(&args.trace))?, cache)?;
+    if args.json {
+        outln!("{}", serde_json::to_string_pretty(&patterns)?)?;
+    } else {
+        out!("{}", patterns.to_text())?;
+    }
+    Ok(args.fail_on.iter().any(|&kind| patterns.count(kind) > 0))
+}
