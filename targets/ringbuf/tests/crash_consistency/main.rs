@@ -9,6 +9,7 @@
 
 mod checker;
 mod oracle;
+mod patterns;
 mod run;
 mod scenarios;
 
