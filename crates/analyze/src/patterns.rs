@@ -8,6 +8,7 @@ use persim_model::CacheMode;
 use persim_trace::{Entry, Hypercall, Meta, Op, TraceError};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
@@ -156,14 +157,14 @@ impl Patterns {
     }
 }
 
-/// Scans a trace once.
-pub fn find_patterns(
-    entries: impl IntoIterator<Item = Result<Entry, TraceError>>,
+/// Scans a trace once: entries as a [`persim_trace::Reader`] gives them, or borrowed.
+pub fn find_patterns<E: Borrow<Entry>>(
+    entries: impl IntoIterator<Item = Result<E, TraceError>>,
     cache: CacheMode,
 ) -> Result<Patterns, TraceError> {
     let mut scan = Scan::new(cache);
     for entry in entries {
-        scan.step(&entry?);
+        scan.step(entry?.borrow());
     }
     Ok(scan.finish())
 }
@@ -181,6 +182,8 @@ struct LineState {
     flush_epoch: u64,
     /// Not durable bytes already reported at a barrier (reset by the next store).
     reported: bool,
+    /// Listed in `Scan::undurable`.
+    undurable: bool,
     last_store: (u64, u64, Meta),
 }
 
@@ -201,6 +204,9 @@ struct Scan {
     lines: FxHashMap<u64, LineState>,
     /// Lines with something a fence makes durable.
     awaiting: Vec<u64>,
+    /// Lines that may hold bytes that are not durable: what a barrier looks at, so that
+    /// it costs the lines stored to since, not every line of the trace.
+    undurable: Vec<u64>,
     /// A store or flush since the last fence.
     activity: bool,
     epoch: u64,
@@ -217,6 +223,7 @@ impl Scan {
             cache,
             lines: FxHashMap::default(),
             awaiting: Vec::new(),
+            undurable: Vec::new(),
             activity: false,
             epoch: 1,
             flushed_lines: 0,
@@ -250,6 +257,10 @@ impl Scan {
             let overwritten = state.not_durable() & mask;
             state.written = true;
             state.reported = false;
+            if !state.undurable {
+                state.undurable = true;
+                self.undurable.push(line);
+            }
             state.last_store = (self.index, start, meta.clone());
             if nt {
                 // an NT store first writes back the line's cached data (docs/model.md)
@@ -336,13 +347,20 @@ impl Scan {
     /// to again).
     fn barrier(&mut self, what: &str) {
         let mut missing: Vec<(u64, u64, u64, Meta)> = Vec::new();
-        for (&line, state) in &mut self.lines {
-            if state.not_durable() != 0 && !state.reported {
+        let lines = &mut self.lines;
+        self.undurable.retain(|line| {
+            let state = lines.get_mut(line).expect("undurable lines are known");
+            if state.not_durable() == 0 {
+                state.undurable = false;
+                return false;
+            }
+            if !state.reported {
                 state.reported = true;
                 let (_, addr, meta) = &state.last_store;
-                missing.push((line, state.not_durable(), *addr, meta.clone()));
+                missing.push((*line, state.not_durable(), *addr, meta.clone()));
             }
-        }
+            true
+        });
         missing.sort_unstable_by_key(|m| m.0);
         for (_, mask, addr, meta) in missing {
             let detail = || {

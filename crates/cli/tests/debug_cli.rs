@@ -1,5 +1,5 @@
-//! `persim debug` on run directories and traces, run as a user would (no VM: a run
-//! directory is laid out by hand through the tester's own types).
+//! `persim debug` and `persim analyze` on run directories and traces, run as a user
+//! would (no VM: a run directory is laid out by hand through the tester's own types).
 
 use assert_cmd::Command;
 use persim_model::{CacheMode, Strategy};
@@ -90,4 +90,43 @@ fn debug_lines_says_when_no_entry_touches_the_lines() {
     let found = persim(&["debug", "lines", trace.to_str().unwrap(), "--lines", "0x47"]);
     let text = String::from_utf8_lossy(&found.stdout);
     assert!(text.contains("0: write 0x40"), "{text}");
+}
+
+#[test]
+fn analyze_prints_text_and_json_and_fails_on_asked_kinds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = tmp.path().join("t.trace");
+    std::fs::write(&trace, UNFLUSHED).unwrap();
+    let t = trace.to_str().unwrap();
+    let text = persim(&["analyze", t]);
+    assert_eq!(text.status.code(), Some(0));
+    let out = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        out.contains("missing-persist at pc unknown: 1") && out.contains("checkpoint 1"),
+        "{out}"
+    );
+    let json = persim(&["analyze", t, "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v["counts"]["missing-persist"], 1);
+    assert_eq!(v["sites"][0]["examples"][0]["index"], 2);
+    let fail = |kinds: &str| persim(&["analyze", t, "--fail-on", kinds]).status.code();
+    assert_eq!(fail("missing-persist"), Some(1));
+    assert_eq!(fail("redundant-fence,redundant-flush"), Some(0));
+    let bad = persim(&["analyze", t, "--fail-on", "missing-flush"]);
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        stderr.contains("unknown pattern `missing-flush`") && stderr.contains("missing-persist"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn analyze_takes_the_run_directorys_cache_mode() {
+    let tmp = tempfile::tempdir().unwrap();
+    let persistent = run_dir(&tmp.path().join("p"), CacheMode::Persistent);
+    let json = persim(&["analyze", persistent.root().to_str().unwrap(), "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v["cache"], "persistent");
+    assert_eq!(v["counts"]["missing-persist"], 0, "the fence persisted it");
 }

@@ -42,8 +42,12 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("persim-plugin", &["persim-trace", "persim-abi"]),
     // The guest's static tools.
     ("persim-guest", &["persim-abi"]),
-    // Subjects under test (targets/): no part of the tool.
-    ("persim-ringbuf", &["persim-trace", "persim-model"]),
+    // Subjects under test (targets/): no part of the tool; their tests use its model and
+    // trace analysis.
+    (
+        "persim-ringbuf",
+        &["persim-trace", "persim-model", "persim-analyze"],
+    ),
     ("persim-subjects", &["persim-guest", "persim-ringbuf"]),
 ];
 
