@@ -214,7 +214,8 @@ struct Scan {
     flushed_lines: u64,
     index: u64,
     sites: FxHashMap<(Kind, Option<u64>), SiteAcc>,
-    counts: BTreeMap<Kind, u64>,
+    /// Findings per kind, indexed by `Kind as usize`.
+    counts: [u64; Kind::ALL.len()],
 }
 
 impl Scan {
@@ -229,7 +230,7 @@ impl Scan {
             flushed_lines: 0,
             index: 0,
             sites: FxHashMap::default(),
-            counts: Kind::ALL.iter().map(|&k| (k, 0)).collect(),
+            counts: [0; Kind::ALL.len()],
         }
     }
 
@@ -346,7 +347,7 @@ impl Scan {
     /// Every line with bytes that are not durable at `what` (reported once until stored
     /// to again).
     fn barrier(&mut self, what: &str) {
-        let mut missing: Vec<(u64, u64, u64, Meta)> = Vec::new();
+        let mut missing: Vec<(u64, u64, (u64, u64, Meta))> = Vec::new();
         let lines = &mut self.lines;
         self.undurable.retain(|line| {
             let state = lines.get_mut(line).expect("undurable lines are known");
@@ -356,16 +357,16 @@ impl Scan {
             }
             if !state.reported {
                 state.reported = true;
-                let (_, addr, meta) = &state.last_store;
-                missing.push((*line, state.not_durable(), *addr, meta.clone()));
+                missing.push((*line, state.not_durable(), state.last_store.clone()));
             }
             true
         });
         missing.sort_unstable_by_key(|m| m.0);
-        for (_, mask, addr, meta) in missing {
+        for (_, mask, (store, addr, meta)) in missing {
             let detail = || {
                 format!(
-                    "bytes {} of the line are not flushed and fenced at {what}",
+                    "bytes {} of the line are not flushed and fenced at {what} \
+                     (last store: entry {store})",
                     ranges(mask)
                 )
             };
@@ -380,7 +381,7 @@ impl Scan {
         meta: &Meta,
         detail: impl FnOnce() -> String,
     ) {
-        *self.counts.entry(kind).or_default() += 1;
+        self.counts[kind as usize] += 1;
         let site = self.sites.entry((kind, meta.pc)).or_default();
         site.count += 1;
         if site.examples.len() < EXAMPLES_PER_SITE {
@@ -417,7 +418,7 @@ impl Scan {
         Patterns {
             cache: self.cache,
             entries: self.index,
-            counts: self.counts,
+            counts: Kind::ALL.into_iter().zip(self.counts).collect(),
             sites,
         }
     }
@@ -448,4 +449,25 @@ fn ranges(mask: u64) -> String {
         out.push(format!("{start:#x}..{bit:#x}"));
     }
     out.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_are_listed_in_declaration_order() {
+        // `Scan::counts` is indexed by `Kind as usize` and zipped with `Kind::ALL`
+        for (i, kind) in Kind::ALL.iter().enumerate() {
+            assert_eq!(*kind as usize, i);
+            assert_eq!(kind.name().parse::<Kind>(), Ok(*kind));
+        }
+    }
+
+    #[test]
+    fn masks_and_ranges() {
+        assert_eq!(byte_mask(0, 64), u64::MAX);
+        assert_eq!(byte_mask(8, 8), 0xff00);
+        assert_eq!(ranges(0xff00 | 1 << 63), "0x8..0x10, 0x3f..0x40");
+    }
 }
