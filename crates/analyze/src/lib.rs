@@ -1,14 +1,16 @@
 //! Persim analysis: the states recovered from crash images, verdicts per checkpoint
-//! interval, reports, trace debugging, and persistency-bug patterns of a trace.
+//! interval, reports, trace debugging, and a trace's persistency-bug patterns and PM access profile.
 
 mod debug;
 mod diff;
 mod patterns;
+mod profile;
 mod report;
 mod verdict;
 
 pub use debug::{entries_touching, pending_at, DebugError, PendingLine, PendingState, PendingUnit};
 pub use diff::line_diff;
 pub use patterns::{find_patterns, Finding, Kind as PatternKind, Patterns, Site};
+pub use profile::{profile, Derived, Part, Profile, Stats};
 pub use report::{Mark, Report, Timings};
 pub use verdict::{verdicts, CheckpointVerdict, ErrorInfo, ImageOrigins, StateInfo};

@@ -25,6 +25,7 @@ macro_rules! say {
 mod analyze_cmd;
 mod debug_cmd;
 mod images;
+mod profile_cmd;
 mod progress;
 mod record;
 mod report_cmd;
@@ -73,6 +74,7 @@ enum Command {
     Report(report_cmd::ReportArgs),
     Images(images::ImagesArgs),
     Analyze(analyze_cmd::AnalyzeArgs),
+    Profile(profile_cmd::ProfileArgs),
     Trace(TraceArgs),
     /// Look into a run's trace through the crash model.
     Debug {
@@ -103,6 +105,7 @@ fn main() -> ExitCode {
         Command::Debug { command } => debug_cmd::run(&command).map(|()| ExitCode::SUCCESS),
         Command::Images(args) => images::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Analyze(args) => analyze_cmd::run(&args).map(violations),
+        Command::Profile(args) => profile_cmd::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Trace(TraceArgs {
             command: Some(command),
             ..

@@ -1,0 +1,316 @@
+//! How a trace uses PM (`persim profile`), per checkpoint interval and for the whole
+//! trace: cached vs non-temporal bytes, store sizes, flushes and fences per KiB written,
+//! the write amplification if every fence epoch wrote whole 256-byte XPLines (the media's
+//! write unit on Optane), XPLines written partially (read-modify-write on the media), and
+//! PMicroProfile's sequentiality metric ISAD. Definitions in docs/analysis.md.
+
+use persim_trace::{Entry, FenceKind, FlushKind, Hypercall, Op, TraceError};
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+use std::borrow::Borrow;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+const XPLINE: u64 = 256;
+
+/// The counts of one part of a trace. Ratios are derived in [`Stats::derived`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Stats {
+    pub entries: u64,
+    pub stores: u64,
+    pub bytes_cached: u64,
+    pub bytes_nt: u64,
+    /// Stores by size in bytes.
+    pub store_sizes: BTreeMap<u64, u64>,
+    pub flushes: BTreeMap<&'static str, u64>,
+    pub fences: BTreeMap<&'static str, u64>,
+    pub reads: u64,
+    pub bytes_read: u64,
+    /// Fence epochs that wrote something (a trailing epoch ends at the end of the trace).
+    pub epochs: u64,
+    /// 256 bytes per XPLine each epoch wrote to.
+    pub xpline_bytes: u64,
+    /// XPLines an epoch wrote to without writing all of their 256 bytes.
+    pub partial_xplines: u64,
+    /// Accesses (stores and reads) that do not start where the previous one ended.
+    pub nonsequential: u64,
+}
+
+/// Ratios of [`Stats`], for people and plots.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Derived {
+    /// Share of stored bytes written non-temporally.
+    pub nt_share: f64,
+    pub flushes_per_kib: f64,
+    pub fences_per_kib: f64,
+    /// XPLine bytes / bytes written (1.0: every epoch wrote whole XPLines).
+    pub write_amplification: f64,
+    /// Share of accesses not contiguous with the previous one: 0 sequential, 1 random.
+    pub isad: f64,
+}
+
+impl Stats {
+    pub fn bytes_written(&self) -> u64 {
+        self.bytes_cached + self.bytes_nt
+    }
+
+    pub fn derived(&self) -> Derived {
+        let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+        let written = self.bytes_written();
+        let kib = written as f64 / 1024.0;
+        let per_kib = |n: u64| if kib == 0.0 { 0.0 } else { n as f64 / kib };
+        Derived {
+            nt_share: ratio(self.bytes_nt, written),
+            flushes_per_kib: per_kib(self.flushes.values().sum()),
+            fences_per_kib: per_kib(self.fences.values().sum()),
+            write_amplification: ratio(self.xpline_bytes, written),
+            isad: ratio(self.nonsequential, self.stores + self.reads),
+        }
+    }
+
+    fn add(&mut self, other: &Stats) {
+        self.entries += other.entries;
+        self.stores += other.stores;
+        self.bytes_cached += other.bytes_cached;
+        self.bytes_nt += other.bytes_nt;
+        for (k, v) in &other.store_sizes {
+            *self.store_sizes.entry(*k).or_default() += v;
+        }
+        for (k, v) in &other.flushes {
+            *self.flushes.entry(k).or_default() += v;
+        }
+        for (k, v) in &other.fences {
+            *self.fences.entry(k).or_default() += v;
+        }
+        self.reads += other.reads;
+        self.bytes_read += other.bytes_read;
+        self.epochs += other.epochs;
+        self.xpline_bytes += other.xpline_bytes;
+        self.partial_xplines += other.partial_xplines;
+        self.nonsequential += other.nonsequential;
+    }
+}
+
+/// One part of the trace: before the first checkpoint, or checkpoint N to N+1 (or to the
+/// end).
+#[derive(Clone, Debug, Serialize)]
+pub struct Part {
+    /// The checkpoint it starts at; None before the first.
+    pub from: Option<u64>,
+    pub stats: Stats,
+    pub derived: Derived,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Profile {
+    pub parts: Vec<Part>,
+    pub total: Stats,
+    pub total_derived: Derived,
+}
+
+impl Profile {
+    pub fn to_text(&self) -> String {
+        let mut t = String::new();
+        let header = [
+            "part",
+            "entries",
+            "bytes",
+            "NT",
+            "flush/KiB",
+            "fence/KiB",
+            "ampl.",
+            "partial XPL",
+            "ISAD",
+            "reads",
+        ];
+        let mut rows = vec![header.map(str::to_string).to_vec()];
+        let row = |name: String, s: &Stats, d: &Derived| {
+            vec![
+                name,
+                s.entries.to_string(),
+                s.bytes_written().to_string(),
+                format!("{:.0} %", d.nt_share * 100.0),
+                format!("{:.2}", d.flushes_per_kib),
+                format!("{:.2}", d.fences_per_kib),
+                format!("{:.2}", d.write_amplification),
+                s.partial_xplines.to_string(),
+                format!("{:.2}", d.isad),
+                s.reads.to_string(),
+            ]
+        };
+        for part in &self.parts {
+            let name = match part.from {
+                None => "start".to_string(),
+                Some(n) => format!("cp {n}"),
+            };
+            rows.push(row(name, &part.stats, &part.derived));
+        }
+        rows.push(row("total".into(), &self.total, &self.total_derived));
+        let widths: Vec<usize> = (0..header.len())
+            .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0))
+            .collect();
+        for r in &rows {
+            let cells: Vec<String> = r
+                .iter()
+                .zip(&widths)
+                .enumerate()
+                .map(|(c, (cell, w))| match c {
+                    0 => format!("{cell:<w$}"),
+                    _ => format!("{cell:>w$}"),
+                })
+                .collect();
+            let _ = writeln!(t, "{}", cells.join("  ").trim_end());
+        }
+        let total = &self.total;
+        let list = |m: &BTreeMap<&str, u64>| {
+            let items: Vec<String> = m.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            if items.is_empty() {
+                "none".to_string()
+            } else {
+                items.join(", ")
+            }
+        };
+        let sizes: Vec<String> = total
+            .store_sizes
+            .iter()
+            .map(|(size, n)| format!("{size} B: {n}"))
+            .collect();
+        let _ = writeln!(t, "\nstores by size: {}", sizes.join(", "));
+        let _ = writeln!(t, "flushes: {}", list(&total.flushes));
+        let _ = writeln!(t, "fences: {}", list(&total.fences));
+        let _ = writeln!(
+            t,
+            "fence epochs that wrote: {}, XPLines written {} ({} partially)",
+            total.epochs,
+            total.xpline_bytes / XPLINE,
+            total.partial_xplines
+        );
+        t
+    }
+}
+
+/// Profiles a trace in one pass.
+pub fn profile<E: Borrow<Entry>>(
+    entries: impl IntoIterator<Item = Result<E, TraceError>>,
+) -> Result<Profile, TraceError> {
+    let mut p = Profiler::default();
+    for entry in entries {
+        p.step(entry?.borrow());
+    }
+    Ok(p.finish())
+}
+
+#[derive(Default)]
+struct Profiler {
+    parts: Vec<Part>,
+    from: Option<u64>,
+    current: Stats,
+    /// XPLine -> the bytes of it this fence epoch wrote (256 bits).
+    epoch: FxHashMap<u64, [u64; 4]>,
+    /// Where the previous access ended.
+    next_addr: Option<u64>,
+}
+
+impl Profiler {
+    fn step(&mut self, entry: &Entry) {
+        // `hypercall checkpoint N` is the first entry of the part it starts (as its
+        // failure point belongs to checkpoint N, docs/model.md)
+        if let Op::Hypercall(Hypercall::Checkpoint(n)) = entry.op {
+            self.end_part();
+            self.from = Some(n);
+        }
+        self.current.entries += 1;
+        match &entry.op {
+            Op::Write { addr, data, nt } => self.store(*addr, data.len() as u64, *nt),
+            Op::Read { addr, size } => {
+                self.current.reads += 1;
+                self.current.bytes_read += size;
+                self.access(*addr, *size);
+            }
+            Op::Flush { kind, .. } => {
+                let name = match kind {
+                    FlushKind::Clwb => "clwb",
+                    FlushKind::Clflushopt => "clflushopt",
+                    FlushKind::Clflush => "clflush",
+                };
+                *self.current.flushes.entry(name).or_default() += 1;
+            }
+            Op::Fence(kind) => {
+                let name = match kind {
+                    FenceKind::Sfence => "sfence",
+                    FenceKind::Mfence => "mfence",
+                    FenceKind::Locked => "locked",
+                    FenceKind::Serializing => "serializing",
+                };
+                *self.current.fences.entry(name).or_default() += 1;
+                self.end_epoch();
+            }
+            _ => {}
+        }
+    }
+
+    fn store(&mut self, addr: u64, len: u64, nt: bool) {
+        let s = &mut self.current;
+        s.stores += 1;
+        if nt {
+            s.bytes_nt += len;
+        } else {
+            s.bytes_cached += len;
+        }
+        *s.store_sizes.entry(len).or_default() += 1;
+        self.access(addr, len);
+        for byte in addr..addr + len {
+            let bits = self.epoch.entry(byte / XPLINE).or_default();
+            let bit = byte % XPLINE;
+            bits[(bit / 64) as usize] |= 1 << (bit % 64);
+        }
+    }
+
+    fn access(&mut self, addr: u64, len: u64) {
+        if self.next_addr != Some(addr) {
+            self.current.nonsequential += 1;
+        }
+        self.next_addr = Some(addr + len);
+    }
+
+    fn end_epoch(&mut self) {
+        if self.epoch.is_empty() {
+            return;
+        }
+        let s = &mut self.current;
+        s.epochs += 1;
+        s.xpline_bytes += self.epoch.len() as u64 * XPLINE;
+        s.partial_xplines += self
+            .epoch
+            .values()
+            .filter(|bits| bits.iter().any(|&b| b != u64::MAX))
+            .count() as u64;
+        self.epoch.clear();
+    }
+
+    fn end_part(&mut self) {
+        if self.current.entries == 0 {
+            return;
+        }
+        let stats = std::mem::take(&mut self.current);
+        self.parts.push(Part {
+            from: self.from,
+            derived: stats.derived(),
+            stats,
+        });
+    }
+
+    fn finish(mut self) -> Profile {
+        self.end_epoch();
+        self.end_part();
+        let mut total = Stats::default();
+        for part in &self.parts {
+            total.add(&part.stats);
+        }
+        Profile {
+            total_derived: total.derived(),
+            total,
+            parts: self.parts,
+        }
+    }
+}
