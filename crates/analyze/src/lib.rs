@@ -5,12 +5,14 @@ mod debug;
 mod diff;
 mod patterns;
 mod profile;
+mod profile_plots;
 mod report;
 mod verdict;
 
 pub use debug::{entries_touching, pending_at, DebugError, PendingLine, PendingState, PendingUnit};
 pub use diff::line_diff;
 pub use patterns::{find_patterns, Finding, Kind as PatternKind, Patterns, Site};
-pub use profile::{profile, Derived, Part, Profile, Stats};
+pub use profile::{profile, Derived, Part, Profile, Series, Stats};
+pub use profile_plots::profile_svgs;
 pub use report::{Mark, Report, Timings};
 pub use verdict::{verdicts, CheckpointVerdict, ErrorInfo, ImageOrigins, StateInfo};

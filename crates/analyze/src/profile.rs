@@ -106,6 +106,26 @@ pub struct Profile {
     pub parts: Vec<Part>,
     pub total: Stats,
     pub total_derived: Derived,
+    /// What the plots show (`persim profile --svg`); not in the JSON.
+    #[serde(skip)]
+    pub series: Series,
+}
+
+/// Entries between two points of [`Series::timeline`] as it is recorded; it is thinned
+/// to at most [`TIMELINE_POINTS`] at the end.
+const TIMELINE_STEP: u64 = 256;
+const TIMELINE_POINTS: usize = 2000;
+
+/// The trace over time and space, for plots.
+#[derive(Clone, Debug, Default)]
+pub struct Series {
+    /// (entry index, cached bytes so far, NT bytes so far), from the start of the trace
+    /// to its end at regular steps of entries.
+    pub timeline: Vec<(u64, u64, u64)>,
+    /// Fence epochs by the bytes they wrote: k -> epochs of 2^(k-1) < bytes <= 2^k.
+    pub epoch_sizes: BTreeMap<u32, u64>,
+    /// Bytes written per cache line (its PM offset).
+    pub line_bytes: BTreeMap<u64, u64>,
 }
 
 impl Profile {
@@ -209,6 +229,14 @@ struct Profiler {
     epoch: FxHashMap<u64, [u64; 4]>,
     /// Where the previous access ended.
     next_addr: Option<u64>,
+    /// Bytes the current epoch wrote.
+    epoch_bytes: u64,
+    index: u64,
+    cached: u64,
+    nt: u64,
+    timeline: Vec<(u64, u64, u64)>,
+    epoch_sizes: BTreeMap<u32, u64>,
+    line_bytes: FxHashMap<u64, u64>,
 }
 
 impl Profiler {
@@ -220,6 +248,10 @@ impl Profiler {
             self.from = Some(n);
         }
         self.current.entries += 1;
+        self.index += 1;
+        if self.index.is_multiple_of(TIMELINE_STEP) {
+            self.timeline.push((self.index, self.cached, self.nt));
+        }
         match &entry.op {
             Op::Write { addr, data, nt } => self.store(*addr, data.len() as u64, *nt),
             Op::Read { addr, size } => {
@@ -254,8 +286,17 @@ impl Profiler {
         s.stores += 1;
         if nt {
             s.bytes_nt += len;
+            self.nt += len;
         } else {
             s.bytes_cached += len;
+            self.cached += len;
+        }
+        self.epoch_bytes += len;
+        let mut start = addr;
+        while start < addr + len {
+            let end = (addr + len).min(start / 64 * 64 + 64);
+            *self.line_bytes.entry(start / 64 * 64).or_default() += end - start;
+            start = end;
         }
         *s.store_sizes.entry(len).or_default() += 1;
         self.access(addr, len);
@@ -277,6 +318,9 @@ impl Profiler {
         if self.epoch.is_empty() {
             return;
         }
+        let bucket = u64::BITS - (self.epoch_bytes.max(1) - 1).leading_zeros();
+        *self.epoch_sizes.entry(bucket).or_default() += 1;
+        self.epoch_bytes = 0;
         let s = &mut self.current;
         s.epochs += 1;
         s.xpline_bytes += self.epoch.len() as u64 * XPLINE;
@@ -307,10 +351,27 @@ impl Profiler {
         for part in &self.parts {
             total.add(&part.stats);
         }
+        self.timeline.push((self.index, self.cached, self.nt));
+        let keep_every = self.timeline.len().div_ceil(TIMELINE_POINTS).max(1);
+        let last = self.timeline.len() - 1;
+        let timeline: Vec<(u64, u64, u64)> = std::iter::once((0, 0, 0))
+            .chain(
+                self.timeline
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| i % keep_every == 0 || *i == last)
+                    .map(|(_, p)| *p),
+            )
+            .collect();
         Profile {
             total_derived: total.derived(),
             total,
             parts: self.parts,
+            series: Series {
+                timeline,
+                epoch_sizes: self.epoch_sizes,
+                line_bytes: self.line_bytes.into_iter().collect(),
+            },
         }
     }
 }

@@ -74,3 +74,37 @@ fn a_whole_xpline_in_one_epoch_is_not_partial_and_amplifies_nothing() {
         "{table}"
     );
 }
+
+#[test]
+fn the_plot_series_follow_the_trace_and_render_as_svg() {
+    let p = run("write 0x0 0102030405060708\n\
+                 flush clwb 0x0\n\
+                 fence sfence\n\
+                 ntwrite 0x3c 0102030405060708\n\
+                 fence sfence\n");
+    let s = &p.series;
+    assert_eq!(s.timeline.first(), Some(&(0, 0, 0)));
+    assert_eq!(s.timeline.last(), Some(&(5, 8, 8)));
+    // two epochs of 8 bytes: bucket 3 (4 < bytes <= 8)
+    assert_eq!(s.epoch_sizes.iter().collect::<Vec<_>>(), [(&3, &2)]);
+    // the NT store crosses into line 0x40: 4 bytes each side
+    let lines: Vec<(u64, u64)> = s.line_bytes.iter().map(|(l, b)| (*l, *b)).collect();
+    assert_eq!(lines, [(0x0, 12), (0x40, 4)]);
+    let svgs = persim_analyze::profile_svgs(&p).unwrap();
+    let names: Vec<&str> = svgs.iter().map(|(n, _)| *n).collect();
+    assert_eq!(
+        names,
+        [
+            "bytes-over-time.svg",
+            "epoch-sizes.svg",
+            "written-lines.svg"
+        ]
+    );
+    for (name, svg) in &svgs {
+        assert!(svg.starts_with("<svg") && svg.contains("</svg>"), "{name}");
+    }
+    assert!(
+        svgs[2].1.contains("0x0..0x80"),
+        "the heat map names its range"
+    );
+}

@@ -1,9 +1,10 @@
 //! `persim profile TRACE|RUN_DIR`: how a trace uses PM.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Args;
-use persim_analyze::profile;
+use persim_analyze::{profile, profile_svgs};
 use persim_tester::RunDir;
+use persim_trace::atomic_file::write_atomically;
 use persim_trace::Reader;
 use std::path::PathBuf;
 
@@ -24,6 +25,11 @@ pub struct ProfileArgs {
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Also draw SVG plots into this directory: bytes-over-time.svg (cached and NT bytes
+    /// stored over the trace), epoch-sizes.svg (fence epochs by bytes written) and
+    /// written-lines.svg (a heat map of the bytes written per PM region).
+    #[arg(long, value_name = "DIR")]
+    pub svg: Option<PathBuf>,
 }
 
 pub fn run(args: &ProfileArgs) -> Result<()> {
@@ -32,6 +38,15 @@ pub fn run(args: &ProfileArgs) -> Result<()> {
         outln!("{}", serde_json::to_string_pretty(&profile)?)?;
     } else {
         out!("{}", profile.to_text())?;
+    }
+    if let Some(dir) = &args.svg {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        for (name, svg) in profile_svgs(&profile).map_err(anyhow::Error::msg)? {
+            let path = dir.join(name);
+            write_atomically(&path, svg.as_bytes())
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            say!("plot: {}", path.display());
+        }
     }
     Ok(())
 }

@@ -130,3 +130,36 @@ fn analyze_takes_the_run_directorys_cache_mode() {
     assert_eq!(v["cache"], "persistent");
     assert_eq!(v["counts"]["missing-persist"], 0, "the fence persisted it");
 }
+
+#[test]
+fn profile_prints_a_table_and_draws_plots() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = tmp.path().join("t.trace");
+    std::fs::write(&trace, UNFLUSHED).unwrap();
+    let plots = tmp.path().join("plots");
+    let out = persim(&[
+        "profile",
+        trace.to_str().unwrap(),
+        "--svg",
+        plots.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.lines().next().unwrap().starts_with("part"), "{table}");
+    assert!(table.contains("stores by size: 8 B: 1"), "{table}");
+    for name in [
+        "bytes-over-time.svg",
+        "epoch-sizes.svg",
+        "written-lines.svg",
+    ] {
+        let svg = std::fs::read_to_string(plots.join(name)).unwrap();
+        assert!(svg.starts_with("<svg"), "{name}");
+    }
+    let json = persim(&["profile", trace.to_str().unwrap(), "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v["total"]["bytes_cached"], 8);
+}
