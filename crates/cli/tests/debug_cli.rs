@@ -1,7 +1,9 @@
 //! `persim debug` and `persim analyze` on run directories and traces, run as a user
 //! would (no VM: a run directory is laid out by hand through the tester's own types).
 
-use assert_cmd::Command;
+mod common;
+
+use common::persim;
 use persim_model::{CacheMode, Strategy};
 use persim_tester::{Inputs, RunDir};
 use std::path::Path;
@@ -12,14 +14,6 @@ const UNFLUSHED: &str = "# persim-trace pm-size=0x1000\n\
                          write 0x40 0102030405060708\n\
                          fence sfence\n\
                          hypercall checkpoint 1\n";
-
-fn persim(args: &[&str]) -> std::process::Output {
-    Command::cargo_bin("persim")
-        .unwrap()
-        .args(args)
-        .output()
-        .unwrap()
-}
 
 /// A run directory holding `UNFLUSHED` as its trace, judged with `cache`.
 fn run_dir(root: &Path, cache: CacheMode) -> RunDir {

@@ -1,7 +1,9 @@
 //! `persim run` and `persim report` end to end in the real VM (QEMU, Debian kernel,
 //! ext4-DAX). Skipped with a message when those are not installed, except under CI.
 
-use assert_cmd::Command;
+mod common;
+
+use common::persim;
 use serde_json::Value;
 use std::path::Path;
 
@@ -11,16 +13,19 @@ fn vm_ready(test: &str) -> bool {
     persim_vm::testing::vm_ready(test, &persim_vm::VmConfig::load(&config).unwrap()).is_some()
 }
 
-fn persim(args: &[&str]) -> std::process::Output {
-    Command::cargo_bin("persim")
-        .unwrap()
-        .args(args)
-        .output()
-        .unwrap()
-}
-
 fn report(dir: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(dir.join("report.json")).unwrap()).unwrap()
+}
+
+/// `persim run --fs ext4` of `tests/data/<file>` with `extra` arguments, into `out`.
+fn run_test_file(file: &str, out: &Path, extra: &[&str]) -> std::process::Output {
+    let test = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(file);
+    let mut args = vec!["run", "--fs", "ext4", "--test", test.to_str().unwrap()];
+    args.extend(extra);
+    args.extend(["--out", out.to_str().unwrap(), "-q"]);
+    persim(&args)
 }
 
 #[test]
@@ -176,17 +181,7 @@ fn a_failing_operation_fails_the_test_with_the_guest_error() {
     }
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let test = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/failing-op.toml");
-    let run = persim(&[
-        "run",
-        "--fs",
-        "ext4",
-        "--test",
-        test.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "-q",
-    ]);
+    let run = run_test_file("failing-op.toml", &out, &[]);
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert_eq!(run.status.code(), Some(2), "{stderr}");
     assert!(
@@ -204,19 +199,7 @@ fn a_hang_names_the_operation_and_leaves_no_partial_trace() {
     }
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let test = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/hanging-op.toml");
-    let run = persim(&[
-        "run",
-        "--fs",
-        "ext4",
-        "--test",
-        test.to_str().unwrap(),
-        "--timeout",
-        "30",
-        "--out",
-        out.to_str().unwrap(),
-        "-q",
-    ]);
+    let run = run_test_file("hanging-op.toml", &out, &["--timeout", "30"]);
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert_eq!(run.status.code(), Some(2), "{stderr}");
     assert!(
@@ -241,17 +224,7 @@ fn two_durable_steps_in_one_interval_are_not_atomic() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let o = out.to_str().unwrap();
-    let test = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/two-steps.toml");
-    let run = persim(&[
-        "run",
-        "--fs",
-        "ext4",
-        "--test",
-        test.to_str().unwrap(),
-        "--out",
-        o,
-        "-q",
-    ]);
+    let run = run_test_file("two-steps.toml", &out, &[]);
     assert_eq!(
         run.status.code(),
         Some(1),
