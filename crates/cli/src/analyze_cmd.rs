@@ -8,7 +8,7 @@ use persim_tester::RunDir;
 use persim_trace::Reader;
 use std::path::PathBuf;
 
-/// Find persistency-bug patterns in a trace, in seconds and before any crash image is made.
+/// Find persistency-bug patterns in a trace, in seconds and before any crash image is made
 ///
 /// Patterns (docs/analysis.md has the exact rules):
 ///   missing-persist        stored bytes not flushed and fenced at a checkpoint, at

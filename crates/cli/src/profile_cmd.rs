@@ -8,7 +8,7 @@ use persim_trace::atomic_file::write_atomically;
 use persim_trace::Reader;
 use std::path::PathBuf;
 
-/// Profile how a trace uses PM, per checkpoint interval and for the whole trace.
+/// Profile how a trace uses PM, per checkpoint interval and for the whole trace
 ///
 /// Columns: entries; bytes stored; NT, the share of bytes stored non-temporally; flushes and
 /// fences per KiB stored; ampl., the write amplification if every fence epoch wrote whole
