@@ -32,10 +32,12 @@ fn hello_world_is_atomic_on_ext4_dax_with_the_6_12_kernel() {
         .arg("-q")
         .output()
         .unwrap();
+    // the report is on stdout: a violation must show its states and recovery errors
     assert_eq!(
         run.status.code(),
         Some(0),
-        "{}",
+        "{}{}",
+        String::from_utf8_lossy(&run.stdout),
         String::from_utf8_lossy(&run.stderr)
     );
     let r: Value =

@@ -49,7 +49,8 @@ fn hello_world_is_atomic_on_ext4_dax() {
     assert_eq!(
         run.status.code(),
         Some(0),
-        "{}",
+        "{}{}",
+        String::from_utf8_lossy(&run.stdout),
         String::from_utf8_lossy(&run.stderr)
     );
     let r = report(&out);
