@@ -24,6 +24,10 @@ pub enum Strategy {
     GlobalPrefix,
     /// Nothing or everything pending; failure points at flushes added.
     ProgramOrder,
+    /// Recovery-guided (the thesis' Suvi-Reads): `global-prefix` over only the dirty lines
+    /// a recovery of the fully persisted image reads; the other dirty lines follow the
+    /// cut (docs/model.md). Without read sets it explores every line, as `global-prefix`.
+    Reads,
 }
 
 #[derive(Clone, Debug)]
@@ -107,4 +111,5 @@ macro_rules! named {
 
 named!(CacheMode, "cache mode", "volatile" => CacheMode::Volatile, "persistent" => CacheMode::Persistent);
 named!(Strategy, "strategy", "exhaustive" => Strategy::Exhaustive,
-    "global-prefix" => Strategy::GlobalPrefix, "program-order" => Strategy::ProgramOrder);
+    "global-prefix" => Strategy::GlobalPrefix, "program-order" => Strategy::ProgramOrder,
+    "reads" => Strategy::Reads);

@@ -3,6 +3,7 @@
 
 mod block;
 mod config;
+mod guide;
 mod memory;
 mod origin;
 mod pending;
@@ -11,7 +12,8 @@ mod strategy;
 mod unit;
 
 pub use config::{CacheMode, Config, Strategy, UnknownName};
-pub use memory::{replay_in_memory, PointImages};
+pub use guide::{Explored, ReadGuide};
+pub use memory::{replay_in_memory, replay_in_memory_guided, LinesRead, PointImages};
 pub use origin::{Choice, FailureKind, FailurePoint, Origin};
 pub use pending::LineState;
 pub use replay::{FailureView, ModelError, Replay, Sink};

@@ -2,6 +2,7 @@
 //! verification of PM code (e.g. the ring buffer's own tests).
 
 use crate::config::Config;
+use crate::guide::{Explored, ReadGuide};
 use crate::origin::{Choice, FailurePoint};
 use crate::replay::{FailureView, ModelError, Replay, Sink};
 use persim_trace::Entry;
@@ -14,7 +15,13 @@ pub struct PointImages {
     /// Each image's contents with the PM and block choices that produced it.
     pub images: Vec<(Vec<u8>, Choice, Option<Choice>)>,
     pub incomplete: bool,
+    /// With [`replay_in_memory_guided`]: the lines explored and skipped.
+    pub explored: Option<Explored>,
 }
+
+/// What recovery read of an image: the addresses of the lines it loaded, ascending, or
+/// `None` when unknown.
+pub type LinesRead<'a> = dyn FnMut(&[u8]) -> Option<Vec<u64>> + 'a;
 
 /// Replays `entries` and materialises every crash image in memory. `initial` holds the
 /// PM contents followed by the block device's (`config.image_len()` bytes).
@@ -22,6 +29,26 @@ pub fn replay_in_memory(
     config: Config,
     initial: Vec<u8>,
     entries: &[Entry],
+) -> Result<Vec<PointImages>, ModelError> {
+    replay(config, initial, entries, None)
+}
+
+/// [`replay_in_memory`] for the `reads` strategy: `lines_read` runs the recovery on each
+/// failure point's fully persisted image and says which lines it read.
+pub fn replay_in_memory_guided(
+    config: Config,
+    initial: Vec<u8>,
+    entries: &[Entry],
+    lines_read: &mut LinesRead<'_>,
+) -> Result<Vec<PointImages>, ModelError> {
+    replay(config, initial, entries, Some(lines_read))
+}
+
+fn replay(
+    config: Config,
+    initial: Vec<u8>,
+    entries: &[Entry],
+    lines_read: Option<&mut LinesRead<'_>>,
 ) -> Result<Vec<PointImages>, ModelError> {
     assert_eq!(
         initial.len() as u64,
@@ -31,6 +58,8 @@ pub fn replay_in_memory(
     let mut sink = MemorySink {
         persisted: initial,
         points: Vec::new(),
+        lines_read,
+        guide: ReadGuide::default(),
     };
     let mut replay = Replay::new(config);
     for entry in entries {
@@ -40,12 +69,25 @@ pub fn replay_in_memory(
     Ok(sink.points)
 }
 
-struct MemorySink {
+struct MemorySink<'a, 'b> {
     persisted: Vec<u8>,
     points: Vec<PointImages>,
+    lines_read: Option<&'a mut LinesRead<'b>>,
+    guide: ReadGuide,
 }
 
-impl Sink for MemorySink {
+impl MemorySink<'_, '_> {
+    fn materialise(&self, view: &FailureView<'_>, image: &crate::CrashImage) -> Vec<u8> {
+        let mut bytes = self.persisted.clone();
+        view.apply(image, |offset, data| {
+            let at = offset as usize;
+            bytes[at..at + data.len()].copy_from_slice(data);
+        });
+        bytes
+    }
+}
+
+impl Sink for MemorySink<'_, '_> {
     fn persist(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()> {
         let at = offset as usize;
         self.persisted[at..at + bytes.len()].copy_from_slice(bytes);
@@ -53,16 +95,22 @@ impl Sink for MemorySink {
     }
 
     fn failure_point(&mut self, view: &FailureView<'_>) -> io::Result<()> {
-        let crash = view.crash_images();
+        let explored = if self.lines_read.is_some() {
+            let fully_persisted = self.materialise(view, &view.fully_persisted());
+            let read = self.lines_read.as_mut().and_then(|f| f(&fully_persisted));
+            Some(self.guide.split(view, read.as_deref()))
+        } else {
+            None
+        };
+        let crash = match &explored {
+            Some(e) => view.crash_images_exploring(|line| e.explores(line)),
+            None => view.crash_images(),
+        };
         let images = crash
             .images
             .iter()
             .map(|image| {
-                let mut bytes = self.persisted.clone();
-                view.apply(image, |offset, data| {
-                    let at = offset as usize;
-                    bytes[at..at + data.len()].copy_from_slice(data);
-                });
+                let bytes = self.materialise(view, image);
                 (bytes, image.choice.clone(), image.block.clone())
             })
             .collect();
@@ -70,6 +118,7 @@ impl Sink for MemorySink {
             point: view.point,
             images,
             incomplete: crash.incomplete,
+            explored,
         });
         Ok(())
     }

@@ -3,7 +3,7 @@
 
 use crate::block::{BlkPending, BLOCK};
 use crate::config::Config;
-use crate::origin::{FailureKind, FailurePoint};
+use crate::origin::{Choice, FailureKind, FailurePoint};
 use crate::pending::{LineState, PmPending};
 use crate::strategy::{choose, CrashImage, CrashImages};
 use persim_trace::{Entry, Hypercall, Op};
@@ -28,17 +28,37 @@ pub struct FailureView<'a> {
 }
 
 impl FailureView<'_> {
-    /// The crash images the configured strategy chooses here.
+    /// The crash images the configured strategy chooses here (`reads` explores every
+    /// dirty line).
     pub fn crash_images(&self) -> CrashImages {
+        self.crash_images_exploring(|_| true)
+    }
+
+    /// The crash images the configured strategy chooses here, where `reads` explores the
+    /// dirty lines (by address) for which `explore` holds; other strategies ignore it.
+    pub fn crash_images_exploring(&self, explore: impl Fn(u64) -> bool) -> CrashImages {
         let seed = self.config.seed ^ self.point.index.wrapping_mul(0x9e37_79b9_7f4a_7c15);
         let block_writes: Vec<u32> = self.blocks.iter().map(|(_, w)| w.len() as u32).collect();
+        let explore: Vec<bool> = self.lines.iter().map(|l| explore(l.line)).collect();
         choose(
             self.config,
             self.point.kind,
             seed,
             &self.lines,
+            &explore,
             &block_writes,
         )
+    }
+
+    /// The fully persisted image: every pending unit and block write applied (the image
+    /// whose recovery `reads` traces).
+    pub fn fully_persisted(&self) -> CrashImage {
+        CrashImage {
+            choice: Choice::Everything,
+            block: (!self.blocks.is_empty()).then_some(Choice::Everything),
+            line_prefixes: self.lines.iter().map(|l| l.units().len() as u32).collect(),
+            block_writes: self.blocks.iter().map(|(_, w)| w.len() as u32).collect(),
+        }
     }
 
     /// Hands `write` every write that turns the persisted image into `image`.

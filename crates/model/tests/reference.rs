@@ -1,7 +1,9 @@
 //! A brute-force reference enumerator written straight from docs/model.md, and property tests
 //! comparing every strategy with it on random small traces.
 
-use persim_model::{replay_in_memory, CacheMode, Config, FailureKind, Strategy};
+use persim_model::{
+    replay_in_memory, replay_in_memory_guided, CacheMode, Config, FailureKind, Strategy,
+};
 use persim_trace::{Entry, FenceKind, FlushKind, Hypercall, Op};
 use proptest::prelude::*;
 use proptest::strategy::Strategy as _;
@@ -307,8 +309,75 @@ fn check_sampled(
     Ok(())
 }
 
+/// A stand-in recovery's read set: the lines whose first byte's parity, salted, is set, so
+/// equal images read the same lines and different images mostly different ones.
+fn some_lines_read(image: &[u8], salt: u8) -> Option<Vec<u64>> {
+    let lines = (0..PM / 64).map(|l| l * 64);
+    Some(
+        lines
+            .filter(|&l| (image[l as usize] ^ salt ^ (l / 64) as u8) & 1 == 1)
+            .collect(),
+    )
+}
+
+/// `reads` with any read sets stays inside the exact set; reading every line gives exactly
+/// `global-prefix`'s images, reading none only "nothing" and "everything".
+fn check_reads(entries: &[Entry], mode: CacheMode, salt: u8) -> Result<(), TestCaseError> {
+    let initial = || vec![0; (PM + BLK) as usize];
+    let reads = config(mode, Strategy::Reads, 1 << 20);
+    let refs = states(entries, mode);
+    let guided =
+        replay_in_memory_guided(reads.clone(), initial(), entries, &mut |image: &[u8]| {
+            some_lines_read(image, salt)
+        })
+        .unwrap();
+    for p in &guided {
+        let exact = refs[p.point.index as usize].exact_set(mode, p.point.kind);
+        let got: ImageSet = p.images.iter().map(|(img, _, _)| img.clone()).collect();
+        prop_assert!(got.is_subset(&exact), "reads left the set at {:?}", p.point);
+        let explored = p.explored.as_ref().unwrap();
+        for line in &explored.from_previous {
+            prop_assert!(explored.explored.contains(line));
+        }
+    }
+    let global = replay_in_memory(
+        config(mode, Strategy::GlobalPrefix, 1 << 20),
+        initial(),
+        entries,
+    )
+    .unwrap();
+    let all = replay_in_memory_guided(reads.clone(), initial(), entries, &mut |_: &[u8]| {
+        Some((0..PM / 64).map(|l| l * 64).collect())
+    })
+    .unwrap();
+    let none = replay_in_memory_guided(reads, initial(), entries, &mut |_: &[u8]| Some(Vec::new()))
+        .unwrap();
+    for ((g, a), n) in global.iter().zip(&all).zip(&none) {
+        let set = |p: &persim_model::PointImages| -> ImageSet {
+            p.images.iter().map(|(img, _, _)| img.clone()).collect()
+        };
+        prop_assert_eq!(
+            set(g),
+            set(a),
+            "reading every line is global-prefix at {:?}",
+            g.point
+        );
+        let ends = refs[n.point.index as usize].exact_set(mode, FailureKind::End);
+        prop_assert!(n.images.len() <= 4 && set(n).is_subset(&ends));
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn reads_stays_in_the_model_set(ops in prop::collection::vec(op(), 0..12), salt in any::<u8>()) {
+        let entries: Vec<Entry> = ops.into_iter().map(Entry::from).collect();
+        for mode in [CacheMode::Volatile, CacheMode::Persistent] {
+            check_reads(&entries, mode, salt)?;
+        }
+    }
 
     #[test]
     fn samples_stay_in_the_model_set(ops in prop::collection::vec(op(), 0..12), cap in 2..6usize) {

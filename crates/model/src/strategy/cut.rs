@@ -7,7 +7,10 @@
 //!   window runs from the units before the cut to its whole sequence;
 //! - persistent caches: cuts through the cached units in global order (the store buffer
 //!   drains in order); a line's window runs from just after its last cached unit before
-//!   the cut to just before its first cached unit after it (docs/model.md).
+//!   the cut to just before its first cached unit after it (docs/model.md);
+//! - `reads`: the `global-prefix` cuts, but only after units of the explored lines; the
+//!   other lines follow the cut (their window's lower end), so no image differs from
+//!   another only in lines recovery does not read.
 
 use super::space::Space;
 use crate::pending::LineState;
@@ -30,6 +33,10 @@ pub struct CutSpace {
     /// The window ends before the next barrier (persistent) or at the line's end.
     hi_is_next: bool,
     pick: Pick,
+    /// Per line: it only follows the cut (one value, the window's lower end).
+    follows: Vec<bool>,
+    /// The positions in `order` where cuts are taken; `None`: at every position.
+    cut_at: Option<Vec<u32>>,
 }
 
 impl CutSpace {
@@ -40,6 +47,8 @@ impl CutSpace {
             order: Vec::new(),
             hi_is_next: false,
             pick: Pick::AnyInWindow,
+            follows: vec![false; lines.len()],
+            cut_at: None,
         }
     }
 
@@ -49,6 +58,34 @@ impl CutSpace {
 
     pub fn persistent(lines: &[&LineState], pick: Pick) -> CutSpace {
         Self::ordered(lines, |nt| !nt, true, pick)
+    }
+
+    /// `global-prefix` (volatile or persistent) over the lines with `explore[i]` set: cuts
+    /// only after their units, and every other line keeps the lower end of its window.
+    pub fn guided(lines: &[&LineState], explore: &[bool], persistent: bool) -> CutSpace {
+        let mut space = if persistent {
+            Self::persistent(lines, Pick::Endpoints)
+        } else {
+            Self::volatile_global_prefix(lines)
+        };
+        let mut cut_at = vec![0];
+        for (pos, &line) in space.order.iter().enumerate() {
+            if explore[line as usize] {
+                cut_at.push(pos as u32 + 1);
+            }
+        }
+        // The last cut passes every unit: "everything" stays one of the images.
+        if cut_at.last() != Some(&(space.order.len() as u32)) {
+            cut_at.push(space.order.len() as u32);
+        }
+        space.follows = explore.iter().map(|&e| !e).collect();
+        space.cut_at = Some(cut_at);
+        space
+    }
+
+    /// How many units of the global order cut number `cut` passes.
+    pub fn position(&self, cut: usize) -> usize {
+        self.cut_at.as_ref().map_or(cut, |at| at[cut] as usize)
     }
 
     fn ordered(
@@ -74,6 +111,8 @@ impl CutSpace {
             order: by_seq.into_iter().map(|(_, line)| line).collect(),
             hi_is_next,
             pick,
+            follows: vec![false; lines.len()],
+            cut_at: None,
         }
     }
 
@@ -82,6 +121,7 @@ impl CutSpace {
             space: self,
             passed: vec![0; self.lens.len()],
             cut: 0,
+            position: 0,
         }
     }
 }
@@ -95,6 +135,8 @@ pub struct Sweep<'a> {
     space: &'a CutSpace,
     passed: Vec<u32>,
     cut: usize,
+    /// Units of the global order passed.
+    position: usize,
 }
 
 impl Sweep<'_> {
@@ -117,7 +159,10 @@ impl Sweep<'_> {
 
 impl Space for Sweep<'_> {
     fn cuts(&self) -> usize {
-        self.space.order.len() + 1
+        self.space
+            .cut_at
+            .as_ref()
+            .map_or(self.space.order.len() + 1, Vec::len)
     }
 
     fn items(&self) -> usize {
@@ -126,14 +171,19 @@ impl Space for Sweep<'_> {
 
     fn advance_to(&mut self, cut: usize) {
         debug_assert!(cut >= self.cut && cut < self.cuts());
-        while self.cut < cut {
-            self.passed[self.space.order[self.cut] as usize] += 1;
-            self.cut += 1;
+        let to = self.space.position(cut);
+        while self.position < to {
+            self.passed[self.space.order[self.position] as usize] += 1;
+            self.position += 1;
         }
+        self.cut = cut;
     }
 
     fn radix(&self, i: usize) -> u32 {
         let (lo, hi) = self.window(i);
+        if self.space.follows[i] {
+            return 1;
+        }
         match self.space.pick {
             Pick::AnyInWindow => hi - lo + 1,
             Pick::Endpoints if lo == hi => 1,

@@ -38,12 +38,14 @@ struct Side {
 }
 
 /// Chooses the crash images at a failure point of `kind` for the given pending state:
-/// `lines` in address order and, per block with pending writes, how many writes it has.
+/// `lines` in address order, which of them `reads` explores, and, per block with pending
+/// writes, how many writes it has.
 pub fn choose(
     config: &Config,
     kind: FailureKind,
     seed: u64,
     lines: &[&LineState],
+    explore: &[bool],
     block_writes: &[u32],
 ) -> CrashImages {
     let cap = config.max_images.max(2);
@@ -55,7 +57,10 @@ pub fn choose(
     } else {
         let block = block_side(config, false, block_writes, cap, seed ^ 1);
         let per_block = block.as_ref().map_or(1, |b| b.picks.len());
-        (pm_side(config, lines, &lens, cap / per_block, seed), block)
+        (
+            pm_side(config, lines, explore, &lens, cap / per_block, seed),
+            block,
+        )
     };
     let incomplete = pm.incomplete || block.as_ref().is_some_and(|b| b.incomplete);
     let block_picks: Vec<(Vec<u32>, Option<Choice>)> = match block {
@@ -76,8 +81,16 @@ pub fn choose(
     CrashImages { images, incomplete }
 }
 
-fn pm_side(config: &Config, lines: &[&LineState], lens: &[u32], cap: usize, seed: u64) -> Side {
+fn pm_side(
+    config: &Config,
+    lines: &[&LineState],
+    explore: &[bool],
+    lens: &[u32],
+    cap: usize,
+    seed: u64,
+) -> Side {
     let addrs: Vec<u64> = lines.iter().map(|l| l.line).collect();
+    let persistent = config.cache == CacheMode::Persistent;
     let space = match (config.strategy, config.cache) {
         (Strategy::ProgramOrder, _) => return ends(lens.to_vec()),
         (Strategy::Exhaustive, CacheMode::Volatile) => CutSpace::volatile_exhaustive(lines),
@@ -88,10 +101,11 @@ fn pm_side(config: &Config, lines: &[&LineState], lens: &[u32], cap: usize, seed
         (Strategy::GlobalPrefix, CacheMode::Persistent) => {
             CutSpace::persistent(lines, Pick::Endpoints)
         }
+        (Strategy::Reads, _) => CutSpace::guided(lines, explore, persistent),
     };
     let label = |c: &Candidate, number: usize, of: usize| match config.strategy {
-        Strategy::GlobalPrefix => Choice::GlobalPrefix {
-            cut: c.cut as u64,
+        Strategy::GlobalPrefix | Strategy::Reads => Choice::GlobalPrefix {
+            cut: space.position(c.cut) as u64,
             lines: c.raised.iter().map(|&i| addrs[i as usize]).collect(),
         },
         _ => exhaustive_label(c, number, of, seed),
