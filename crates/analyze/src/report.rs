@@ -23,6 +23,9 @@ pub struct Report {
 pub struct Timings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<f64>,
+    /// `reads`: tracing the recoveries of the fully persisted images.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reads: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub images: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -35,6 +38,7 @@ impl Timings {
     fn to_text(&self) -> Option<String> {
         let stages = [
             ("trace", self.trace),
+            ("reads", self.reads),
             ("images", self.images),
             ("states", self.states),
             ("total", self.total),

@@ -5,9 +5,9 @@ use anyhow::Result;
 use clap::Subcommand;
 use persim_analyze::{entries_touching, pending_at};
 use persim_model::{CacheMode, Config};
-use persim_tester::{materialise_images, RunDir};
+use persim_tester::{materialise_images, ImagesIndex, PointReads, RunDir};
 use persim_trace::Reader;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Subcommand, Debug)]
 pub enum DebugCommand {
@@ -85,12 +85,57 @@ pub fn run(command: &DebugCommand) -> Result<()> {
                 None => RunDir::recorded_cache(dir)?,
             };
             let state = pending_at(reader, config, *index)?;
+            let reads = reads_at(dir, *index);
             if *json {
-                outln!("{}", serde_json::to_string_pretty(&state)?)?;
+                let mut value = serde_json::to_value(&state)?;
+                if let (Some(reads), Some(object)) = (&reads, value.as_object_mut()) {
+                    object.insert("reads".into(), serde_json::to_value(reads)?);
+                }
+                outln!("{}", serde_json::to_string_pretty(&value)?)?;
             } else {
                 out!("{}", state.to_text())?;
+                if let Some(reads) = &reads {
+                    out!("{}", reads_text(reads))?;
+                }
             }
         }
     }
     Ok(())
+}
+
+/// How `--strategy reads` chose the images of the failure point at `index` of a run
+/// directory, if it did.
+fn reads_at(dir: &Path, index: u64) -> Option<PointReads> {
+    let run = RunDir::new(dir);
+    let images = ImagesIndex::read(&run.images_index()).ok()?;
+    let point = images
+        .failure_points
+        .into_iter()
+        .find(|p| p.index == index)?;
+    point.reads
+}
+
+fn reads_text(reads: &PointReads) -> String {
+    let lines = |lines: &[u64]| match lines {
+        [] => "none".to_owned(),
+        lines => lines
+            .iter()
+            .map(|l| format!("{l:#x}"))
+            .collect::<Vec<_>>()
+            .join(" "),
+    };
+    let known = if reads.known {
+        "its recovery traced"
+    } else {
+        "its recovery crashed or hung, so every dirty line is explored"
+    };
+    format!(
+        "reads: the fully persisted image {} ({known})\n  explored: {}\n  \
+         explored because the previous failure point's recovery read them: {}\n  \
+         skipped (recovery does not read them): {}\n",
+        reads.fully_persisted,
+        lines(&reads.lines.explored),
+        lines(&reads.lines.from_previous),
+        lines(&reads.lines.skipped),
+    )
 }

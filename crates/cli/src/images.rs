@@ -2,15 +2,17 @@
 
 use crate::progress::Progress;
 use crate::size::parse_size;
-use anyhow::Result;
+use anyhow::{bail, Result};
 use clap::Args;
 use persim_image::DEFAULT_HASH_LEVEL;
 use persim_model::{CacheMode, Config, Strategy};
 use persim_tester::{
-    generate_images, ImagesJsonWriter, ImagesOptions, ImagesSummary, PointRecord, PointSink,
+    generate_images, saved_read_sets, Guidance, ImagesJsonWriter, ImagesOptions, ImagesSummary,
+    PointRecord, PointSink, RunDir,
 };
 use std::io::{self, Write};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Generate the crash images a trace can leave on persistent memory.
 ///
@@ -31,9 +33,15 @@ pub struct ImagesArgs {
     #[arg(long, default_value = "volatile")]
     pub cache: CacheMode,
     /// exhaustive: the model's exact set; global-prefix: the thesis strategy;
-    /// program-order: nothing/everything pending, failure points at flushes too.
+    /// program-order: nothing/everything pending, failure points at flushes too;
+    /// reads: global-prefix over the dirty lines recovery reads (see --reads-from).
     #[arg(long, default_value = "exhaustive")]
     pub strategy: Strategy,
+    /// With --strategy reads: the run directory of a `persim run --strategy reads` of this
+    /// trace, whose traced recoveries say which lines to explore (without it, reads
+    /// explores every dirty line, as global-prefix).
+    #[arg(long, value_name = "RUN_DIR")]
+    pub reads_from: Option<PathBuf>,
     /// Images per failure point above which a seeded random sample is taken (flagged
     /// incomplete).
     #[arg(long, default_value_t = Config::DEFAULT_MAX_IMAGES)]
@@ -68,9 +76,28 @@ pub struct ImagesArgs {
     pub quiet: bool,
 }
 
-impl From<&ImagesArgs> for ImagesOptions {
-    fn from(a: &ImagesArgs) -> Self {
-        ImagesOptions {
+impl TryFrom<&ImagesArgs> for ImagesOptions {
+    type Error = anyhow::Error;
+
+    fn try_from(a: &ImagesArgs) -> Result<Self> {
+        let guidance = match &a.reads_from {
+            None => Guidance::Unguided,
+            Some(_) if a.strategy != Strategy::Reads => {
+                bail!("--reads-from guides only --strategy reads")
+            }
+            Some(dir) => {
+                let sets = saved_read_sets(&RunDir::new(dir));
+                if sets.is_empty() {
+                    bail!(
+                        "{} holds no traced recoveries: give the directory of a `persim run \
+                         --strategy reads`",
+                        dir.display()
+                    );
+                }
+                Guidance::ReadSets(Arc::new(sets))
+            }
+        };
+        Ok(ImagesOptions {
             pm_size: a.pm_size,
             blk_size: a.blk_size,
             cache: a.cache,
@@ -83,14 +110,15 @@ impl From<&ImagesArgs> for ImagesOptions {
             store: a.out.clone(),
             hex: a.hex,
             materialise: None,
-        }
+            guidance,
+        })
     }
 }
 
 pub fn run(args: &ImagesArgs) -> Result<()> {
     let out = io::stdout().lock();
     let mut progress = Progress::new("persim images", !args.quiet);
-    let options = ImagesOptions::from(args);
+    let options = ImagesOptions::try_from(args)?;
     if args.json {
         let mut writer = ImagesJsonWriter::new(out);
         let generated = generate_images(

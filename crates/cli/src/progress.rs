@@ -46,6 +46,7 @@ impl Observer for Progress {
         match event {
             Event::Reused(stage) => self.say(match stage {
                 Stage::Trace => "trace: reusing the recorded trace",
+                Stage::Reads => "reads: reusing the traced recoveries",
                 Stage::Images => "images: reusing the generated images",
                 Stage::States => "states: reusing the recovered states",
             }),
@@ -62,9 +63,14 @@ impl Observer for Progress {
                     ));
                 }
             }
-            Event::Recovered { done, total } => {
+            Event::Recovered { stage, done, total } => {
                 if self.due() || done == total {
-                    self.say(&format!("states: {done}/{total} images recovered"))
+                    self.say(&match stage {
+                        Stage::Reads => format!(
+                            "reads: {done}/{total} recoveries of fully persisted images traced"
+                        ),
+                        _ => format!("states: {done}/{total} images recovered"),
+                    })
                 }
             }
             Event::Finished(stage, took) => self.say(&format!(

@@ -16,7 +16,9 @@ pub struct PipelineArgs {
     #[arg(long, default_value = "volatile")]
     pub cache: CacheMode,
     /// Which crash images to check: program-order is cheap and finds logic bugs;
-    /// global-prefix and exhaustive also find ordering bugs, at a higher cost.
+    /// global-prefix and exhaustive also find ordering bugs, at a higher cost; reads finds
+    /// them too, exploring only the dirty lines that a traced recovery of each failure
+    /// point's fully persisted image reads.
     #[arg(long, default_value = "program-order")]
     pub strategy: Strategy,
     /// Images per failure point above which a seeded sample is taken.

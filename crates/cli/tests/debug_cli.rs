@@ -157,3 +157,82 @@ fn profile_prints_a_table_and_draws_plots() {
     let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(v["total"]["bytes_cached"], 8);
 }
+
+#[test]
+fn debug_at_shows_what_reads_explored_at_a_failure_point() {
+    use persim_model::{Explored, FailureKind};
+    use persim_tester::{ImagesJsonWriter, PointReads, PointRecord, PointSink};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = run_dir(&tmp.path().join("reads"), CacheMode::Volatile);
+    let mut writer = ImagesJsonWriter::new(Vec::new());
+    writer
+        .point(&PointRecord {
+            index: 1,
+            kind: FailureKind::Fence,
+            checkpoint: None,
+            images: Vec::new(),
+            incomplete: false,
+            reads: Some(PointReads {
+                fully_persisted: "ab".repeat(32),
+                known: true,
+                lines: Explored {
+                    explored: vec![0x40],
+                    skipped: vec![0x80],
+                    from_previous: Vec::new(),
+                },
+            }),
+        })
+        .unwrap();
+    let json = writer.finish(&Default::default()).unwrap();
+    std::fs::write(dir.images_index(), json).unwrap();
+    let root = dir.root().to_str().unwrap();
+    let out = persim(&["debug", "at", root, "--index", "1"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains(&format!("fully persisted image {}", "ab".repeat(32))),
+        "{text}"
+    );
+    assert!(text.contains("explored: 0x40\n"), "{text}");
+    assert!(
+        text.contains("skipped (recovery does not read them): 0x80"),
+        "{text}"
+    );
+    let out = persim(&["debug", "at", root, "--index", "1", "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["reads"]["explored"], serde_json::json!([0x40]));
+    // another failure point has no reads section
+    let out = persim(&["debug", "at", root, "--index", "2"]);
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("reads:"));
+}
+
+#[test]
+fn images_reads_from_needs_the_reads_strategy_and_traced_recoveries() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = run_dir(&tmp.path().join("run"), CacheMode::Volatile);
+    let trace = dir.trace();
+    let (trace, root) = (trace.to_str().unwrap(), dir.root().to_str().unwrap());
+    let out = persim(&[
+        "images",
+        trace,
+        "--strategy",
+        "global-prefix",
+        "--reads-from",
+        root,
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("only --strategy reads"));
+    let out = persim(&["images", trace, "--strategy", "reads", "--reads-from", root]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("holds no traced recoveries"));
+    let out = persim(&["images", trace, "--strategy", "reads"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

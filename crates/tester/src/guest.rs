@@ -3,7 +3,7 @@
 use crate::options::VmOptions;
 use crate::testcase::TestCase;
 use anyhow::Result;
-use persim_vm::{extract_states, ExtractOptions, Recovered, TraceOptions, TraceSummary};
+use persim_vm::{extract_states, ExtractOptions, Extracted, TraceOptions, TraceSummary};
 use std::path::{Path, PathBuf};
 
 /// What a traced run gave.
@@ -21,14 +21,16 @@ pub trait Guest {
     /// image) to `trace`.
     fn record(&self, setup: &str, command: &str, trace: &Path) -> Result<Recording>;
 
-    /// Recovers each image and extracts its state as `test` asks; `finished(i, state)` is
-    /// called as soon as image `i` has its result.
+    /// Recovers each image and extracts its state as `test` asks, with `reads` also the PM
+    /// lines that recovery loaded; `finished(i, result)` is called as soon as image `i` has
+    /// its result.
     fn extract(
         &self,
         test: &TestCase,
         images: &[PathBuf],
-        finished: &mut dyn FnMut(usize, &Recovered),
-    ) -> Result<Vec<Recovered>>;
+        reads: bool,
+        finished: &mut dyn FnMut(usize, &Extracted),
+    ) -> Result<Vec<Extracted>>;
 }
 
 /// The real guest: QEMU with the configuration's kernel and file system.
@@ -89,8 +91,9 @@ impl Guest for VmGuest {
         &self,
         test: &TestCase,
         images: &[PathBuf],
-        finished: &mut dyn FnMut(usize, &Recovered),
-    ) -> Result<Vec<Recovered>> {
+        reads: bool,
+        finished: &mut dyn FnMut(usize, &Extracted),
+    ) -> Result<Vec<Extracted>> {
         let o = &self.options;
         let mut options =
             ExtractOptions::new(o.config.clone(), o.artifacts.clone(), o.cache_dir.clone());
@@ -100,6 +103,7 @@ impl Guest for VmGuest {
         options.timeout = o.timeout;
         options.boot_timeout = o.boot_timeout;
         options.jobs = o.jobs;
+        options.reads = reads;
         Ok(extract_states(&options, images, finished)?)
     }
 }

@@ -2,12 +2,12 @@
 //! on top of the persisted image, hash it and (optionally) store it, and hand each failure
 //! point to a [`PointSink`] as soon as it is done.
 
-use crate::images_index::{ImageRecord, PointRecord, PointSink};
-use crate::options::ImagesOptions;
+use crate::images_index::{ImageRecord, PointReads, PointRecord, PointSink};
+use crate::options::{Guidance, ImagesOptions};
 use crate::progress::{Event, Observer};
 use anyhow::{bail, Context, Result};
 use persim_image::{Image, ImageStore};
-use persim_model::{Config, FailureView, Origin, Replay, Sink};
+use persim_model::{Config, CrashImages, FailureView, Origin, ReadGuide, Replay, Sink};
 use persim_trace::{initial_image_path, Reader};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -93,6 +93,8 @@ pub fn generate_images(
         hex: opts.hex,
         materialise: opts.materialise.as_ref(),
         from_checkpoint: opts.from_checkpoint,
+        guidance: &opts.guidance,
+        guide: ReadGuide::default(),
         sink,
         images: BTreeMap::new(),
         points: 0,
@@ -174,6 +176,8 @@ struct Materialiser<'a> {
     materialise: Option<&'a (BTreeSet<String>, PathBuf)>,
     /// Failure points before this checkpoint (`None` sorts first) are skipped.
     from_checkpoint: Option<u64>,
+    guidance: &'a Guidance,
+    guide: ReadGuide,
     sink: &'a mut dyn PointSink,
     images: BTreeMap<String, ImageRecord>,
     points: u64,
@@ -191,7 +195,7 @@ impl Sink for Materialiser<'_> {
         if view.point.checkpoint < self.from_checkpoint {
             return Ok(());
         }
-        let crash = view.crash_images();
+        let (crash, reads) = self.choose(view);
         let mut hashes: Vec<String> = Vec::new();
         for image in &crash.images {
             let mut contents = self.persisted.clone();
@@ -229,6 +233,7 @@ impl Sink for Materialiser<'_> {
             checkpoint: view.point.checkpoint,
             images: hashes,
             incomplete: crash.incomplete,
+            reads,
         })?;
         if let Some(store) = &self.store {
             if self.index_saved.elapsed() >= INDEX_SAVE_INTERVAL {
@@ -237,6 +242,37 @@ impl Sink for Materialiser<'_> {
             }
         }
         Ok(())
+    }
+}
+
+impl Materialiser<'_> {
+    /// The failure point's images, as the guidance of `reads` says.
+    fn choose(&mut self, view: &FailureView<'_>) -> (CrashImages, Option<PointReads>) {
+        let sets = match self.guidance {
+            Guidance::Unguided => return (view.crash_images(), None),
+            Guidance::FullyPersisted => {
+                let only = CrashImages {
+                    images: vec![view.fully_persisted()],
+                    incomplete: false,
+                };
+                return (only, None);
+            }
+            Guidance::ReadSets(sets) => sets,
+        };
+        let mut fully_persisted = self.persisted.clone();
+        view.apply(&view.fully_persisted(), |offset, bytes| {
+            fully_persisted.write(offset, bytes)
+        });
+        let hash = fully_persisted.hash().to_hex().to_string();
+        let read = sets.get(&hash).and_then(Option::as_deref);
+        let lines = self.guide.split(view, read);
+        let crash = view.crash_images_exploring(|line| lines.explores(line));
+        let reads = PointReads {
+            fully_persisted: hash,
+            known: read.is_some(),
+            lines,
+        };
+        (crash, Some(reads))
     }
 }
 

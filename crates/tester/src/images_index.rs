@@ -2,14 +2,16 @@
 //! images, the one owner of that format:
 //!
 //! ```text
-//! {"failure_points": [{"index", "kind", "checkpoint", "images": [hash…], "incomplete"}, …],
+//! {"failure_points": [{"index", "kind", "checkpoint", "images": [hash…], "incomplete",
+//!                      "reads"?: {"fully_persisted", "known", "explored", "skipped",
+//!                                 "from_previous"}}, …],
 //!  "images": {"<hash>": {"hex"?: "…"}}}
 //! ```
 //!
 //! Written one failure point at a time, so memory does not grow with the trace.
 
 use anyhow::{Context, Result};
-use persim_model::FailureKind;
+use persim_model::{Explored, FailureKind};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -25,6 +27,21 @@ pub struct PointRecord {
     pub images: Vec<String>,
     /// More images than the cap: a seeded sample was taken.
     pub incomplete: bool,
+    /// `reads`: the fully persisted image and which dirty lines were explored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reads: Option<PointReads>,
+}
+
+/// How the `reads` strategy chose a failure point's images.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PointReads {
+    /// The hash of the fully persisted image whose recovery was traced.
+    pub fully_persisted: String,
+    /// Whether that recovery's read set is known (not when it crashed the guest or hung:
+    /// then every dirty line is explored).
+    pub known: bool,
+    #[serde(flatten)]
+    pub lines: Explored,
 }
 
 /// What the index says of one distinct image.
@@ -138,6 +155,7 @@ mod tests {
             checkpoint,
             images: vec![format!("{index:064x}")],
             incomplete: index == 9,
+            reads: None,
         }
     }
 

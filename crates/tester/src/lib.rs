@@ -13,6 +13,7 @@ mod inputs;
 mod options;
 mod pipeline;
 mod progress;
+mod reads;
 mod rundir;
 mod states;
 mod suite;
@@ -21,11 +22,14 @@ mod testcase;
 pub use guest::{Guest, Recording, VmGuest};
 pub use home::Home;
 pub use images::{generate_images, ImagesSummary};
-pub use images_index::{ImageRecord, ImagesIndex, ImagesJsonWriter, PointRecord, PointSink};
+pub use images_index::{
+    ImageRecord, ImagesIndex, ImagesJsonWriter, PointReads, PointRecord, PointSink,
+};
 pub use inputs::Inputs;
-pub use options::{ImagesOptions, PipelineOptions, VmOptions};
+pub use options::{Guidance, ImagesOptions, PipelineOptions, ReadSets, VmOptions};
 pub use pipeline::{judge, materialise_images, run_test};
 pub use progress::{Event, Observer, Stage};
+pub use reads::saved_read_sets;
 pub use rundir::RunDir;
 pub use states::{extract_missing, saved_states, SavedStates};
 pub use suite::{run_suite, SuiteResults, TestResult};

@@ -3,8 +3,9 @@
 use persim_image::DEFAULT_HASH_LEVEL;
 use persim_model::{CacheMode, Config, Strategy};
 use persim_vm::{Artifacts, VmConfig};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How the guest VM runs.
@@ -73,6 +74,23 @@ pub struct ImagesOptions {
     pub hex: bool,
     /// Write the images with these hashes (hex) into a directory as `<hash>.img`.
     pub materialise: Option<(BTreeSet<String>, PathBuf)>,
+    /// How the `reads` strategy learns what recovery reads.
+    pub guidance: Guidance,
+}
+
+/// The PM lines recovery read, by the hash (hex) of the image recovered; None: unknown.
+pub type ReadSets = BTreeMap<String, Option<Vec<u64>>>;
+
+/// What the `reads` strategy knows of recovery's reads.
+#[derive(Clone, Debug, Default)]
+pub enum Guidance {
+    /// Nothing: every dirty line is explored (`global-prefix`).
+    #[default]
+    Unguided,
+    /// The first pass: each failure point's only image is its fully persisted one.
+    FullyPersisted,
+    /// The second pass: explore by the read sets of the fully persisted images.
+    ReadSets(Arc<ReadSets>),
 }
 
 impl ImagesOptions {
@@ -106,6 +124,7 @@ impl Default for ImagesOptions {
             store: None,
             hex: false,
             materialise: None,
+            guidance: Guidance::Unguided,
         }
     }
 }

@@ -5,19 +5,22 @@ use crate::guest::Guest;
 use crate::images::generate_images;
 use crate::images_index::ImagesJsonWriter;
 use crate::inputs::Inputs;
-use crate::options::{ImagesOptions, PipelineOptions};
+use crate::options::{Guidance, ImagesOptions, PipelineOptions};
 use crate::progress::{Event, Observer, Stage};
+use crate::reads::{read_sets, saved_read_sets};
 use crate::rundir::RunDir;
 use crate::states::{extract_missing, saved_states};
 use crate::testcase::TestCase;
 use anyhow::{bail, Context, Result};
 use persim_analyze::{verdicts, CheckpointVerdict, ImageOrigins, Report, Timings};
 use persim_image::ImageStore;
+use persim_model::Strategy;
 use persim_trace::atomic_file::{create_atomically, write_atomically};
 use persim_vm::Recovered;
 use std::collections::BTreeMap;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Runs `test` through every stage into `dir` and writes the report there.
@@ -39,10 +42,24 @@ pub fn run_test(
         trace: record_stage(guest, test, dir, observer)?,
         ..Timings::default()
     };
+    let guidance = |observer: &mut dyn Observer| -> Result<Guidance> {
+        if opts.strategy != Strategy::Reads {
+            return Ok(Guidance::Unguided);
+        }
+        let sets = read_sets(opts, guest, test, dir, observer)?;
+        Ok(Guidance::ReadSets(Arc::new(sets)))
+    };
     if dir.images_index().is_file() {
         observer.event(&Event::Reused(Stage::Images));
     } else {
-        timings.images = Some(images_stage(opts, dir, observer)?);
+        let started = Instant::now();
+        let guidance = guidance(observer)?;
+        if opts.strategy == Strategy::Reads {
+            timings.reads = Some(started.elapsed().as_secs_f64());
+        }
+        let started = Instant::now();
+        images_stage(opts, guidance, dir, observer)?;
+        timings.images = Some(started.elapsed().as_secs_f64());
     }
 
     let stage = Instant::now();
@@ -50,7 +67,7 @@ pub fn run_test(
     let mut saved = saved_states(dir, &store);
     if saved.lost_images() {
         // Images without a state whose files are gone: a replay writes them again.
-        images_stage(opts, dir, observer)?;
+        images_stage(opts, guidance(observer)?, dir, observer)?;
         store = ImageStore::open(dir.image_store())?;
         saved = saved_states(dir, &store);
     }
@@ -145,11 +162,19 @@ fn record_stage(
     Ok(Some(took.as_secs_f64()))
 }
 
-/// Generates the run's images into its store and writes the images index; returns the
-/// seconds it took. The index appears only when the generation is complete.
-fn images_stage(opts: &PipelineOptions, dir: &RunDir, observer: &mut dyn Observer) -> Result<f64> {
+/// Generates the run's images into its store and writes the images index. The index
+/// appears only when the generation is complete.
+fn images_stage(
+    opts: &PipelineOptions,
+    guidance: Guidance,
+    dir: &RunDir,
+    observer: &mut dyn Observer,
+) -> Result<()> {
     let stage = Instant::now();
-    let options = ImagesOptions::for_run(opts, dir.image_store());
+    let options = ImagesOptions {
+        guidance,
+        ..ImagesOptions::for_run(opts, dir.image_store())
+    };
     let mut failure = None;
     let written = create_atomically(&dir.images_index(), |file| {
         let mut writer = ImagesJsonWriter::new(BufWriter::new(file));
@@ -166,9 +191,8 @@ fn images_stage(opts: &PipelineOptions, dir: &RunDir, observer: &mut dyn Observe
         return Err(e);
     }
     written?;
-    let took = stage.elapsed();
-    observer.event(&Event::Finished(Stage::Images, took));
-    Ok(took.as_secs_f64())
+    observer.event(&Event::Finished(Stage::Images, stage.elapsed()));
+    Ok(())
 }
 
 /// The verdicts of every checkpoint interval, from the store's origins and the states.
@@ -202,9 +226,14 @@ pub fn materialise_images(dir: &RunDir, hashes: &[String], out: &Path) -> Result
         max_images: inputs.max_images,
         ..PipelineOptions::default()
     };
+    let guidance = match inputs.strategy {
+        Strategy::Reads => Guidance::ReadSets(Arc::new(saved_read_sets(dir))),
+        _ => Guidance::Unguided,
+    };
     let options = ImagesOptions {
         store: None,
         materialise: Some((hashes.iter().cloned().collect(), out.to_path_buf())),
+        guidance,
         ..ImagesOptions::for_run(&opts, PathBuf::new())
     };
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;

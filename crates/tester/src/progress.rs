@@ -5,6 +5,8 @@ use std::time::Duration;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stage {
     Trace,
+    /// `reads`: tracing the recoveries of the fully persisted images.
+    Reads,
     Images,
     States,
 }
@@ -13,6 +15,7 @@ impl Stage {
     pub fn name(self) -> &'static str {
         match self {
             Stage::Trace => "trace",
+            Stage::Reads => "reads",
             Stage::Images => "images",
             Stage::States => "states",
         }
@@ -29,8 +32,9 @@ pub enum Event {
         failure_points: u64,
         images: usize,
     },
-    /// One more image recovered.
+    /// One more image recovered (in the states stage, or traced in the reads stage).
     Recovered {
+        stage: Stage,
         done: usize,
         total: usize,
     },

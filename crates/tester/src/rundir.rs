@@ -9,6 +9,8 @@
 //! DIR/images.json                 failure points and their images (ImagesIndex)
 //! DIR/images/                     the image store: <hash>.img, index.json
 //! DIR/states/<hash>.json          what recovering each image gave
+//! DIR/reads/<hash>.json           `reads`: the PM lines recovering an image loaded
+//! DIR/reads/images/               `reads`: the store of fully persisted images
 //! DIR/report.json, report.txt     the verdicts
 //! ```
 
@@ -84,6 +86,21 @@ impl RunDir {
         self.states().join(format!("{hash}.json"))
     }
 
+    /// The read sets of the `reads` strategy.
+    pub fn reads(&self) -> PathBuf {
+        self.root.join("reads")
+    }
+
+    /// The PM lines that recovering the image with hash `hash` (hex) loaded.
+    pub fn read_set(&self, hash: &str) -> PathBuf {
+        self.reads().join(format!("{hash}.json"))
+    }
+
+    /// The store of the fully persisted images whose recoveries `reads` traces.
+    pub fn fully_persisted_store(&self) -> PathBuf {
+        self.reads().join("images")
+    }
+
     pub fn report_json(&self) -> PathBuf {
         self.root.join("report.json")
     }
@@ -107,6 +124,7 @@ impl RunDir {
             self.images_index(),
             self.image_store(),
             self.states(),
+            self.reads(),
             self.report_json(),
         ]
         .iter()
@@ -117,12 +135,14 @@ impl RunDir {
     pub fn remove_images(&self) -> Result<()> {
         remove(&self.images_index())?;
         remove(&self.image_store())?;
+        remove(&self.fully_persisted_store())?;
         self.remove_report()
     }
 
-    /// Removes the states and the report.
+    /// Removes the states, the read sets (recoveries' results too) and the report.
     pub fn remove_states(&self) -> Result<()> {
         remove(&self.states())?;
+        remove(&self.reads())?;
         self.remove_report()
     }
 

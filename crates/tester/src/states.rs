@@ -2,7 +2,7 @@
 //! as a state file as soon as it is known, so an interrupted run resumes after it.
 
 use crate::guest::Guest;
-use crate::progress::{Event, Observer};
+use crate::progress::{Event, Observer, Stage};
 use crate::rundir::RunDir;
 use crate::testcase::TestCase;
 use anyhow::{Context, Result};
@@ -33,9 +33,9 @@ pub fn extract_missing(
     let total = paths.len();
     let mut done = 0;
     let mut write_error = None;
-    let results = guest.extract(test, &paths, &mut |i, recovered| {
+    let results = guest.extract(test, &paths, false, &mut |i, extracted| {
         let path = dir.state(&missing[i].0);
-        let saved = serde_json::to_vec(recovered)
+        let saved = serde_json::to_vec(&extracted.state)
             .map_err(anyhow::Error::from)
             .and_then(|json| Ok(write_atomically(&path, &json)?));
         match saved {
@@ -45,12 +45,17 @@ pub fn extract_missing(
             Err(e) => drop(write_error.get_or_insert(e)),
         }
         done += 1;
-        observer.event(&Event::Recovered { done, total });
+        observer.event(&Event::Recovered {
+            stage: Stage::States,
+            done,
+            total,
+        });
     })?;
     if let Some(e) = write_error {
         return Err(e);
     }
-    known.extend(missing.into_iter().map(|(hash, _)| hash).zip(results));
+    let states = results.into_iter().map(|e| e.state);
+    known.extend(missing.into_iter().map(|(hash, _)| hash).zip(states));
     Ok(known)
 }
 

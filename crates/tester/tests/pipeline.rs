@@ -5,7 +5,7 @@ use persim_model::Strategy;
 use persim_tester::{
     run_test, Event, Guest, Observer, PipelineOptions, Recording, RunDir, Stage, TestCase,
 };
-use persim_vm::Recovered;
+use persim_vm::{Extracted, Recovered};
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -21,6 +21,8 @@ struct FakeGuest {
     hang: bool,
     records: Cell<usize>,
     extracted: Cell<usize>,
+    /// Of those, recoveries traced for their reads.
+    traced_reads: Cell<usize>,
 }
 
 impl FakeGuest {
@@ -34,6 +36,7 @@ impl FakeGuest {
             hang: false,
             records: Cell::new(0),
             extracted: Cell::new(0),
+            traced_reads: Cell::new(0),
         }
     }
 }
@@ -84,19 +87,27 @@ impl Guest for FakeGuest {
         &self,
         _test: &TestCase,
         images: &[PathBuf],
-        finished: &mut dyn FnMut(usize, &Recovered),
-    ) -> anyhow::Result<Vec<Recovered>> {
+        reads: bool,
+        finished: &mut dyn FnMut(usize, &Extracted),
+    ) -> anyhow::Result<Vec<Extracted>> {
         let mut states = Vec::new();
         for (i, image) in images.iter().enumerate() {
             let pm = std::fs::read(image)?;
-            let mut home = pm[0x80..0x90].to_vec();
-            if pm[0x40] == 1 {
-                home.copy_from_slice(&pm[0..0x10]);
-            }
-            let state = Recovered::state(&format!("{{\"home\": \"{home:02x?}\"}}"));
-            finished(i, &state);
-            states.push(state);
+            // the log is read only when the commit flag is set
+            let (home, lines_read) = if pm[0x40] == 1 {
+                (&pm[0..0x10], vec![0x00, 0x40, 0x80])
+            } else {
+                (&pm[0x80..0x90], vec![0x40, 0x80])
+            };
+            let extracted = Extracted {
+                state: Recovered::state(&format!("{{\"home\": \"{home:02x?}\"}}")),
+                lines_read: reads.then_some(lines_read),
+            };
+            finished(i, &extracted);
+            states.push(extracted);
             self.extracted.set(self.extracted.get() + 1);
+            self.traced_reads
+                .set(self.traced_reads.get() + usize::from(reads));
         }
         Ok(states)
     }
@@ -428,4 +439,63 @@ fn images_are_deleted_after_extraction_unless_kept_and_can_be_made_again() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("no crash image"), "{e}");
+}
+
+fn reads() -> PipelineOptions {
+    PipelineOptions {
+        strategy: Strategy::Reads,
+        ..PipelineOptions::default()
+    }
+}
+
+/// `reads` traces each distinct fully persisted image's recovery once, explores only the
+/// dirty lines it read (and, from the previous failure point, the log line that recovery
+/// stopped reading), finds the reused log of the thesis' Figure 8.9 with fewer images than
+/// `global-prefix`, records what it explored, and resumes without tracing again.
+#[test]
+fn reads_finds_the_reused_log_with_fewer_images_and_resumes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let guest = FakeGuest::new("journal-log-reuse.trace");
+    let dir = RunDir::create(tmp.path().join("reads")).unwrap();
+    let mut events = Events::default();
+    let report = run_with(&reads(), &guest, &dir, &mut events);
+    assert_eq!(report["strategy"], "reads");
+    assert_eq!(report["checkpoints"][0]["atomic"], false, "{report:#}");
+    assert_eq!(report["checkpoints"][1]["atomic"], true, "{report:#}");
+    let traced = guest.traced_reads.get();
+    assert!(traced > 0);
+    assert!(events
+        .0
+        .iter()
+        .any(|e| matches!(e, Event::Finished(Stage::Reads, _))));
+
+    let index = persim_tester::ImagesIndex::read(&dir.images_index()).unwrap();
+    let reused_log = index
+        .failure_points
+        .iter()
+        .filter_map(|p| p.reads.as_ref())
+        .find(|r| !r.lines.from_previous.is_empty())
+        .expect("a failure point explores a line only the previous recovery read");
+    assert_eq!(reused_log.lines.from_previous, vec![0x00]);
+    assert!(reused_log.known);
+    assert!(dir.read_set(&reused_log.fully_persisted).is_file());
+    let images_of = |index: &persim_tester::ImagesIndex| index.images.len();
+
+    let global = RunDir::create(tmp.path().join("global")).unwrap();
+    let global_report = run(&guest, &global, &mut Events::default());
+    assert_eq!(global_report["checkpoints"][0]["atomic"], false);
+    let global_index = persim_tester::ImagesIndex::read(&global.images_index()).unwrap();
+    assert!(
+        images_of(&index) < images_of(&global_index),
+        "reads {} images, global-prefix {}",
+        images_of(&index),
+        images_of(&global_index)
+    );
+
+    // Interrupted after the read pass: the read sets are reused, nothing is traced again.
+    std::fs::remove_file(dir.images_index()).unwrap();
+    std::fs::remove_file(dir.report_json()).unwrap();
+    let again = run_with(&reads(), &guest, &dir, &mut Events::default());
+    assert_eq!(guest.traced_reads.get(), traced);
+    assert_eq!(again["checkpoints"], report["checkpoints"]);
 }

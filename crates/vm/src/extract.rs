@@ -99,6 +99,18 @@ pub struct ExtractOptions {
     /// Initramfs cache and the workers' scratch PM files.
     pub cache_dir: PathBuf,
     pub artifacts: Artifacts,
+    /// Record the PM lines each image's recovery and dump load.
+    pub reads: bool,
+}
+
+/// What recovering one crash image gave.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Extracted {
+    pub state: Recovered,
+    /// With `ExtractOptions::reads`: the PM lines (offsets of 64-byte lines, ascending,
+    /// distinct) that recovery and state extraction loaded; None when not traced or unknown
+    /// (the guest crashed or hung).
+    pub lines_read: Option<Vec<u64>>,
 }
 
 impl ExtractOptions {
@@ -114,6 +126,7 @@ impl ExtractOptions {
             mode: ExtractMode::default(),
             cache_dir,
             artifacts,
+            reads: false,
         }
     }
 }
@@ -126,8 +139,8 @@ impl ExtractOptions {
 pub fn extract_states(
     opts: &ExtractOptions,
     images: &[PathBuf],
-    mut finished: impl FnMut(usize, &Recovered),
-) -> Result<Vec<Recovered>, VmError> {
+    mut finished: impl FnMut(usize, &Extracted),
+) -> Result<Vec<Extracted>, VmError> {
     if images.is_empty() {
         return Ok(Vec::new());
     }
@@ -139,7 +152,7 @@ pub fn extract_states(
 
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
-    let mut results: Vec<Option<Recovered>> = vec![None; images.len()];
+    let mut results: Vec<Option<Extracted>> = vec![None; images.len()];
     let mut failure = None;
     std::thread::scope(|scope| {
         let (tx, rx) = mpsc::channel();
@@ -166,8 +179,12 @@ pub fn extract_states(
         for message in rx {
             match message {
                 Ok((i, state)) => {
-                    finished(i, &state);
-                    results[i] = Some(state);
+                    let extracted = Extracted {
+                        state,
+                        lines_read: None,
+                    };
+                    finished(i, &extracted);
+                    results[i] = Some(extracted);
                 }
                 Err(e) => {
                     stop.store(true, Ordering::Relaxed);

@@ -24,7 +24,7 @@ mod trace;
 pub use config::default_config_dir;
 pub use config::VmConfig;
 pub use error::VmError;
-pub use extract::{extract_states, DumpOptions, ExtractMode, ExtractOptions};
+pub use extract::{extract_states, DumpOptions, ExtractMode, ExtractOptions, Extracted};
 pub use kernel::Kernel;
 pub use qemu::check_version;
 pub use recovered::{Outcome, Recovered};

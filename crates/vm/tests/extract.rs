@@ -110,7 +110,12 @@ fn options(fs: &str, artifacts: Artifacts, mode: ExtractMode, jobs: usize) -> Ex
 fn timed_extract(opts: &ExtractOptions, images: &[PathBuf]) -> (Vec<Recovered>, f64) {
     let mut calls = Vec::new();
     let started = Instant::now();
-    let states = extract_states(opts, images, |i, state| calls.push((i, state.clone()))).unwrap();
+    let states: Vec<Recovered> =
+        extract_states(opts, images, |i, e| calls.push((i, e.state.clone())))
+            .unwrap()
+            .into_iter()
+            .map(|e| e.state)
+            .collect();
     let per_image = started.elapsed().as_secs_f64() / images.len() as f64;
     assert_eq!(states.len(), images.len());
     calls.sort_by_key(|(i, _)| *i);
@@ -310,7 +315,7 @@ fn measure_reused_guest_against_fresh_boot() {
             |_, _| finished.push(started.elapsed().as_secs_f64()),
         )
         .unwrap();
-        assert!(states.iter().all(|s| !s.is_error()), "{states:?}");
+        assert!(states.iter().all(|e| !e.state.is_error()), "{states:?}");
         let first = finished[0];
         let per_image = (finished[finished.len() - 1] - first) / (finished.len() - 1) as f64;
         eprintln!(

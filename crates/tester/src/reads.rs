@@ -1,0 +1,128 @@
+//! The first pass of the `reads` strategy (docs/model.md, "Recovery-guided images"): the
+//! fully persisted image of every failure point, and the PM lines its recovery loads.
+//! The distinct images are collected first and their recoveries traced on the extraction
+//! workers in parallel (the thesis traced them one after another). Their states are kept
+//! as well: each fully persisted image is also a crash image of the second pass.
+
+use crate::guest::Guest;
+use crate::images::generate_images;
+use crate::options::{Guidance, ImagesOptions, PipelineOptions, ReadSets};
+use crate::progress::{Event, Observer, Stage};
+use crate::rundir::RunDir;
+use crate::testcase::TestCase;
+use anyhow::{Context, Result};
+use persim_trace::atomic_file::write_atomically;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// `reads/<hash>.json`: what one traced recovery loaded.
+#[derive(Debug, Serialize, Deserialize)]
+struct SavedReads {
+    /// Addresses of the 64-byte PM lines loaded, ascending; null when unknown (the
+    /// recovery crashed the guest or hung).
+    lines: Option<Vec<u64>>,
+}
+
+/// The read set of every failure point's fully persisted image: traced now, or read back
+/// from an earlier (interrupted) run. With `keep_images` off, each image file is deleted
+/// once its results are saved.
+pub fn read_sets(
+    opts: &PipelineOptions,
+    guest: &dyn Guest,
+    test: &TestCase,
+    dir: &RunDir,
+    observer: &mut dyn Observer,
+) -> Result<ReadSets> {
+    let started = Instant::now();
+    let store = dir.fully_persisted_store();
+    let options = ImagesOptions {
+        guidance: Guidance::FullyPersisted,
+        ..ImagesOptions::for_run(opts, store.clone())
+    };
+    let images = generate_images(&options, &dir.trace(), |_| Ok(()), &mut (), observer)?.images;
+    let mut sets = ReadSets::new();
+    let mut missing: Vec<(String, PathBuf)> = Vec::new();
+    for hash in images.into_keys() {
+        match saved(dir, &hash) {
+            Some(lines) => drop(sets.insert(hash, lines)),
+            None => {
+                let image = store.join(format!("{hash}.img"));
+                missing.push((hash, image));
+            }
+        }
+    }
+    if missing.is_empty() {
+        observer.event(&Event::Reused(Stage::Reads));
+        return Ok(sets);
+    }
+    for directory in [dir.states(), dir.reads()] {
+        std::fs::create_dir_all(&directory)
+            .with_context(|| format!("cannot create {}", directory.display()))?;
+    }
+    let paths: Vec<PathBuf> = missing.iter().map(|(_, path)| path.clone()).collect();
+    let total = paths.len();
+    let mut done = 0;
+    let mut write_error = None;
+    let results = guest.extract(test, &paths, true, &mut |i, extracted| {
+        let (hash, image) = &missing[i];
+        let reads = SavedReads {
+            lines: extracted.lines_read.clone(),
+        };
+        let saved = serde_json::to_vec(&extracted.state)
+            .map_err(anyhow::Error::from)
+            .and_then(|json| Ok(write_atomically(&dir.state(hash), &json)?))
+            .and_then(|()| {
+                Ok(write_atomically(
+                    &dir.read_set(hash),
+                    &serde_json::to_vec(&reads)?,
+                )?)
+            });
+        match saved {
+            Ok(()) if !opts.keep_images => drop(std::fs::remove_file(image)),
+            Ok(()) => {}
+            Err(e) => drop(write_error.get_or_insert(e)),
+        }
+        done += 1;
+        observer.event(&Event::Recovered {
+            stage: Stage::Reads,
+            done,
+            total,
+        });
+    })?;
+    if let Some(e) = write_error {
+        return Err(e);
+    }
+    for ((hash, _), extracted) in missing.into_iter().zip(results) {
+        sets.insert(hash, extracted.lines_read);
+    }
+    observer.event(&Event::Finished(Stage::Reads, started.elapsed()));
+    Ok(sets)
+}
+
+/// The saved read set of an image whose state is saved too; None when either is missing
+/// or unreadable.
+fn saved(dir: &RunDir, hash: &str) -> Option<Option<Vec<u64>>> {
+    if !dir.state(hash).is_file() {
+        return None;
+    }
+    let text = std::fs::read(dir.read_set(hash)).ok()?;
+    serde_json::from_slice::<SavedReads>(&text)
+        .ok()
+        .map(|saved| saved.lines)
+}
+
+/// Every read set saved in `dir` (for making a run's images again).
+pub fn saved_read_sets(dir: &RunDir) -> ReadSets {
+    let Ok(files) = std::fs::read_dir(dir.reads()) else {
+        return ReadSets::new();
+    };
+    files
+        .flatten()
+        .filter_map(|file| {
+            let name = file.file_name().into_string().ok()?;
+            let hash = name.strip_suffix(".json")?;
+            Some((hash.to_owned(), saved(dir, hash)?))
+        })
+        .collect()
+}
