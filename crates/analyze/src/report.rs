@@ -14,7 +14,21 @@ pub struct Report {
     pub cache: CacheMode,
     pub strategy: Strategy,
     pub checkpoints: Vec<CheckpointVerdict>,
+    /// `reads` with NT prefixes found where they matter (`--nt-prefixes auto`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nt_prefixes: Option<NtSummary>,
     pub timings: Timings,
+}
+
+/// What exploring NT-store prefixes found (the thesis' Suvi-NT line).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NtSummary {
+    /// Distinct states that, at some failure point, only images with NT stores gave.
+    pub dependent_states: usize,
+    /// The failure points where NT prefixes were then explored.
+    pub failure_points: usize,
+    /// Distinct states the NT-prefix images added.
+    pub new_states: usize,
 }
 
 /// Seconds per stage of a run; a stage that was reused from an earlier, interrupted run
@@ -171,6 +185,21 @@ impl Report {
                 let _ = writeln!(t, "  error in {}: {}: {first_line}", e.state, e.outcome);
             }
         }
+        if let Some(nt) = &self.nt_prefixes {
+            let _ = write!(
+                t,
+                "\nNT prefixes: {} NT-dependent states",
+                nt.dependent_states
+            );
+            let _ = match nt.failure_points {
+                0 => writeln!(t),
+                n => writeln!(
+                    t,
+                    " at {n} failure points; their NT-store prefixes gave {} new states",
+                    nt.new_states
+                ),
+            };
+        }
         if let Some(timings) = self.timings.to_text() {
             let _ = writeln!(t, "\ntimings: {timings}");
         }
@@ -233,6 +262,7 @@ mod tests {
             cache: CacheMode::Persistent,
             strategy: Strategy::GlobalPrefix,
             checkpoints: Vec::new(),
+            nt_prefixes: None,
             timings: Timings {
                 images: Some(1.5),
                 ..Timings::default()
@@ -242,9 +272,28 @@ mod tests {
         assert_eq!(json["cache"], "persistent");
         assert_eq!(json["strategy"], "global-prefix");
         assert_eq!(json["timings"], serde_json::json!({"images": 1.5}));
+        assert!(json.get("nt_prefixes").is_none());
         let back: Report = serde_json::from_value(json).unwrap();
         assert_eq!(back, report);
         assert!(report.to_text().contains("timings: images 1.5 s"));
+        assert!(!report.to_text().contains("NT prefixes"));
+
+        let nt = Report {
+            strategy: Strategy::Reads,
+            nt_prefixes: Some(NtSummary {
+                dependent_states: 2,
+                failure_points: 3,
+                new_states: 1,
+            }),
+            ..report
+        };
+        let text = nt.to_text();
+        assert!(
+            text.contains("NT prefixes: 2 NT-dependent states at 3 failure points; their NT-store prefixes gave 1 new states"),
+            "{text}"
+        );
+        let json = serde_json::to_value(&nt).unwrap();
+        assert_eq!(json["nt_prefixes"]["new_states"], 1);
     }
 
     #[test]
@@ -272,6 +321,7 @@ mod tests {
                 cache: CacheMode::Volatile,
                 strategy: Strategy::GlobalPrefix,
                 checkpoints: vec![c],
+                nt_prefixes: None,
                 timings: Timings::default(),
             }
             .to_text()

@@ -7,12 +7,11 @@ use clap::Args;
 use persim_image::DEFAULT_HASH_LEVEL;
 use persim_model::{CacheMode, Config, Strategy};
 use persim_tester::{
-    generate_images, saved_read_sets, Guidance, ImagesJsonWriter, ImagesOptions, ImagesSummary,
+    generate_images, recorded_guidance, Guidance, ImagesJsonWriter, ImagesOptions, ImagesSummary,
     PointRecord, PointSink, RunDir,
 };
 use std::io::{self, Write};
 use std::path::PathBuf;
-use std::sync::Arc;
 
 /// Generate the crash images a trace can leave on persistent memory.
 ///
@@ -86,15 +85,15 @@ impl TryFrom<&ImagesArgs> for ImagesOptions {
                 bail!("--reads-from guides only --strategy reads")
             }
             Some(dir) => {
-                let sets = saved_read_sets(&RunDir::new(dir));
-                if sets.is_empty() {
+                let guidance = recorded_guidance(&RunDir::new(dir))?;
+                if !matches!(&guidance, Guidance::ReadSets(sets, _) if !sets.is_empty()) {
                     bail!(
                         "{} holds no traced recoveries: give the directory of a `persim run \
                          --strategy reads`",
                         dir.display()
                     );
                 }
-                Guidance::ReadSets(Arc::new(sets))
+                guidance
             }
         };
         Ok(ImagesOptions {

@@ -5,7 +5,7 @@ use crate::vm_args::VmArgs;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use persim_model::{CacheMode, Config, Strategy};
-use persim_tester::{run_test, PipelineOptions, RunDir, Suite, TestCase, VmGuest};
+use persim_tester::{run_test, NtPrefixes, PipelineOptions, RunDir, Suite, TestCase, VmGuest};
 
 /// Options shared by `persim run` and `persim suite`.
 #[derive(Args, Debug, Clone)]
@@ -21,6 +21,11 @@ pub struct PipelineArgs {
     /// point's fully persisted image reads.
     #[arg(long, default_value = "program-order")]
     pub strategy: Strategy,
+    /// With --strategy reads, where a line's NT stores also persist as program-order
+    /// prefixes (otherwise all or nothing): auto, at the failure points where some state
+    /// arises only from images with NT stores (then judged again); off; all.
+    #[arg(long, default_value = "auto", value_name = "auto|off|all")]
+    pub nt_prefixes: NtPrefixes,
     /// Images per failure point above which a seeded sample is taken.
     #[arg(long, default_value_t = Config::DEFAULT_MAX_IMAGES)]
     pub max_images: usize,
@@ -47,6 +52,7 @@ impl From<&PipelineArgs> for PipelineOptions {
             cache: p.cache,
             strategy: p.strategy,
             max_images: p.max_images,
+            nt_prefixes: p.nt_prefixes,
             force: p.force,
             keep_images: p.keep_images,
         }

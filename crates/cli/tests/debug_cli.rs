@@ -26,6 +26,7 @@ fn run_dir(root: &Path, cache: CacheMode) -> RunDir {
         strategy: Strategy::ProgramOrder,
         cache,
         max_images: 100,
+        nt_prefixes: Default::default(),
         trace_key: String::new(),
         images_key: String::new(),
         states_key: String::new(),
@@ -180,6 +181,8 @@ fn debug_at_shows_what_reads_explored_at_a_failure_point() {
                     skipped: vec![0x80],
                     from_previous: Vec::new(),
                 },
+                nt_prefixes: false,
+                nt_images: Vec::new(),
             }),
         })
         .unwrap();

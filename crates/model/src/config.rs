@@ -43,6 +43,9 @@ pub struct Config {
     /// Block-device size in bytes (0 when there is none). In a crash image the block
     /// device's contents follow the PM contents, at offset `pm_size`.
     pub blk_size: u64,
+    /// `reads` at every failure point: NT units also persist as program-order prefixes
+    /// (by default a line's NT units go all or nothing).
+    pub nt_prefixes: bool,
 }
 
 impl Config {
@@ -56,6 +59,7 @@ impl Config {
             seed: 0,
             pm_size,
             blk_size: 0,
+            nt_prefixes: false,
         }
     }
 

@@ -103,7 +103,7 @@ impl Sink for MemorySink<'_, '_> {
             None
         };
         let crash = match &explored {
-            Some(e) => view.crash_images_exploring(|line| e.explores(line)),
+            Some(e) => view.crash_images_guided(|line| e.explores(line), view.config().nt_prefixes),
             None => view.crash_images(),
         };
         let images = crash

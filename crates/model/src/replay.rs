@@ -5,7 +5,7 @@ use crate::block::{BlkPending, BLOCK};
 use crate::config::Config;
 use crate::origin::{Choice, FailureKind, FailurePoint};
 use crate::pending::{LineState, PmPending};
-use crate::strategy::{choose, CrashImage, CrashImages};
+use crate::strategy::{choose, CrashImage, CrashImages, Guided};
 use persim_trace::{Entry, Hypercall, Op};
 use std::fmt;
 use std::io;
@@ -29,25 +29,49 @@ pub struct FailureView<'a> {
 
 impl FailureView<'_> {
     /// The crash images the configured strategy chooses here (`reads` explores every
-    /// dirty line).
+    /// dirty line, with NT prefixes: at least `global-prefix`'s images).
     pub fn crash_images(&self) -> CrashImages {
-        self.crash_images_exploring(|_| true)
+        self.crash_images_guided(|_| true, true)
     }
 
     /// The crash images the configured strategy chooses here, where `reads` explores the
-    /// dirty lines (by address) for which `explore` holds; other strategies ignore it.
-    pub fn crash_images_exploring(&self, explore: impl Fn(u64) -> bool) -> CrashImages {
+    /// dirty lines (by address) for which `explore` holds, and with `nt_prefixes` also
+    /// every program-order prefix of their NT units; other strategies ignore both.
+    pub fn crash_images_guided(
+        &self,
+        explore: impl Fn(u64) -> bool,
+        nt_prefixes: bool,
+    ) -> CrashImages {
         let seed = self.config.seed ^ self.point.index.wrapping_mul(0x9e37_79b9_7f4a_7c15);
         let block_writes: Vec<u32> = self.blocks.iter().map(|(_, w)| w.len() as u32).collect();
         let explore: Vec<bool> = self.lines.iter().map(|l| explore(l.line)).collect();
+        let nt_prefixes = self
+            .lines
+            .iter()
+            .zip(&explore)
+            .map(|(l, &e)| e && nt_prefixes && l.units().iter().any(|u| u.nt))
+            .collect();
+        let guided = Guided {
+            explore,
+            nt_prefixes,
+        };
         choose(
             self.config,
             self.point.kind,
             seed,
             &self.lines,
-            &explore,
+            &guided,
             &block_writes,
         )
+    }
+
+    /// Whether `image` applies a pending NT unit (`reads` asks: a state only such images
+    /// give depends on NT stores).
+    pub fn applies_nt(&self, image: &CrashImage) -> bool {
+        self.lines
+            .iter()
+            .zip(&image.line_prefixes)
+            .any(|(line, &k)| line.units()[..k as usize].iter().any(|u| u.nt))
     }
 
     /// The fully persisted image: every pending unit and block write applied (the image
@@ -73,6 +97,10 @@ impl FailureView<'_> {
                 write(self.config.pm_size + offset, &writes[n as usize - 1]);
             }
         }
+    }
+
+    pub fn config(&self) -> &Config {
+        self.config
     }
 
     /// The lines with pending units, in address order.

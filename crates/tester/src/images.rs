@@ -68,6 +68,7 @@ pub fn generate_images(
         seed: opts.seed,
         pm_size,
         blk_size: opts.blk_size.unwrap_or(header.blk_size),
+        nt_prefixes: false,
     };
     if config
         .pm_size
@@ -195,7 +196,7 @@ impl Sink for Materialiser<'_> {
         if view.point.checkpoint < self.from_checkpoint {
             return Ok(());
         }
-        let (crash, reads) = self.choose(view);
+        let (crash, mut reads) = self.choose(view);
         let mut hashes: Vec<String> = Vec::new();
         for image in &crash.images {
             let mut contents = self.persisted.clone();
@@ -215,6 +216,11 @@ impl Sink for Materialiser<'_> {
                 let path = dir.join(format!("{hash}.img"));
                 if wanted.contains(&hash) && !path.exists() {
                     contents.write_to(&path)?;
+                }
+            }
+            if let Some(reads) = &mut reads {
+                if view.applies_nt(image) && !reads.nt_images.contains(&hash) {
+                    reads.nt_images.push(hash.clone());
                 }
             }
             if !hashes.contains(&hash) {
@@ -257,8 +263,9 @@ impl Materialiser<'_> {
                 };
                 return (only, None);
             }
-            Guidance::ReadSets(sets) => sets,
+            Guidance::ReadSets(sets, nt_at) => (sets, nt_at),
         };
+        let (sets, nt_at) = sets;
         let mut fully_persisted = self.persisted.clone();
         view.apply(&view.fully_persisted(), |offset, bytes| {
             fully_persisted.write(offset, bytes)
@@ -266,11 +273,14 @@ impl Materialiser<'_> {
         let hash = fully_persisted.hash().to_hex().to_string();
         let read = sets.get(&hash).and_then(Option::as_deref);
         let lines = self.guide.split(view, read);
-        let crash = view.crash_images_exploring(|line| lines.explores(line));
+        let nt_prefixes = nt_at.includes(view.point.index);
+        let crash = view.crash_images_guided(|line| lines.explores(line), nt_prefixes);
         let reads = PointReads {
             fully_persisted: hash,
             known: read.is_some(),
             lines,
+            nt_prefixes,
+            nt_images: Vec::new(),
         };
         (crash, Some(reads))
     }

@@ -4,7 +4,7 @@
 //! ```text
 //! {"failure_points": [{"index", "kind", "checkpoint", "images": [hash…], "incomplete",
 //!                      "reads"?: {"fully_persisted", "known", "explored", "skipped",
-//!                                 "from_previous"}}, …],
+//!                                 "from_previous", "nt_prefixes", "nt_images"}}, …],
 //!  "images": {"<hash>": {"hex"?: "…"}}}
 //! ```
 //!
@@ -42,6 +42,11 @@ pub struct PointReads {
     pub known: bool,
     #[serde(flatten)]
     pub lines: Explored,
+    /// NT stores also persisted as program-order prefixes here.
+    pub nt_prefixes: bool,
+    /// The images (hashes) that apply pending NT stores: a state only they give is
+    /// NT-dependent.
+    pub nt_images: Vec<String>,
 }
 
 /// What the index says of one distinct image.

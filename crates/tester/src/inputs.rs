@@ -4,7 +4,7 @@
 //! before stay valid: a state depends only on the image and the recovery), another
 //! recovery redoes the states.
 
-use crate::options::PipelineOptions;
+use crate::options::{NtPrefixes, PipelineOptions};
 use crate::testcase::TestCase;
 use persim_model::{CacheMode, Strategy};
 use serde::{Deserialize, Serialize};
@@ -19,6 +19,9 @@ pub struct Inputs {
     pub strategy: Strategy,
     pub cache: CacheMode,
     pub max_images: usize,
+    /// `reads`: where NT prefixes are explored.
+    #[serde(default)]
+    pub nt_prefixes: NtPrefixes,
     /// The trace: test commands, machine (configuration, kernel, guest tools), version.
     pub trace_key: String,
     /// The crash images: the trace's key and the strategy, cache mode and image cap.
@@ -35,6 +38,7 @@ impl Inputs {
         let images_key = key(&[
             &trace_key,
             &opts.strategy.to_string(),
+            opts.nt_prefixes.name(),
             &opts.cache.to_string(),
             &opts.max_images.to_string(),
         ]);
@@ -51,6 +55,7 @@ impl Inputs {
             strategy: opts.strategy,
             cache: opts.cache,
             max_images: opts.max_images,
+            nt_prefixes: opts.nt_prefixes,
             trace_key,
             images_key,
             states_key,

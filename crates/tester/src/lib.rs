@@ -26,10 +26,11 @@ pub use images_index::{
     ImageRecord, ImagesIndex, ImagesJsonWriter, PointReads, PointRecord, PointSink,
 };
 pub use inputs::Inputs;
-pub use options::{Guidance, ImagesOptions, PipelineOptions, ReadSets, VmOptions};
-pub use pipeline::{judge, materialise_images, run_test};
+pub use options::{
+    Guidance, ImagesOptions, NtPrefixes, NtPrefixesAt, PipelineOptions, ReadSets, VmOptions,
+};
+pub use pipeline::{judge, materialise_images, recorded_guidance, run_test};
 pub use progress::{Event, Observer, Stage};
-pub use reads::saved_read_sets;
 pub use rundir::RunDir;
 pub use states::{extract_missing, saved_states, SavedStates};
 pub use suite::{run_suite, SuiteResults, TestResult};

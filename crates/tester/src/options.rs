@@ -3,6 +3,7 @@
 use persim_image::DEFAULT_HASH_LEVEL;
 use persim_model::{CacheMode, Config, Strategy};
 use persim_vm::{Artifacts, VmConfig};
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -38,6 +39,43 @@ pub struct PipelineOptions {
     /// Keep each crash image after its state is extracted (by default it is deleted: it
     /// can be made again from the trace, `persim debug image`).
     pub keep_images: bool,
+    /// `reads`: where NT stores also persist as program-order prefixes.
+    pub nt_prefixes: NtPrefixes,
+}
+
+/// Where the `reads` strategy lets a line's NT stores persist as program-order prefixes
+/// (the thesis' Suvi-NT); elsewhere they go all or nothing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NtPrefixes {
+    /// At the failure points where some state arises only from images with NT stores,
+    /// found after the states are extracted; then those states are judged again.
+    #[default]
+    Auto,
+    Off,
+    /// At every failure point.
+    All,
+}
+
+impl std::str::FromStr for NtPrefixes {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        [NtPrefixes::Auto, NtPrefixes::Off, NtPrefixes::All]
+            .into_iter()
+            .find(|n| n.name() == s)
+            .ok_or_else(|| format!("unknown NT-prefix mode '{s}' (expected auto, off or all)"))
+    }
+}
+
+impl NtPrefixes {
+    pub fn name(self) -> &'static str {
+        match self {
+            NtPrefixes::Auto => "auto",
+            NtPrefixes::Off => "off",
+            NtPrefixes::All => "all",
+        }
+    }
 }
 
 impl Default for PipelineOptions {
@@ -48,6 +86,7 @@ impl Default for PipelineOptions {
             max_images: Config::DEFAULT_MAX_IMAGES,
             force: false,
             keep_images: false,
+            nt_prefixes: NtPrefixes::default(),
         }
     }
 }
@@ -89,8 +128,29 @@ pub enum Guidance {
     Unguided,
     /// The first pass: each failure point's only image is its fully persisted one.
     FullyPersisted,
-    /// The second pass: explore by the read sets of the fully persisted images.
-    ReadSets(Arc<ReadSets>),
+    /// The second pass: explore by the read sets of the fully persisted images, with NT
+    /// prefixes where the set says.
+    ReadSets(Arc<ReadSets>, NtPrefixesAt),
+}
+
+/// The failure points where `reads` explores NT prefixes.
+#[derive(Clone, Debug, Default)]
+pub enum NtPrefixesAt {
+    #[default]
+    Nowhere,
+    Everywhere,
+    /// These failure points (trace indices).
+    Points(Arc<BTreeSet<u64>>),
+}
+
+impl NtPrefixesAt {
+    pub fn includes(&self, index: u64) -> bool {
+        match self {
+            NtPrefixesAt::Nowhere => false,
+            NtPrefixesAt::Everywhere => true,
+            NtPrefixesAt::Points(points) => points.contains(&index),
+        }
+    }
 }
 
 impl ImagesOptions {

@@ -3,21 +3,21 @@
 
 use crate::guest::Guest;
 use crate::images::generate_images;
-use crate::images_index::ImagesJsonWriter;
+use crate::images_index::{ImagesIndex, ImagesJsonWriter};
 use crate::inputs::Inputs;
-use crate::options::{Guidance, ImagesOptions, PipelineOptions};
+use crate::options::{Guidance, ImagesOptions, NtPrefixes, NtPrefixesAt, PipelineOptions};
 use crate::progress::{Event, Observer, Stage};
-use crate::reads::{read_sets, saved_read_sets};
+use crate::reads::{nt_dependent, read_sets, saved_read_sets};
 use crate::rundir::RunDir;
 use crate::states::{extract_missing, saved_states};
 use crate::testcase::TestCase;
 use anyhow::{bail, Context, Result};
-use persim_analyze::{verdicts, CheckpointVerdict, ImageOrigins, Report, Timings};
+use persim_analyze::{verdicts, CheckpointVerdict, ImageOrigins, NtSummary, Report, Timings};
 use persim_image::ImageStore;
 use persim_model::Strategy;
 use persim_trace::atomic_file::{create_atomically, write_atomically};
 use persim_vm::Recovered;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -42,18 +42,24 @@ pub fn run_test(
         trace: record_stage(guest, test, dir, observer)?,
         ..Timings::default()
     };
-    let guidance = |observer: &mut dyn Observer| -> Result<Guidance> {
+    let decided = dir.read_nt_decision()?;
+    let guidance = |nt_at: NtPrefixesAt, observer: &mut dyn Observer| -> Result<Guidance> {
         if opts.strategy != Strategy::Reads {
             return Ok(Guidance::Unguided);
         }
         let sets = read_sets(opts, guest, test, dir, observer)?;
-        Ok(Guidance::ReadSets(Arc::new(sets)))
+        Ok(Guidance::ReadSets(Arc::new(sets), nt_at))
+    };
+    let nt_at = match (&decided, opts.nt_prefixes) {
+        (_, NtPrefixes::All) => NtPrefixesAt::Everywhere,
+        (Some(decided), _) => NtPrefixesAt::Points(Arc::new(decided.points.clone())),
+        (None, _) => NtPrefixesAt::Nowhere,
     };
     if dir.images_index().is_file() {
         observer.event(&Event::Reused(Stage::Images));
     } else {
         let started = Instant::now();
-        let guidance = guidance(observer)?;
+        let guidance = guidance(nt_at.clone(), observer)?;
         if opts.strategy == Strategy::Reads {
             timings.reads = Some(started.elapsed().as_secs_f64());
         }
@@ -63,15 +69,47 @@ pub fn run_test(
     }
 
     let stage = Instant::now();
-    let mut store = ImageStore::open(dir.image_store())?;
-    let mut saved = saved_states(dir, &store);
-    if saved.lost_images() {
-        // Images without a state whose files are gone: a replay writes them again.
-        images_stage(opts, guidance(observer)?, dir, observer)?;
-        store = ImageStore::open(dir.image_store())?;
-        saved = saved_states(dir, &store);
+    let states_of = |nt_at: NtPrefixesAt, observer: &mut dyn Observer| {
+        let mut store = ImageStore::open(dir.image_store())?;
+        let mut saved = saved_states(dir, &store);
+        if saved.lost_images() {
+            // Images without a state whose files are gone: a replay writes them again.
+            images_stage(opts, guidance(nt_at, observer)?, dir, observer)?;
+            store = ImageStore::open(dir.image_store())?;
+            saved = saved_states(dir, &store);
+        }
+        let states = extract_missing(dir, saved, guest, test, opts.keep_images, observer)?;
+        anyhow::Ok((store, states))
+    };
+    let (mut store, mut states) = states_of(nt_at, observer)?;
+    let mut nt_summary = None;
+    if opts.strategy == Strategy::Reads && opts.nt_prefixes == NtPrefixes::Auto {
+        // Suvi-NT: NT prefixes where some state hinges on NT stores, then judge again.
+        let index = ImagesIndex::read(&dir.images_index())?;
+        let decision = match decided {
+            Some(decision) => decision,
+            None => {
+                let decision = nt_dependent(&index, &states);
+                write_atomically(&dir.nt_decision(), &serde_json::to_vec_pretty(&decision)?)?;
+                decision
+            }
+        };
+        let generated = index
+            .failure_points
+            .iter()
+            .any(|p| p.reads.as_ref().is_some_and(|r| r.nt_prefixes));
+        if !decision.points.is_empty() && !generated {
+            let nt_at = NtPrefixesAt::Points(Arc::new(decision.points.clone()));
+            images_stage(opts, guidance(nt_at.clone(), observer)?, dir, observer)?;
+            (store, states) = states_of(nt_at, observer)?;
+        }
+        let distinct: BTreeSet<&Recovered> = states.values().collect();
+        nt_summary = Some(NtSummary {
+            dependent_states: decision.dependent_states,
+            failure_points: decision.points.len(),
+            new_states: distinct.len().saturating_sub(decision.states_before),
+        });
     }
-    let states = extract_missing(dir, saved, guest, test, opts.keep_images, observer)?;
     let took = stage.elapsed();
     observer.event(&Event::Finished(Stage::States, took));
     timings.states = Some(took.as_secs_f64());
@@ -83,6 +121,7 @@ pub fn run_test(
         cache: opts.cache,
         strategy: opts.strategy,
         checkpoints: judge(&store, &states),
+        nt_prefixes: nt_summary,
         timings,
     };
     write_atomically(
@@ -226,10 +265,7 @@ pub fn materialise_images(dir: &RunDir, hashes: &[String], out: &Path) -> Result
         max_images: inputs.max_images,
         ..PipelineOptions::default()
     };
-    let guidance = match inputs.strategy {
-        Strategy::Reads => Guidance::ReadSets(Arc::new(saved_read_sets(dir))),
-        _ => Guidance::Unguided,
-    };
+    let guidance = recorded_guidance(dir)?;
     let options = ImagesOptions {
         store: None,
         materialise: Some((hashes.iter().cloned().collect(), out.to_path_buf())),
@@ -250,4 +286,21 @@ pub fn materialise_images(dir: &RunDir, hashes: &[String], out: &Path) -> Result
         );
     }
     Ok(paths)
+}
+
+/// How the run in `dir` guided `reads` (its read sets and where it explored NT prefixes),
+/// to make its images again; `Unguided` for the other strategies.
+pub fn recorded_guidance(dir: &RunDir) -> Result<Guidance> {
+    let inputs = dir
+        .read_inputs()?
+        .with_context(|| format!("{} has no inputs.json", dir.root().display()))?;
+    if inputs.strategy != Strategy::Reads {
+        return Ok(Guidance::Unguided);
+    }
+    let nt_at = match (inputs.nt_prefixes, dir.read_nt_decision()?) {
+        (NtPrefixes::All, _) => NtPrefixesAt::Everywhere,
+        (_, Some(decided)) => NtPrefixesAt::Points(Arc::new(decided.points)),
+        (_, None) => NtPrefixesAt::Nowhere,
+    };
+    Ok(Guidance::ReadSets(Arc::new(saved_read_sets(dir)), nt_at))
 }

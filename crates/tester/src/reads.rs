@@ -6,13 +6,16 @@
 
 use crate::guest::Guest;
 use crate::images::generate_images;
+use crate::images_index::ImagesIndex;
 use crate::options::{Guidance, ImagesOptions, PipelineOptions, ReadSets};
 use crate::progress::{Event, Observer, Stage};
 use crate::rundir::RunDir;
 use crate::testcase::TestCase;
 use anyhow::{Context, Result};
 use persim_trace::atomic_file::write_atomically;
+use persim_vm::Recovered;
 use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -125,4 +128,48 @@ pub fn saved_read_sets(dir: &RunDir) -> ReadSets {
             Some((hash.to_owned(), saved(dir, hash)?))
         })
         .collect()
+}
+
+/// `nt-prefixes.json`: where `--nt-prefixes auto` explores NT prefixes, decided once from
+/// the states of the images without them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NtDecision {
+    /// Distinct states before the NT-prefix images.
+    pub states_before: usize,
+    /// Distinct states that, at some failure point, only images applying NT stores gave.
+    pub dependent_states: usize,
+    /// Those failure points (trace indices).
+    pub points: BTreeSet<u64>,
+}
+
+/// The NT-dependent failure points of a `reads` run (the thesis' Suvi-NT): those where
+/// every image that gives some state applies pending NT stores, so the state may hinge
+/// on NT stores that, taken all or nothing, were never split.
+pub fn nt_dependent(index: &ImagesIndex, states: &BTreeMap<String, Recovered>) -> NtDecision {
+    let mut points = BTreeSet::new();
+    let mut dependent = BTreeSet::new();
+    for point in &index.failure_points {
+        let Some(reads) = point.reads.as_ref().filter(|r| !r.nt_prefixes) else {
+            continue;
+        };
+        // per state: whether all of its images here apply NT stores
+        let mut only_nt: BTreeMap<&Recovered, bool> = BTreeMap::new();
+        for hash in &point.images {
+            if let Some(state) = states.get(hash) {
+                let nt = reads.nt_images.contains(hash);
+                *only_nt.entry(state).or_insert(true) &= nt;
+            }
+        }
+        for (state, only) in only_nt {
+            if only {
+                points.insert(point.index);
+                dependent.insert(state);
+            }
+        }
+    }
+    NtDecision {
+        states_before: states.values().collect::<BTreeSet<_>>().len(),
+        dependent_states: dependent.len(),
+        points,
+    }
 }

@@ -11,10 +11,12 @@
 //! DIR/states/<hash>.json          what recovering each image gave
 //! DIR/reads/<hash>.json           `reads`: the PM lines recovering an image loaded
 //! DIR/reads/images/               `reads`: the store of fully persisted images
+//! DIR/nt-prefixes.json            `reads`: where NT prefixes are explored (auto)
 //! DIR/report.json, report.txt     the verdicts
 //! ```
 
 use crate::inputs::Inputs;
+use crate::reads::NtDecision;
 use anyhow::{bail, Context, Result};
 use persim_analyze::Report;
 use persim_model::CacheMode;
@@ -101,6 +103,11 @@ impl RunDir {
         self.reads().join("images")
     }
 
+    /// Where `--nt-prefixes auto` decided to explore NT prefixes.
+    pub fn nt_decision(&self) -> PathBuf {
+        self.root.join("nt-prefixes.json")
+    }
+
     pub fn report_json(&self) -> PathBuf {
         self.root.join("report.json")
     }
@@ -136,6 +143,7 @@ impl RunDir {
         remove(&self.images_index())?;
         remove(&self.image_store())?;
         remove(&self.fully_persisted_store())?;
+        remove(&self.nt_decision())?;
         self.remove_report()
     }
 
@@ -143,6 +151,7 @@ impl RunDir {
     pub fn remove_states(&self) -> Result<()> {
         remove(&self.states())?;
         remove(&self.reads())?;
+        remove(&self.nt_decision())?;
         self.remove_report()
     }
 
@@ -208,6 +217,14 @@ impl RunDir {
     pub fn read_report(&self) -> Result<Report> {
         read_json(&self.report_json())
             .context("is this a directory of `persim run` (or a test's of `persim suite`)?")
+    }
+
+    /// Where `--nt-prefixes auto` decided to explore NT prefixes, if it has.
+    pub fn read_nt_decision(&self) -> Result<Option<NtDecision>> {
+        if !self.nt_decision().exists() {
+            return Ok(None);
+        }
+        read_json(&self.nt_decision()).map(Some)
     }
 
     /// The recovered state of an image, read back.

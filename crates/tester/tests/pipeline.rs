@@ -3,7 +3,8 @@
 
 use persim_model::Strategy;
 use persim_tester::{
-    run_test, Event, Guest, Observer, PipelineOptions, Recording, RunDir, Stage, TestCase,
+    run_test, Event, Guest, NtPrefixes, Observer, PipelineOptions, Recording, RunDir, Stage,
+    TestCase,
 };
 use persim_vm::{Extracted, Recovered};
 use std::cell::Cell;
@@ -94,13 +95,18 @@ impl Guest for FakeGuest {
         for (i, image) in images.iter().enumerate() {
             let pm = std::fs::read(image)?;
             // the log is read only when the commit flag is set
-            let (home, lines_read) = if pm[0x40] == 1 {
+            let (home, mut lines_read) = if pm[0x40] == 1 {
                 (&pm[0..0x10], vec![0x00, 0x40, 0x80])
             } else {
                 (&pm[0x80..0x90], vec![0x40, 0x80])
             };
+            // and a 16-byte value of its own (examples/nt-split-update.trace)
+            let value = &pm[0x100..0x110];
+            lines_read.push(0x100);
             let extracted = Extracted {
-                state: Recovered::state(&format!("{{\"home\": \"{home:02x?}\"}}")),
+                state: Recovered::state(&format!(
+                    "{{\"home\": \"{home:02x?}\", \"value\": \"{value:02x?}\"}}"
+                )),
                 lines_read: reads.then_some(lines_read),
             };
             finished(i, &extracted);
@@ -498,4 +504,58 @@ fn reads_finds_the_reused_log_with_fewer_images_and_resumes() {
     let again = run_with(&reads(), &guest, &dir, &mut Events::default());
     assert_eq!(guest.traced_reads.get(), traced);
     assert_eq!(again["checkpoints"], report["checkpoints"]);
+}
+
+/// The thesis' Figure 8.12 through the pipeline: `reads` takes a line's NT stores all or
+/// nothing, so a value written by two NT stores looks atomic with `--nt-prefixes off`;
+/// `auto` finds the state that only NT stores give, explores their prefixes there, and
+/// the torn value makes the interval non-atomic.
+#[test]
+fn nt_prefixes_auto_finds_the_value_torn_between_two_nt_stores() {
+    let tmp = tempfile::tempdir().unwrap();
+    let guest = FakeGuest::new("nt-split-update.trace");
+    let with = |nt_prefixes: NtPrefixes| PipelineOptions {
+        nt_prefixes,
+        ..reads()
+    };
+    let off = RunDir::create(tmp.path().join("off")).unwrap();
+    let report = run_with(&with(NtPrefixes::Off), &guest, &off, &mut Events::default());
+    assert_eq!(report["checkpoints"][0]["atomic"], true, "{report:#}");
+    assert!(report.get("nt_prefixes").is_none());
+
+    let auto = RunDir::create(tmp.path().join("auto")).unwrap();
+    let report = run_with(
+        &with(NtPrefixes::Auto),
+        &guest,
+        &auto,
+        &mut Events::default(),
+    );
+    assert_eq!(report["checkpoints"][0]["atomic"], false, "{report:#}");
+    assert_eq!(
+        report["checkpoints"][0]["states"].as_array().unwrap().len(),
+        3
+    );
+    let nt = &report["nt_prefixes"];
+    assert_eq!(
+        (nt["failure_points"].as_u64(), nt["new_states"].as_u64()),
+        (Some(1), Some(1)),
+        "{nt}"
+    );
+    assert!(nt["dependent_states"].as_u64().unwrap() >= 1);
+    let text = std::fs::read_to_string(auto.report_text()).unwrap();
+    assert!(text.contains("NT prefixes: "), "{text}");
+
+    // resumed after the decision: the same verdict, no new decision
+    let decision = std::fs::read(auto.nt_decision()).unwrap();
+    std::fs::remove_file(auto.images_index()).unwrap();
+    std::fs::remove_file(auto.report_json()).unwrap();
+    let again = run_with(
+        &with(NtPrefixes::Auto),
+        &guest,
+        &auto,
+        &mut Events::default(),
+    );
+    assert_eq!(again["checkpoints"], report["checkpoints"]);
+    assert_eq!(again["nt_prefixes"], report["nt_prefixes"]);
+    assert_eq!(std::fs::read(auto.nt_decision()).unwrap(), decision);
 }

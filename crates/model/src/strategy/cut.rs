@@ -8,9 +8,10 @@
 //! - persistent caches: cuts through the cached units in global order (the store buffer
 //!   drains in order); a line's window runs from just after its last cached unit before
 //!   the cut to just before its first cached unit after it (docs/model.md);
-//! - `reads`: the `global-prefix` cuts, but only after units of the explored lines; the
-//!   other lines follow the cut (their window's lower end), so no image differs from
-//!   another only in lines recovery does not read.
+//! - `reads`: cuts through the cached units (in both cache modes, so a line's NT units
+//!   go all or nothing), only after units of the explored lines; the other lines follow
+//!   the cut (their window's lower end), so no image differs from another only in lines
+//!   recovery does not read; lines whose NT prefixes are explored take every length.
 
 use super::space::Space;
 use crate::pending::LineState;
@@ -32,7 +33,8 @@ pub struct CutSpace {
     order: Vec<u32>,
     /// The window ends before the next barrier (persistent) or at the line's end.
     hi_is_next: bool,
-    pick: Pick,
+    /// Per line.
+    picks: Vec<Pick>,
     /// Per line: it only follows the cut (one value, the window's lower end).
     follows: Vec<bool>,
     /// The positions in `order` where cuts are taken; `None`: at every position.
@@ -46,7 +48,7 @@ impl CutSpace {
             barriers: vec![Vec::new(); lines.len()],
             order: Vec::new(),
             hi_is_next: false,
-            pick: Pick::AnyInWindow,
+            picks: vec![Pick::AnyInWindow; lines.len()],
             follows: vec![false; lines.len()],
             cut_at: None,
         }
@@ -60,14 +62,20 @@ impl CutSpace {
         Self::ordered(lines, |nt| !nt, true, pick)
     }
 
-    /// `global-prefix` (volatile or persistent) over the lines with `explore[i]` set: cuts
-    /// only after their units, and every other line keeps the lower end of its window.
-    pub fn guided(lines: &[&LineState], explore: &[bool], persistent: bool) -> CutSpace {
-        let mut space = if persistent {
-            Self::persistent(lines, Pick::Endpoints)
-        } else {
-            Self::volatile_global_prefix(lines)
-        };
+    /// `reads`: `global-prefix` over the lines with `explore[i]` set, cuts only after
+    /// their cached units (a line's pending NT units are taken all or nothing), every
+    /// other line at the lower end of its window; lines with `nt_prefixes[i]` take every
+    /// length in their window, so their NT units also persist as program-order prefixes.
+    pub fn guided(
+        lines: &[&LineState],
+        explore: &[bool],
+        nt_prefixes: &[bool],
+        persistent: bool,
+    ) -> CutSpace {
+        let mut space = Self::ordered(lines, |nt| !nt, persistent, Pick::Endpoints);
+        for (pick, _) in space.picks.iter_mut().zip(nt_prefixes).filter(|(_, &p)| p) {
+            *pick = Pick::AnyInWindow;
+        }
         let mut cut_at = vec![0];
         for (pos, &line) in space.order.iter().enumerate() {
             if explore[line as usize] {
@@ -110,7 +118,7 @@ impl CutSpace {
             barriers,
             order: by_seq.into_iter().map(|(_, line)| line).collect(),
             hi_is_next,
-            pick,
+            picks: vec![pick; lines.len()],
             follows: vec![false; lines.len()],
             cut_at: None,
         }
@@ -184,7 +192,7 @@ impl Space for Sweep<'_> {
         if self.space.follows[i] {
             return 1;
         }
-        match self.space.pick {
+        match self.space.picks[i] {
             Pick::AnyInWindow => hi - lo + 1,
             Pick::Endpoints if lo == hi => 1,
             Pick::Endpoints => 2,
@@ -193,7 +201,7 @@ impl Space for Sweep<'_> {
 
     fn value(&self, i: usize, digit: u32) -> u32 {
         let (lo, hi) = self.window(i);
-        match self.space.pick {
+        match self.space.picks[i] {
             Pick::AnyInWindow => lo + digit,
             Pick::Endpoints if digit == 0 => lo,
             Pick::Endpoints => hi,

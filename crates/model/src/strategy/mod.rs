@@ -23,6 +23,15 @@ pub struct CrashImage {
     pub(crate) block_writes: Vec<u32>,
 }
 
+/// Per dirty line (address order), how the `reads` strategy treats it.
+#[derive(Clone, Debug, Default)]
+pub struct Guided {
+    /// Its pending units are explored (otherwise they follow the cut).
+    pub explore: Vec<bool>,
+    /// Its NT units also persist as every program-order prefix (otherwise all or nothing).
+    pub nt_prefixes: Vec<bool>,
+}
+
 /// The crash images of one failure point.
 #[derive(Clone, Debug, Default)]
 pub struct CrashImages {
@@ -38,14 +47,14 @@ struct Side {
 }
 
 /// Chooses the crash images at a failure point of `kind` for the given pending state:
-/// `lines` in address order, which of them `reads` explores, and, per block with pending
+/// `lines` in address order, how `reads` treats each of them, and, per block with pending
 /// writes, how many writes it has.
 pub fn choose(
     config: &Config,
     kind: FailureKind,
     seed: u64,
     lines: &[&LineState],
-    explore: &[bool],
+    guided: &Guided,
     block_writes: &[u32],
 ) -> CrashImages {
     let cap = config.max_images.max(2);
@@ -58,7 +67,7 @@ pub fn choose(
         let block = block_side(config, false, block_writes, cap, seed ^ 1);
         let per_block = block.as_ref().map_or(1, |b| b.picks.len());
         (
-            pm_side(config, lines, explore, &lens, cap / per_block, seed),
+            pm_side(config, lines, guided, &lens, cap / per_block, seed),
             block,
         )
     };
@@ -84,7 +93,7 @@ pub fn choose(
 fn pm_side(
     config: &Config,
     lines: &[&LineState],
-    explore: &[bool],
+    guided: &Guided,
     lens: &[u32],
     cap: usize,
     seed: u64,
@@ -101,7 +110,9 @@ fn pm_side(
         (Strategy::GlobalPrefix, CacheMode::Persistent) => {
             CutSpace::persistent(lines, Pick::Endpoints)
         }
-        (Strategy::Reads, _) => CutSpace::guided(lines, explore, persistent),
+        (Strategy::Reads, _) => {
+            CutSpace::guided(lines, &guided.explore, &guided.nt_prefixes, persistent)
+        }
     };
     let label = |c: &Candidate, number: usize, of: usize| match config.strategy {
         Strategy::GlobalPrefix | Strategy::Reads => Choice::GlobalPrefix {
