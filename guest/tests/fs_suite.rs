@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The tests the issue asks for, by file name.
-const TESTS: [&str; 18] = [
+const TESTS: [&str; 19] = [
     "append",
     "atime",
     "chmod",
@@ -28,6 +28,7 @@ const TESTS: [&str; 18] = [
     "touch",
     "truncate",
     "unlink",
+    "update-in-line",
     "update-middle",
 ];
 
@@ -169,7 +170,7 @@ fn the_value_reader_rejects_malformed_lines() {
 #[test]
 fn every_suite_file_has_the_tester_keys() {
     let tests = suite();
-    assert_eq!(tests.len(), 18);
+    assert_eq!(tests.len(), 19);
     let scratch = Scratch::new("fs-suite-ignore");
     for test in &tests {
         let output = fs_dump(&["--ignore", &test.ignore.join(",")], &scratch.path);
