@@ -55,6 +55,13 @@ pub enum Choice {
     /// The thesis strategy: every pending unit up to the `cut`-th in global order, plus
     /// the whole pending sequences of `lines` (line addresses).
     GlobalPrefix { cut: u64, lines: Vec<u64> },
+    /// `reads` with NT prefixes: the first `units` pending units of `line`, with every
+    /// other pending unit lost or durable.
+    NtPrefix {
+        line: u64,
+        units: u64,
+        others_durable: bool,
+    },
 }
 
 /// One reason a crash image exists.

@@ -29,7 +29,7 @@ pub struct FailureView<'a> {
 
 impl FailureView<'_> {
     /// The crash images the configured strategy chooses here (`reads` explores every
-    /// dirty line, with NT prefixes: at least `global-prefix`'s images).
+    /// dirty line, with NT prefixes).
     pub fn crash_images(&self) -> CrashImages {
         self.crash_images_guided(|_| true, true)
     }

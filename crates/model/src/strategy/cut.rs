@@ -11,7 +11,7 @@
 //! - `reads`: cuts through the cached units (in both cache modes, so a line's NT units
 //!   go all or nothing), only after units of the explored lines; the other lines follow
 //!   the cut (their window's lower end), so no image differs from another only in lines
-//!   recovery does not read; lines whose NT prefixes are explored take every length.
+//!   recovery does not read.
 
 use super::space::Space;
 use crate::pending::LineState;
@@ -33,8 +33,7 @@ pub struct CutSpace {
     order: Vec<u32>,
     /// The window ends before the next barrier (persistent) or at the line's end.
     hi_is_next: bool,
-    /// Per line.
-    picks: Vec<Pick>,
+    pick: Pick,
     /// Per line: it only follows the cut (one value, the window's lower end).
     follows: Vec<bool>,
     /// The positions in `order` where cuts are taken; `None`: at every position.
@@ -48,7 +47,7 @@ impl CutSpace {
             barriers: vec![Vec::new(); lines.len()],
             order: Vec::new(),
             hi_is_next: false,
-            picks: vec![Pick::AnyInWindow; lines.len()],
+            pick: Pick::AnyInWindow,
             follows: vec![false; lines.len()],
             cut_at: None,
         }
@@ -64,18 +63,9 @@ impl CutSpace {
 
     /// `reads`: `global-prefix` over the lines with `explore[i]` set, cuts only after
     /// their cached units (a line's pending NT units are taken all or nothing), every
-    /// other line at the lower end of its window; lines with `nt_prefixes[i]` take every
-    /// length in their window, so their NT units also persist as program-order prefixes.
-    pub fn guided(
-        lines: &[&LineState],
-        explore: &[bool],
-        nt_prefixes: &[bool],
-        persistent: bool,
-    ) -> CutSpace {
+    /// other line at the lower end of its window.
+    pub fn guided(lines: &[&LineState], explore: &[bool], persistent: bool) -> CutSpace {
         let mut space = Self::ordered(lines, |nt| !nt, persistent, Pick::Endpoints);
-        for (pick, _) in space.picks.iter_mut().zip(nt_prefixes).filter(|(_, &p)| p) {
-            *pick = Pick::AnyInWindow;
-        }
         let mut cut_at = vec![0];
         for (pos, &line) in space.order.iter().enumerate() {
             if explore[line as usize] {
@@ -118,7 +108,7 @@ impl CutSpace {
             barriers,
             order: by_seq.into_iter().map(|(_, line)| line).collect(),
             hi_is_next,
-            picks: vec![pick; lines.len()],
+            pick,
             follows: vec![false; lines.len()],
             cut_at: None,
         }
@@ -149,7 +139,7 @@ pub struct Sweep<'a> {
 
 impl Sweep<'_> {
     /// The window of prefix lengths line `i` may take at the current cut.
-    fn window(&self, i: usize) -> (u32, u32) {
+    pub fn window(&self, i: usize) -> (u32, u32) {
         let barriers = &self.space.barriers[i];
         let passed = self.passed[i] as usize;
         let lo = if passed == 0 {
@@ -192,7 +182,7 @@ impl Space for Sweep<'_> {
         if self.space.follows[i] {
             return 1;
         }
-        match self.space.picks[i] {
+        match self.space.pick {
             Pick::AnyInWindow => hi - lo + 1,
             Pick::Endpoints if lo == hi => 1,
             Pick::Endpoints => 2,
@@ -201,7 +191,7 @@ impl Space for Sweep<'_> {
 
     fn value(&self, i: usize, digit: u32) -> u32 {
         let (lo, hi) = self.window(i);
-        match self.space.picks[i] {
+        match self.space.pick {
             Pick::AnyInWindow => lo + digit,
             Pick::Endpoints if digit == 0 => lo,
             Pick::Endpoints => hi,

@@ -8,6 +8,7 @@ use crate::config::{CacheMode, Config, Strategy};
 use crate::origin::{Choice, FailureKind};
 use crate::pending::LineState;
 use cut::{CutSpace, Pick};
+use rustc_hash::FxHashSet;
 use space::{enumerate, sample, Candidate, Space};
 
 /// One crash image to materialise, as a choice on top of the persisted image.
@@ -28,7 +29,8 @@ pub struct CrashImage {
 pub struct Guided {
     /// Its pending units are explored (otherwise they follow the cut).
     pub explore: Vec<bool>,
-    /// Its NT units also persist as every program-order prefix (otherwise all or nothing).
+    /// Its NT units also persist as every program-order prefix, one line at a time, with
+    /// the other lines' pending units all lost or all durable (otherwise all or nothing).
     pub nt_prefixes: Vec<bool>,
 }
 
@@ -110,9 +112,7 @@ fn pm_side(
         (Strategy::GlobalPrefix, CacheMode::Persistent) => {
             CutSpace::persistent(lines, Pick::Endpoints)
         }
-        (Strategy::Reads, _) => {
-            CutSpace::guided(lines, &guided.explore, &guided.nt_prefixes, persistent)
-        }
+        (Strategy::Reads, _) => CutSpace::guided(lines, &guided.explore, persistent),
     };
     let label = |c: &Candidate, number: usize, of: usize| match config.strategy {
         Strategy::GlobalPrefix | Strategy::Reads => Choice::GlobalPrefix {
@@ -121,7 +121,55 @@ fn pm_side(
         },
         _ => exhaustive_label(c, number, of, seed),
     };
-    run(|| space.sweep(), cap, seed, label)
+    let mut side = run(|| space.sweep(), cap, seed, label);
+    if config.strategy == Strategy::Reads {
+        add_nt_prefixes(&mut side, &space, &addrs, &guided.nt_prefixes, cap);
+    }
+    side
+}
+
+/// The thesis' Suvi-NT images: for each line in `nt_lines`, every length in its window at
+/// the first cut (the other lines' pending units lost) and at the last (all durable), so
+/// its NT units persist as program-order prefixes one line at a time: linear in the
+/// units, not their product. Each is an element of `exhaustive`'s space.
+fn add_nt_prefixes(
+    side: &mut Side,
+    space: &CutSpace,
+    addrs: &[u64],
+    nt_lines: &[bool],
+    cap: usize,
+) {
+    let mut seen: FxHashSet<Vec<u32>> = side.picks.iter().map(|(v, _)| v.clone()).collect();
+    let mut sweep = space.sweep();
+    let last = sweep.cuts() - 1;
+    for (cut, others_durable) in [(0, false), (last, true)] {
+        sweep.advance_to(cut);
+        let base = if others_durable {
+            sweep.everything()
+        } else {
+            vec![0; addrs.len()]
+        };
+        for i in (0..addrs.len()).filter(|&i| nt_lines[i]) {
+            let (lo, hi) = sweep.window(i);
+            for units in lo..=hi {
+                let mut values = base.clone();
+                values[i] = units;
+                if !seen.insert(values.clone()) {
+                    continue;
+                }
+                if side.picks.len() >= cap {
+                    side.incomplete = true;
+                    return;
+                }
+                let choice = Choice::NtPrefix {
+                    line: addrs[i],
+                    units: u64::from(units),
+                    others_durable,
+                };
+                side.picks.push((values, choice));
+            }
+        }
+    }
 }
 
 fn block_side(
