@@ -22,6 +22,9 @@ pub struct PluginArgs {
     /// The host file behind the NVDIMM and where to copy it at `hypercall start`: the PM
     /// contents the trace starts from (crash images are built on top of them).
     pub initial: Option<(PathBuf, PathBuf)>,
+    /// After `success`/`fail`, the next `start` writes a new trace at the same path (an
+    /// extraction worker traces one recovery after another).
+    pub repeat: bool,
 }
 
 impl PluginArgs {
@@ -36,6 +39,7 @@ impl PluginArgs {
             stacks: false,
             tracing: true,
             initial: None,
+            repeat: false,
         }
     }
 
@@ -49,6 +53,7 @@ impl PluginArgs {
             format!("reads={}", on_off(self.reads)),
             format!("stacks={}", on_off(self.stacks)),
             format!("tracing={}", on_off(self.tracing)),
+            format!("repeat={}", on_off(self.repeat)),
         ];
         if let Some((pm_file, initial)) = &self.initial {
             args.push(format!("pm_file={}", pm_file.display()));
@@ -59,7 +64,7 @@ impl PluginArgs {
 
     pub fn parse<'a>(raw: impl IntoIterator<Item = &'a str>) -> Result<PluginArgs, String> {
         let (mut pm_base, mut pm_size, mut trace) = (None, None, None);
-        let (mut reads, mut stacks, mut tracing) = (false, false, true);
+        let (mut reads, mut stacks, mut tracing, mut repeat) = (false, false, true, false);
         let (mut pm_file, mut initial) = (None, None);
         for arg in raw {
             let (key, value) = arg
@@ -74,6 +79,7 @@ impl PluginArgs {
                 "initial" => initial = Some(PathBuf::from(value)),
                 "stacks" => stacks = parse_bool(key, value)?,
                 "tracing" => tracing = parse_bool(key, value)?,
+                "repeat" => repeat = parse_bool(key, value)?,
                 _ => return Err(format!("unknown argument `{key}`")),
             }
         }
@@ -87,6 +93,7 @@ impl PluginArgs {
             reads,
             stacks,
             tracing,
+            repeat,
             initial: match (pm_file, initial) {
                 (Some(pm_file), Some(initial)) => Some((pm_file, initial)),
                 (None, None) => None,
@@ -130,6 +137,7 @@ mod tests {
             stacks: true,
             tracing: false,
             initial: Some(("/c/pm-1-0.img".into(), "/t/x.initial".into())),
+            repeat: true,
             ..plain.clone()
         };
         assert_eq!(round_trip(&full), full);
@@ -142,6 +150,7 @@ mod tests {
                 "reads=on",
                 "stacks=on",
                 "tracing=off",
+                "repeat=on",
                 "pm_file=/c/pm-1-0.img",
                 "initial=/t/x.initial",
             ]
@@ -177,7 +186,7 @@ mod tests {
         assert_eq!(with_initial.initial, Some(("/p".into(), "/i".into())));
         let idle =
             PluginArgs::parse(["pm_base=0", "pm_size=64", "trace=/t", "tracing=off"]).unwrap();
-        assert!(!idle.tracing && !idle.stacks && !idle.reads);
+        assert!(!idle.tracing && !idle.stacks && !idle.reads && !idle.repeat);
     }
 
     #[test]

@@ -128,6 +128,9 @@ impl Tracer {
             (Phase::Tracing, Hypercall::Success | Hypercall::Fail) => {
                 self.emit(Op::Hypercall(call), pc);
                 self.finish()?;
+                if self.args.repeat {
+                    self.phase = Phase::BeforeStart;
+                }
                 Ok(Next::Continue)
             }
             // Checkpoints outside a traced run are not part of any test.
@@ -307,6 +310,7 @@ mod tests {
             stacks: false,
             tracing: true,
             initial: None,
+            repeat: false,
         }
     }
 
@@ -411,6 +415,35 @@ mod tests {
                 Op::Hypercall(Hypercall::Success),
             ]
         );
+    }
+
+    #[test]
+    fn with_repeat_each_start_begins_a_new_trace() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = Tracer::new(PluginArgs {
+            repeat: true,
+            ..args(&dir)
+        });
+        for addr in [0x40, 0x80] {
+            assert_eq!(
+                t.hypercall(Hypercall::Start, 1),
+                Ok(Next::FlushTranslations)
+            );
+            t.access(2, 0x7000, BASE + addr, 8, None, Store::Cached);
+            t.hypercall(Hypercall::Success, 3).unwrap();
+            t.access(4, 0x7000, BASE, 8, None, Store::Cached); // between traces
+            let reads: Vec<Op> = ops(&dir)
+                .into_iter()
+                .filter(|op| matches!(op, Op::Read { .. }))
+                .collect();
+            assert_eq!(reads, [Op::Read { addr, size: 8 }]);
+        }
+        // without repeat, a second start is ignored and the first trace stays
+        let mut once = tracer(&dir);
+        once.hypercall(Hypercall::Start, 1).unwrap();
+        once.hypercall(Hypercall::Success, 2).unwrap();
+        assert_eq!(once.hypercall(Hypercall::Start, 3), Ok(Next::Continue));
+        assert!(!once.tracing());
     }
 
     #[test]

@@ -178,11 +178,8 @@ pub fn extract_states(
         drop(tx);
         for message in rx {
             match message {
-                Ok((i, state)) => {
-                    let extracted = Extracted {
-                        state,
-                        lines_read: None,
-                    };
+                Ok((i, (state, lines_read))) => {
+                    let extracted = Extracted { state, lines_read };
                     finished(i, &extracted);
                     results[i] = Some(extracted);
                 }

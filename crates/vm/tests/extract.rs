@@ -207,6 +207,61 @@ fn a_reused_guest_gives_the_states_of_fresh_boots_and_images_stay_untouched() {
     }
 }
 
+/// With `reads`, each image's recovery is traced for loads: the journal replay of ext4
+/// reads the superblock's line; a failed mount keeps what it read; without `reads` there
+/// is no read set; and tracing loads changes no state.
+#[test]
+fn reads_gives_the_lines_recovery_loaded_without_changing_states() {
+    let test = "reads_gives_the_lines_recovery_loaded_without_changing_states";
+    let Some(artifacts) = artifacts_or_skip(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let size = config("ext4").pm_size();
+    let mut images = crash_images(
+        "ext4",
+        &artifacts,
+        dir.path(),
+        &["echo one >/mnt/a && sync"],
+    );
+    images.push(zero_image(&dir.path().join("zero.img"), size));
+    let extract = |reads: bool| {
+        let mut opts = options("ext4", artifacts.clone(), ExtractMode::ReuseGuest, 1);
+        opts.reads = reads;
+        let started = Instant::now();
+        let extracted = extract_states(&opts, &images, |_, _| {}).unwrap();
+        (extracted, started.elapsed().as_secs_f64())
+    };
+    let (traced, traced_time) = extract(true);
+    let (plain, plain_time) = extract(false);
+    eprintln!(
+        "reads on: {traced_time:.1} s, off: {plain_time:.1} s for {} images",
+        images.len()
+    );
+    let states = |e: &[persim_vm::Extracted]| e.iter().map(|e| e.state.clone()).collect::<Vec<_>>();
+    assert_eq!(states(&traced), states(&plain));
+    assert!(plain.iter().all(|e| e.lines_read.is_none()));
+
+    let image = std::fs::read(&images[0]).unwrap();
+    let superblock = (0..image.len() - 2048)
+        .step_by(4096)
+        .find(|&start| image[start + 1024 + 0x38..start + 1024 + 0x3a] == [0x53, 0xef])
+        .expect("an ext4 superblock") as u64
+        + 1024;
+    let lines = traced[0].lines_read.as_ref().expect("a read set");
+    assert!(
+        lines.contains(&(superblock & !63)),
+        "{} lines, no superblock",
+        lines.len()
+    );
+    assert!(lines.windows(2).all(|w| w[0] < w[1] && w[1] % 64 == 0));
+    assert!(traced[1].state.is_error(), "{:?}", traced[1].state);
+    assert!(
+        traced[1].lines_read.is_some(),
+        "a failed mount keeps its read set"
+    );
+}
+
 #[test]
 fn xfs_log_recovery_in_a_reused_guest_matches_fresh_boots() {
     let test = "xfs_log_recovery_in_a_reused_guest_matches_fresh_boots";

@@ -1,14 +1,22 @@
 //! One extraction worker: a guest and its scratch PM file. Per image: attach (rebind the
-//! NVDIMM, or boot), `recover`, `fs-dump`, fetch the dump, unmount and detach.
+//! NVDIMM, or boot), `recover`, `fs-dump`, fetch the dump, unmount and detach. With
+//! `reads`, the guest runs with the tracing plugin recording loads, and recovery and dump
+//! run between `hypercall start` and `hypercall success`: one trace per image, whose
+//! loads give the PM lines recovery read.
 
 use super::{ExtractMode, ExtractOptions};
 use crate::console::{setup_failure, CommandOutput, Vm, BEGIN, END};
 use crate::error::VmError;
+use crate::qemu::Plugin;
 use crate::qemu::QemuSpec;
 use crate::recovered::Recovered;
 use crate::scratch::ScratchPm;
 use crate::trace::Prepared;
-use std::path::Path;
+use persim_abi::machine::PM_BASE;
+use persim_abi::PluginArgs;
+use persim_trace::{Op, Reader};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 const ATTACH: &str = "persim-pmem attach";
@@ -18,6 +26,9 @@ const DETACH: &str = "persim-pmem detach";
 const STATE_FILE: &str = "/tmp/persim-state.json";
 /// Prints the dump in STATE_FILE (its placeholder) without kernel messages inside it.
 const FETCH: &str = include_str!("fetch-state.sh");
+const READS_BEGIN: &str = "hypercall start";
+const READS_END: &str = "hypercall success";
+const LINE: u64 = 64;
 
 pub(super) struct Worker<'a> {
     opts: &'a ExtractOptions,
@@ -25,6 +36,16 @@ pub(super) struct Worker<'a> {
     pm: ScratchPm,
     /// The running guest; None until the first image and after a crash or hang.
     vm: Option<Vm>,
+    /// With `reads`: the trace the plugin writes for each image.
+    reads_trace: Option<PathBuf>,
+}
+
+impl Drop for Worker<'_> {
+    fn drop(&mut self) {
+        if let Some(trace) = &self.reads_trace {
+            let _ = std::fs::remove_file(trace);
+        }
+    }
 }
 
 /// Why the steps for an image ended early.
@@ -38,28 +59,45 @@ enum Stop {
 impl<'a> Worker<'a> {
     pub(super) fn new(opts: &'a ExtractOptions, prepared: &Prepared) -> Result<Self, VmError> {
         let pm = ScratchPm::create(&opts.cache_dir, opts.config.pm_size())?;
-        let spec = QemuSpec::new(prepared, &opts.config, pm.path().to_owned());
+        let mut spec = QemuSpec::new(prepared, &opts.config, pm.path().to_owned());
+        let reads_trace = opts.reads.then(|| pm.path().with_extension("reads"));
+        if let Some(trace) = &reads_trace {
+            spec.plugin = Some(Plugin {
+                library: opts.artifacts.plugin.clone(),
+                args: PluginArgs {
+                    reads: true,
+                    repeat: true,
+                    ..PluginArgs::new(PM_BASE, opts.config.pm_size(), trace.clone())
+                },
+            });
+        }
         Ok(Worker {
             opts,
             spec,
             pm,
             vm: None,
+            reads_trace,
         })
     }
 
-    /// The state recovered from `image`, or how recovery failed.
-    pub(super) fn extract(&mut self, image: &Path) -> Result<Recovered, VmError> {
+    /// The state recovered from `image`, or how recovery failed, and with `reads` the PM
+    /// lines recovery loaded (None when the guest crashed or hung).
+    pub(super) fn extract(
+        &mut self,
+        image: &Path,
+    ) -> Result<(Recovered, Option<Vec<u64>>), VmError> {
         let result = self.steps(image);
         if self.opts.mode == ExtractMode::FreshBoot {
             self.vm = None;
         }
         match result {
-            Ok(recovered) | Err(Stop::Result(recovered)) => Ok(recovered),
+            Ok(done) => Ok(done),
+            Err(Stop::Result(recovered)) => Ok((recovered, None)),
             Err(Stop::Tool(e)) => Err(e),
         }
     }
 
-    fn steps(&mut self, image: &Path) -> Result<Recovered, Stop> {
+    fn steps(&mut self, image: &Path) -> Result<(Recovered, Option<Vec<u64>>), Stop> {
         let deadline = match self.opts.mode {
             ExtractMode::ReuseGuest => {
                 self.detached_guest().map_err(Stop::Tool)?;
@@ -84,12 +122,26 @@ impl<'a> Worker<'a> {
                 Instant::now() + self.opts.timeout
             }
         };
+        if let Some(trace) = &self.reads_trace {
+            // A trace of an earlier image must not stand in for this one's.
+            let _ = std::fs::remove_file(trace);
+            let out = self.run(READS_BEGIN, deadline)?;
+            expect_success(READS_BEGIN, out).map_err(Stop::Tool)?;
+        }
         let recovered = self.recover_and_dump(deadline)?;
+        let lines_read = match self.reads_trace.clone() {
+            Some(trace) => {
+                let out = self.run(READS_END, deadline)?;
+                expect_success(READS_END, out).map_err(Stop::Tool)?;
+                Some(lines_loaded(&trace).map_err(Stop::Tool)?)
+            }
+            None => None,
+        };
         if self.run(DETACH, deadline)?.exit_code != 0 {
             // The state stands; the next image gets a fresh guest.
             self.vm = None;
         }
-        Ok(recovered)
+        Ok((recovered, lines_read))
     }
 
     /// Boots the worker's guest if it has none (on an all-zero PM) and detaches the NVDIMM.
@@ -157,6 +209,22 @@ impl<'a> Worker<'a> {
             .as_mut()
             .expect("steps of an image run while the worker has a guest")
     }
+}
+
+/// The 64-byte PM lines the loads of a trace touch, ascending.
+fn lines_loaded(trace: &Path) -> Result<Vec<u64>, VmError> {
+    let context = || format!("reading the loads of recovery in {}", trace.display());
+    let reader =
+        Reader::open(trace).map_err(|e| VmError::io(context(), std::io::Error::other(e)))?;
+    let mut lines = BTreeSet::new();
+    for entry in reader {
+        let entry = entry.map_err(|e| VmError::io(context(), std::io::Error::other(e)))?;
+        if let Op::Read { addr, size } = entry.op {
+            let last = addr + size.max(1) - 1;
+            lines.extend((addr / LINE..=last / LINE).map(|l| l * LINE));
+        }
+    }
+    Ok(lines.into_iter().collect())
 }
 
 /// A panic or a hang is the image's result; anything else is the tool's failure.
