@@ -8,13 +8,15 @@
 //! - persistent caches: cuts through the cached units in global order (the store buffer
 //!   drains in order); a line's window runs from just after its last cached unit before
 //!   the cut to just before its first cached unit after it (docs/model.md);
-//! - `reads`: cuts through the cached units (in both cache modes, so a line's NT units
-//!   go all or nothing), only after units of the explored lines; the other lines follow
-//!   the cut (their window's lower end), so no image differs from another only in lines
-//!   recovery does not read.
+//! - `reads`: cuts through the cached units and the runs of NT units of a line (in both
+//!   cache modes, so a line's NT units go all or nothing), only after units of the
+//!   explored lines; explored lines with cached units take either end, the other lines
+//!   follow the cut (their window's lower end), so no image differs from another only in
+//!   lines recovery does not read.
 
 use super::space::Space;
 use crate::pending::LineState;
+use crate::unit::Unit;
 
 /// Which prefix lengths inside a window a strategy takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,18 +56,23 @@ impl CutSpace {
     }
 
     pub fn volatile_global_prefix(lines: &[&LineState]) -> CutSpace {
-        Self::ordered(lines, |_| true, false, Pick::Endpoints)
+        Self::ordered(lines, |_, _| true, false, Pick::Endpoints)
     }
 
     pub fn persistent(lines: &[&LineState], pick: Pick) -> CutSpace {
-        Self::ordered(lines, |nt| !nt, true, pick)
+        Self::ordered(lines, |units, i| !units[i].nt, true, pick)
     }
 
-    /// `reads`: `global-prefix` over the lines with `explore[i]` set, cuts only after
-    /// their cached units (a line's pending NT units are taken all or nothing), every
-    /// other line at the lower end of its window.
+    /// `reads`: the cuts pass cached units one by one and each run of consecutive NT
+    /// units of a line at once (its NT stores go all or nothing, in program order); cuts
+    /// are taken only after units of the lines with `explore[i]` set. Explored lines with
+    /// cached units take either end of their window (the thesis' subsets of dirty lines,
+    /// which are cache lines); every other line, and a line of NT units only, follows the
+    /// cut (the lower end).
     pub fn guided(lines: &[&LineState], explore: &[bool], persistent: bool) -> CutSpace {
-        let mut space = Self::ordered(lines, |nt| !nt, persistent, Pick::Endpoints);
+        let run_end =
+            |units: &[Unit], i: usize| !units[i].nt || units.get(i + 1).is_none_or(|next| !next.nt);
+        let mut space = Self::ordered(lines, run_end, persistent, Pick::Endpoints);
         let mut cut_at = vec![0];
         for (pos, &line) in space.order.iter().enumerate() {
             if explore[line as usize] {
@@ -76,9 +83,23 @@ impl CutSpace {
         if cut_at.last() != Some(&(space.order.len() as u32)) {
             cut_at.push(space.order.len() as u32);
         }
-        space.follows = explore.iter().map(|&e| !e).collect();
+        let cached = |line: &LineState| line.units().iter().any(|u| !u.nt);
+        space.follows = (lines.iter().zip(explore))
+            .map(|(line, &e)| !e || !cached(line))
+            .collect();
         space.cut_at = Some(cut_at);
         space
+    }
+
+    /// `exhaustive`'s windows, cut through the cached units only, in either cache mode
+    /// (where `reads` finds NT-store prefixes).
+    pub fn nt_windows(lines: &[&LineState], persistent: bool) -> CutSpace {
+        Self::ordered(
+            lines,
+            |units, i| !units[i].nt,
+            persistent,
+            Pick::AnyInWindow,
+        )
     }
 
     /// How many units of the global order cut number `cut` passes.
@@ -88,7 +109,7 @@ impl CutSpace {
 
     fn ordered(
         lines: &[&LineState],
-        is_barrier: impl Fn(bool) -> bool,
+        is_barrier: impl Fn(&[Unit], usize) -> bool,
         hi_is_next: bool,
         pick: Pick,
     ) -> CutSpace {
@@ -96,7 +117,7 @@ impl CutSpace {
         let mut by_seq = Vec::new();
         for (i, line) in lines.iter().enumerate() {
             for (pos, unit) in line.units().iter().enumerate() {
-                if is_barrier(unit.nt) {
+                if is_barrier(line.units(), pos) {
                     barriers[i].push(pos as u32);
                     by_seq.push((unit.seq, i as u32));
                 }

@@ -123,15 +123,16 @@ fn pm_side(
     };
     let mut side = run(|| space.sweep(), cap, seed, label);
     if config.strategy == Strategy::Reads {
-        add_nt_prefixes(&mut side, &space, &addrs, &guided.nt_prefixes, cap);
+        let windows = CutSpace::nt_windows(lines, persistent);
+        add_nt_prefixes(&mut side, &windows, &addrs, &guided.nt_prefixes, cap);
     }
     side
 }
 
-/// The thesis' Suvi-NT images: for each line in `nt_lines`, every length in its window at
-/// the first cut (the other lines' pending units lost) and at the last (all durable), so
-/// its NT units persist as program-order prefixes one line at a time: linear in the
-/// units, not their product. Each is an element of `exhaustive`'s space.
+/// The thesis' Suvi-NT images: for each line in `nt_lines`, every length in its window of
+/// `space` (`exhaustive`'s windows) at the first cut (the other lines' pending units lost)
+/// and at the last (all durable), so its NT units persist as program-order prefixes one
+/// line at a time: linear in the units, not their product.
 fn add_nt_prefixes(
     side: &mut Side,
     space: &CutSpace,
