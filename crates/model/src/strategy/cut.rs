@@ -10,9 +10,9 @@
 //!   the cut to just before its first cached unit after it (docs/model.md);
 //! - `reads`: cuts through the cached units and the runs of NT units of a line (in both
 //!   cache modes, so a line's NT units go all or nothing), only after units of the
-//!   explored lines; explored lines with cached units take either end, the other lines
-//!   follow the cut (their window's lower end), so no image differs from another only in
-//!   lines recovery does not read.
+//!   explored lines, which take either end; the other lines follow the cut (their
+//!   window's lower end), so no image differs from another only in lines recovery does
+//!   not read.
 
 use super::space::Space;
 use crate::pending::LineState;
@@ -64,11 +64,9 @@ impl CutSpace {
     }
 
     /// `reads`: the cuts pass cached units one by one and each run of consecutive NT
-    /// units of a line at once (its NT stores go all or nothing, in program order); cuts
-    /// are taken only after units of the lines with `explore[i]` set. Explored lines with
-    /// cached units take either end of their window (the thesis' subsets of dirty lines,
-    /// which are cache lines); every other line, and a line of NT units only, follows the
-    /// cut (the lower end).
+    /// units of a line at once (its NT stores go all or nothing); cuts are taken only
+    /// after units of the lines with `explore[i]` set, which take either end of their
+    /// window; every other line follows the cut (the lower end).
     pub fn guided(lines: &[&LineState], explore: &[bool], persistent: bool) -> CutSpace {
         let run_end =
             |units: &[Unit], i: usize| !units[i].nt || units.get(i + 1).is_none_or(|next| !next.nt);
@@ -83,10 +81,7 @@ impl CutSpace {
         if cut_at.last() != Some(&(space.order.len() as u32)) {
             cut_at.push(space.order.len() as u32);
         }
-        let cached = |line: &LineState| line.units().iter().any(|u| !u.nt);
-        space.follows = (lines.iter().zip(explore))
-            .map(|(line, &e)| !e || !cached(line))
-            .collect();
+        space.follows = explore.iter().map(|&e| !e).collect();
         space.cut_at = Some(cut_at);
         space
     }
