@@ -31,6 +31,9 @@ pub struct CutSpace {
     lens: Vec<u32>,
     /// Per line, the positions of its units that cuts pass, ascending.
     barriers: Vec<Vec<u32>>,
+    /// Per line and barrier: it ends a run of NT units (`reads`), so a window that ends
+    /// before the barrier ends after it instead: the run goes whole.
+    nt_run_end: Vec<Vec<bool>>,
     /// The line of each barrier unit, in cut order.
     order: Vec<u32>,
     /// The window ends before the next barrier (persistent) or at the line's end.
@@ -47,6 +50,7 @@ impl CutSpace {
         CutSpace {
             lens: lens(lines),
             barriers: vec![Vec::new(); lines.len()],
+            nt_run_end: vec![Vec::new(); lines.len()],
             order: Vec::new(),
             hi_is_next: false,
             pick: Pick::AnyInWindow,
@@ -109,11 +113,13 @@ impl CutSpace {
         pick: Pick,
     ) -> CutSpace {
         let mut barriers = vec![Vec::new(); lines.len()];
+        let mut nt_run_end = vec![Vec::new(); lines.len()];
         let mut by_seq = Vec::new();
         for (i, line) in lines.iter().enumerate() {
             for (pos, unit) in line.units().iter().enumerate() {
                 if is_barrier(line.units(), pos) {
                     barriers[i].push(pos as u32);
+                    nt_run_end[i].push(unit.nt);
                     by_seq.push((unit.seq, i as u32));
                 }
             }
@@ -122,6 +128,7 @@ impl CutSpace {
         CutSpace {
             lens: lens(lines),
             barriers,
+            nt_run_end,
             order: by_seq.into_iter().map(|(_, line)| line).collect(),
             hi_is_next,
             pick,
@@ -164,7 +171,9 @@ impl Sweep<'_> {
             barriers[passed - 1] + 1
         };
         let hi = match barriers.get(passed) {
-            Some(&next) if self.space.hi_is_next => next,
+            Some(&next) if self.space.hi_is_next => {
+                next + u32::from(self.space.nt_run_end[i][passed])
+            }
             _ => self.space.lens[i],
         };
         (lo, hi)
