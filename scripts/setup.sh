@@ -88,7 +88,7 @@ install_packages() {
         qemu-system-x86
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
         linux-image-amd64 busybox-static e2fsprogs xfsprogs \
-        build-essential pkg-config libglib2.0-dev libc6-dev libpmem-dev
+        build-essential pkg-config libglib2.0-dev libc6-dev libpmem-dev libpmemobj-dev
 }
 
 # Downloads the current linux-image-6.12.*-amd64 (the package the meta-package
@@ -174,13 +174,16 @@ usage() {
     echo "  --no-main-job   install and build only (what scripts/test.sh uses)"
 }
 
-# The worked example of testing your own program (suites/README.md): a libpmem program.
+# The worked example of testing your own program (suites/README.md): a libpmem program;
+# and a libpmemobj transaction program, the subject of `--strategy reads` (docs/results.md).
 build_examples() {
     local root
     root="$(dirname "$0")/.."
     mkdir -p "$root/target/examples"
     cc -O2 -Wall -Werror -o "$root/target/examples/transfer" \
         "$root/examples/own-program/transfer.c" -lpmem
+    cc -O2 -Wall -Werror -o "$root/target/examples/accounts-tx" \
+        "$root/examples/pmdk-tx/accounts-tx.c" -lpmemobj
 }
 
 main() {

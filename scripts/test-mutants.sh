@@ -4,8 +4,9 @@
 #  - in process: under a mutant feature, the crash_consistency test target passes only if
 #    the crash model finds the violation that mutant must produce;
 #  - in the VM: ringbuf-tool built with the mutant runs the ringbuf suite test that exposes
-#    it (`persim run --guest-tools`), and the report must show the expected verdict (or no
-#    violation, where the x86 build makes the mutant harmless).
+#    it (`persim run --guest-tools`), with `global-prefix` and with the recovery-guided
+#    `reads`, and each report must show the expected verdict (or no violation, where the
+#    x86 build makes the mutant harmless).
 # Exits non-zero unless every mutant is judged as expected both ways. Run scripts/setup.sh first.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -33,19 +34,23 @@ in_process() {
 # them, and checks that some interval of the report has the expected verdict false.
 in_vm() {
     local mutant=$1 test=${vm_expectation[$1]%%:*} verdict=${vm_expectation[$1]#*:}
-    local target=target/mutants/$mutant out=target/mutants/$mutant/run-$test
+    local target=target/mutants/$mutant strategy
     cargo guest-tools --features "persim-subjects/$mutant" --target-dir "$target" || return 1
-    rm -rf "$out"
-    target/release/persim run --fs ext4 --test "ringbuf/$test" --strategy global-prefix \
-        --guest-tools "$target/x86_64-unknown-linux-gnu/release" --out "$out" -q
-    local code=$?
-    if [[ $verdict == none ]]; then
-        [[ $code -eq 0 ]] || { echo "expected exit code 0 (no violation), got $code"; return 1; }
-        return 0
-    fi
-    [[ $code -eq 1 ]] || { echo "expected exit code 1 (violations), got $code"; return 1; }
-    grep -q "\"$verdict\": false" "$out/report.json" ||
-        { echo "no interval with $verdict = false in $out/report.json"; return 1; }
+    for strategy in global-prefix reads; do
+        local out=$target/run-$test-$strategy
+        rm -rf "$out"
+        target/release/persim run --fs ext4 --test "ringbuf/$test" --strategy "$strategy" \
+            --guest-tools "$target/x86_64-unknown-linux-gnu/release" --out "$out" -q
+        local code=$?
+        if [[ $verdict == none ]]; then
+            [[ $code -eq 0 ]] ||
+                { echo "$strategy: expected exit code 0 (no violation), got $code"; return 1; }
+            continue
+        fi
+        [[ $code -eq 1 ]] || { echo "$strategy: expected exit code 1 (violations), got $code"; return 1; }
+        grep -q "\"$verdict\": false" "$out/report.json" ||
+            { echo "$strategy: no interval with $verdict = false in $out/report.json"; return 1; }
+    done
 }
 
 for mutant in "${mutants[@]}"; do
@@ -59,7 +64,7 @@ for mutant in "${mutants[@]}"; do
     echo "== $mutant: in the VM (ringbuf/${vm_expectation[$mutant]%%:*})"
     if in_vm "$mutant"; then
         echo "== $mutant: as expected in the VM"
-        target/release/persim report "target/mutants/$mutant/run-${vm_expectation[$mutant]%%:*}" |
+        target/release/persim report "target/mutants/$mutant/run-${vm_expectation[$mutant]%%:*}-reads" |
             grep -E "VIOLATION|checkpoint" | head -n 8
     else
         echo "== $mutant: NOT as expected in the VM; see the output above"

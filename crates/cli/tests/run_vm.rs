@@ -319,7 +319,9 @@ fn ringbuf_suite_is_atomic_in_both_cache_modes() {
     }
 }
 
-/// The worked example of suites/README.md, "Testing your own PM program".
+/// The worked example of suites/README.md, "Testing your own PM program", found by
+/// `global-prefix` and by the recovery-guided `reads` (whose traced recovery reads the
+/// balances' line).
 #[test]
 fn own_program_example_finds_the_torn_transfer() {
     if !vm_ready("own_program_example_finds_the_torn_transfer") {
@@ -328,40 +330,49 @@ fn own_program_example_finds_the_torn_transfer() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let example = root.join("examples/own-program");
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("run");
-    let run = persim(&[
-        "run",
-        "--vm",
-        example.join("vm.toml").to_str().unwrap(),
-        "--test",
-        example.join("transfer.toml").to_str().unwrap(),
-        "--strategy",
-        "global-prefix",
-        "--out",
-        out.to_str().unwrap(),
-        "-q",
-    ]);
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert_eq!(run.status.code(), Some(1), "violations found: {stderr}");
-    let interval = &report(&out)["checkpoints"][0];
-    assert_eq!(interval["atomic"], false, "{interval}");
-    assert_eq!(interval["single_final_state"], true, "{interval}");
-    let torn: Vec<serde_json::Value> = interval["states"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| {
-            let hash = s["images"][0].as_str().unwrap();
-            let state: serde_json::Value = serde_json::from_slice(
-                &std::fs::read(out.join("states").join(format!("{hash}.json"))).unwrap(),
-            )
-            .unwrap();
-            serde_json::from_str(state["dump"].as_str().unwrap()).unwrap()
-        })
-        .filter(|balances: &serde_json::Value| balances["sum"] != 100)
-        .collect();
-    assert!(
-        !torn.is_empty(),
-        "a state that breaks the invariant: {interval}"
-    );
+    for strategy in ["global-prefix", "reads"] {
+        let out = dir.path().join(strategy);
+        let run = persim(&[
+            "run",
+            "--vm",
+            example.join("vm.toml").to_str().unwrap(),
+            "--test",
+            example.join("transfer.toml").to_str().unwrap(),
+            "--strategy",
+            strategy,
+            "--out",
+            out.to_str().unwrap(),
+            "-q",
+        ]);
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(
+            run.status.code(),
+            Some(1),
+            "{strategy}: violations found: {stderr}"
+        );
+        let interval = &report(&out)["checkpoints"][0];
+        assert_eq!(interval["atomic"], false, "{strategy}: {interval}");
+        assert_eq!(
+            interval["single_final_state"], true,
+            "{strategy}: {interval}"
+        );
+        let torn: Vec<serde_json::Value> = interval["states"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                let hash = s["images"][0].as_str().unwrap();
+                let state: serde_json::Value = serde_json::from_slice(
+                    &std::fs::read(out.join("states").join(format!("{hash}.json"))).unwrap(),
+                )
+                .unwrap();
+                serde_json::from_str(state["dump"].as_str().unwrap()).unwrap()
+            })
+            .filter(|balances: &serde_json::Value| balances["sum"] != 100)
+            .collect();
+        assert!(
+            !torn.is_empty(),
+            "{strategy}: a state that breaks the invariant: {interval}"
+        );
+    }
 }
