@@ -1,10 +1,14 @@
 //! Which dirty lines the recovery-guided `reads` strategy explores (the thesis' Suvi-Reads,
-//! docs/model.md "Recovery-guided images"): the dirty lines that recovery of the fully
-//! persisted image reads, plus the dirty lines the previous failure point's recovery read
-//! and this one's does not (a shrinking read set: recovery may stop reading a line exactly
-//! because a pending store is durable in the fully persisted image).
+//! docs/model.md "Recovery-guided images"): the dirty lines with a pending unit in a word
+//! that recovery of the fully persisted image reads, plus those whose pending words the
+//! previous failure point's recovery read and this one's does not (a shrinking read set:
+//! recovery may stop reading a line exactly because a pending store is durable in the fully
+//! persisted image). Words, not lines: a line's pending units matter only if recovery reads
+//! them, not its other bytes (a library's run-time fields beside persistent ones).
 
+use crate::pending::LineState;
 use crate::replay::FailureView;
+use crate::unit::WORD;
 use serde::{Deserialize, Serialize};
 
 /// The dirty lines of one failure point, split by the guide.
@@ -31,25 +35,25 @@ pub struct ReadGuide {
 }
 
 impl ReadGuide {
-    /// The split of `view`'s dirty lines, given the lines (ascending addresses) that the
-    /// recovery of its fully persisted image read; `None` (not known, e.g. the recovery
-    /// crashed the guest) explores every dirty line.
+    /// The split of `view`'s dirty lines, given the words (ascending addresses of aligned
+    /// 8-byte words) that the recovery of its fully persisted image read of it; `None`
+    /// (not known, e.g. the recovery crashed the guest) explores every dirty line.
     pub fn split(&mut self, view: &FailureView<'_>, read: Option<&[u64]>) -> Explored {
         let mut out = Explored::default();
-        for line in view.pending_lines().iter().map(|l| l.line) {
-            let now = read.is_none_or(|r| r.binary_search(&line).is_ok());
+        for line in view.pending_lines() {
+            let now = read.is_none_or(|r| reads_pending(line, r));
             let before = read.is_some()
                 && self
                     .previous
                     .as_ref()
-                    .is_some_and(|p| p.binary_search(&line).is_ok());
+                    .is_some_and(|p| reads_pending(line, p));
             if now || before {
-                out.explored.push(line);
+                out.explored.push(line.line);
             } else {
-                out.skipped.push(line);
+                out.skipped.push(line.line);
             }
             if before && !now {
-                out.from_previous.push(line);
+                out.from_previous.push(line.line);
             }
         }
         if let Some(read) = read {
@@ -57,4 +61,11 @@ impl ReadGuide {
         }
         out
     }
+}
+
+/// Whether `words` (ascending) holds a word that a pending unit of `line` writes.
+fn reads_pending(line: &LineState, words: &[u64]) -> bool {
+    line.units()
+        .iter()
+        .any(|u| words.binary_search(&(u.addr & !(WORD - 1))).is_ok())
 }

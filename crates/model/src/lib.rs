@@ -13,7 +13,7 @@ mod unit;
 
 pub use config::{CacheMode, Config, Strategy, UnknownName};
 pub use guide::{Explored, ReadGuide};
-pub use memory::{replay_in_memory, replay_in_memory_guided, LinesRead, PointImages};
+pub use memory::{replay_in_memory, replay_in_memory_guided, PointImages, WordsRead};
 pub use origin::{Choice, FailureKind, FailurePoint, Origin};
 pub use pending::LineState;
 pub use replay::{FailureView, ModelError, Replay, Sink};

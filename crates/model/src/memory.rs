@@ -19,9 +19,9 @@ pub struct PointImages {
     pub explored: Option<Explored>,
 }
 
-/// What recovery read of an image: the addresses of the lines it loaded, ascending, or
-/// `None` when unknown.
-pub type LinesRead<'a> = dyn FnMut(&[u8]) -> Option<Vec<u64>> + 'a;
+/// What recovery read of an image: the addresses of the aligned 8-byte words it loaded
+/// before writing them, ascending, or `None` when unknown.
+pub type WordsRead<'a> = dyn FnMut(&[u8]) -> Option<Vec<u64>> + 'a;
 
 /// Replays `entries` and materialises every crash image in memory. `initial` holds the
 /// PM contents followed by the block device's (`config.image_len()` bytes).
@@ -33,22 +33,22 @@ pub fn replay_in_memory(
     replay(config, initial, entries, None)
 }
 
-/// [`replay_in_memory`] for the `reads` strategy: `lines_read` runs the recovery on each
-/// failure point's fully persisted image and says which lines it read.
+/// [`replay_in_memory`] for the `reads` strategy: `words_read` runs the recovery on each
+/// failure point's fully persisted image and says which words it read.
 pub fn replay_in_memory_guided(
     config: Config,
     initial: Vec<u8>,
     entries: &[Entry],
-    lines_read: &mut LinesRead<'_>,
+    words_read: &mut WordsRead<'_>,
 ) -> Result<Vec<PointImages>, ModelError> {
-    replay(config, initial, entries, Some(lines_read))
+    replay(config, initial, entries, Some(words_read))
 }
 
 fn replay(
     config: Config,
     initial: Vec<u8>,
     entries: &[Entry],
-    lines_read: Option<&mut LinesRead<'_>>,
+    words_read: Option<&mut WordsRead<'_>>,
 ) -> Result<Vec<PointImages>, ModelError> {
     assert_eq!(
         initial.len() as u64,
@@ -58,7 +58,7 @@ fn replay(
     let mut sink = MemorySink {
         persisted: initial,
         points: Vec::new(),
-        lines_read,
+        words_read,
         guide: ReadGuide::default(),
     };
     let mut replay = Replay::new(config);
@@ -72,7 +72,7 @@ fn replay(
 struct MemorySink<'a, 'b> {
     persisted: Vec<u8>,
     points: Vec<PointImages>,
-    lines_read: Option<&'a mut LinesRead<'b>>,
+    words_read: Option<&'a mut WordsRead<'b>>,
     guide: ReadGuide,
 }
 
@@ -95,9 +95,9 @@ impl Sink for MemorySink<'_, '_> {
     }
 
     fn failure_point(&mut self, view: &FailureView<'_>) -> io::Result<()> {
-        let explored = if self.lines_read.is_some() {
+        let explored = if self.words_read.is_some() {
             let fully_persisted = self.materialise(view, &view.fully_persisted());
-            let read = self.lines_read.as_mut().and_then(|f| f(&fully_persisted));
+            let read = self.words_read.as_mut().and_then(|f| f(&fully_persisted));
             Some(self.guide.split(view, read.as_deref()))
         } else {
             None

@@ -160,12 +160,12 @@ fn nova_unaligned_tail_can_be_lost_after_commit() {
 }
 
 /// The redo journal's recovery: the home location, with the log applied when the commit
-/// flag is set; and the lines it reads (the log only when the flag is set).
+/// flag is set; and the words it reads (the log only when the flag is set).
 fn journal_recovery(img: &[u8]) -> (Vec<u8>, Vec<u64>) {
     if img[0x40] == 1 {
-        (img[0..0x10].to_vec(), vec![0x00, 0x40, 0x80])
+        (img[0..0x10].to_vec(), vec![0x00, 0x08, 0x40, 0x80, 0x88])
     } else {
-        (img[0x80..0x90].to_vec(), vec![0x40, 0x80])
+        (img[0x80..0x90].to_vec(), vec![0x40, 0x80, 0x88])
     }
 }
 
@@ -223,7 +223,7 @@ fn nt_prefixes_show_a_value_torn_between_two_nt_stores() {
             let initial = vec![0; header.pm_size as usize];
             let points =
                 persim_model::replay_in_memory_guided(config, initial, &entries, &mut |_| {
-                    Some(vec![0x100])
+                    Some(vec![0x100, 0x108])
                 })
                 .unwrap();
             let found = images(&points).any(|(_, img)| torn(img));
@@ -234,4 +234,39 @@ fn nt_prefixes_show_a_value_torn_between_two_nt_stores() {
         let exact = replay("nt-split-update.trace", cache, Strategy::Exhaustive);
         assert!(images(&exact).any(|(_, img)| torn(img)));
     }
+}
+
+/// `reads` explores a dirty line only when recovery reads one of its pending words: a
+/// library's run-time field next to a persistent one in the same line (PMDK's pool
+/// descriptor) does not make the line worth reordering.
+#[test]
+fn reads_skips_a_line_whose_pending_words_recovery_does_not_read() {
+    let entries = vec![
+        Entry::from(Op::Write {
+            addr: 0x48,
+            data: vec![7; 8],
+            nt: false,
+        }),
+        Entry::from(Op::Write {
+            addr: 0x80,
+            data: vec![9; 8],
+            nt: false,
+        }),
+        Entry::from(Op::Fence(FenceKind::Sfence)),
+    ];
+    let explored = |words: Vec<u64>| {
+        let mut config = Config::new(0x1000);
+        config.strategy = Strategy::Reads;
+        let points =
+            persim_model::replay_in_memory_guided(config, vec![0; 0x1000], &entries, &mut |_| {
+                Some(words.clone())
+            })
+            .unwrap();
+        points[0].explored.clone().unwrap()
+    };
+    // the persistent field at 0x40 is read, the pending run-time one at 0x48 is not
+    let split = explored(vec![0x40, 0x80]);
+    assert_eq!((split.explored, split.skipped), (vec![0x80], vec![0x40]));
+    let split = explored(vec![0x48]);
+    assert_eq!((split.explored, split.skipped), (vec![0x40], vec![0x80]));
 }

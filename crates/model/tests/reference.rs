@@ -309,13 +309,13 @@ fn check_sampled(
     Ok(())
 }
 
-/// A stand-in recovery's read set: the lines whose first byte's parity, salted, is set, so
-/// equal images read the same lines and different images mostly different ones.
-fn some_lines_read(image: &[u8], salt: u8) -> Option<Vec<u64>> {
-    let lines = (0..PM / 64).map(|l| l * 64);
+/// A stand-in recovery's read set: the words whose first byte's parity, salted, is set, so
+/// equal images read the same words and different images mostly different ones.
+fn some_words_read(image: &[u8], salt: u8) -> Option<Vec<u64>> {
+    let words = (0..PM / 8).map(|w| w * 8);
     Some(
-        lines
-            .filter(|&l| (image[l as usize] ^ salt ^ (l / 64) as u8) & 1 == 1)
+        words
+            .filter(|&w| (image[w as usize] ^ salt ^ (w / 8) as u8) & 1 == 1)
             .collect(),
     )
 }
@@ -331,7 +331,7 @@ fn check_reads(entries: &[Entry], mode: CacheMode, salt: u8) -> Result<(), TestC
         let mut config = reads.clone();
         config.nt_prefixes = nt_prefixes;
         let guided = replay_in_memory_guided(config, initial(), entries, &mut |image: &[u8]| {
-            some_lines_read(image, salt)
+            some_words_read(image, salt)
         })
         .unwrap();
         for p in &guided {
@@ -357,8 +357,8 @@ fn check_reads(entries: &[Entry], mode: CacheMode, salt: u8) -> Result<(), TestC
             entries,
         )
         .unwrap();
-        let every_line = &mut |_: &[u8]| Some((0..PM / 64).map(|l| l * 64).collect());
-        let all = replay_in_memory_guided(reads.clone(), initial(), entries, every_line).unwrap();
+        let every_word = &mut |_: &[u8]| Some((0..PM / 8).map(|w| w * 8).collect());
+        let all = replay_in_memory_guided(reads.clone(), initial(), entries, every_word).unwrap();
         for (g, a) in global.iter().zip(&all) {
             prop_assert!(
                 set(g) == set(a),

@@ -22,7 +22,7 @@ pub trait Guest {
     fn record(&self, setup: &str, command: &str, trace: &Path) -> Result<Recording>;
 
     /// Recovers each image and extracts its state as `test` asks, with `reads` also the PM
-    /// lines that recovery loaded; `finished(i, result)` is called as soon as image `i` has
+    /// words that recovery read of it; `finished(i, result)` is called as soon as image `i` has
     /// its result.
     fn extract(
         &self,

@@ -117,7 +117,7 @@ pub struct ImagesOptions {
     pub guidance: Guidance,
 }
 
-/// The PM lines recovery read, by the hash (hex) of the image recovered; None: unknown.
+/// The PM words recovery read, by the hash (hex) of the image recovered; None: unknown.
 pub type ReadSets = BTreeMap<String, Option<Vec<u64>>>;
 
 /// What the `reads` strategy knows of recovery's reads.

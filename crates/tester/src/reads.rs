@@ -19,12 +19,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Instant;
 
-/// `reads/<hash>.json`: what one traced recovery loaded.
+/// `reads/<hash>.json`: what one traced recovery read of its image.
 #[derive(Debug, Serialize, Deserialize)]
 struct SavedReads {
-    /// Addresses of the 64-byte PM lines loaded, ascending; null when unknown (the
-    /// recovery crashed the guest or hung).
-    lines: Option<Vec<u64>>,
+    /// PM offsets of the aligned 8-byte words loaded before recovery wrote them,
+    /// ascending; null when unknown (the recovery crashed the guest or hung).
+    words: Option<Vec<u64>>,
 }
 
 /// The read set of every failure point's fully persisted image: traced now, or read back
@@ -70,7 +70,7 @@ pub fn read_sets(
     let results = guest.extract(test, &paths, true, &mut |i, extracted| {
         let (hash, image) = &missing[i];
         let reads = SavedReads {
-            lines: extracted.lines_read.clone(),
+            words: extracted.words_read.clone(),
         };
         let saved = serde_json::to_vec(&extracted.state)
             .map_err(anyhow::Error::from)
@@ -97,7 +97,7 @@ pub fn read_sets(
         return Err(e);
     }
     for ((hash, _), extracted) in missing.into_iter().zip(results) {
-        sets.insert(hash, extracted.lines_read);
+        sets.insert(hash, extracted.words_read);
     }
     observer.event(&Event::Finished(Stage::Reads, started.elapsed()));
     Ok(sets)
@@ -112,7 +112,7 @@ fn saved(dir: &RunDir, hash: &str) -> Option<Option<Vec<u64>>> {
     let text = std::fs::read(dir.read_set(hash)).ok()?;
     serde_json::from_slice::<SavedReads>(&text)
         .ok()
-        .map(|saved| saved.lines)
+        .map(|saved| saved.words)
 }
 
 /// Every read set saved in `dir` (for making a run's images again).

@@ -9,7 +9,7 @@
 //! DIR/images.json                 failure points and their images (ImagesIndex)
 //! DIR/images/                     the image store: <hash>.img, index.json
 //! DIR/states/<hash>.json          what recovering each image gave
-//! DIR/reads/<hash>.json           `reads`: the PM lines recovering an image loaded
+//! DIR/reads/<hash>.json           `reads`: the PM words recovering an image read
 //! DIR/reads/images/               `reads`: the store of fully persisted images
 //! DIR/nt-prefixes.json            `reads`: where NT prefixes are explored (auto)
 //! DIR/report.json, report.txt     the verdicts
@@ -93,7 +93,7 @@ impl RunDir {
         self.root.join("reads")
     }
 
-    /// The PM lines that recovering the image with hash `hash` (hex) loaded.
+    /// The PM words that recovering the image with hash `hash` (hex) read of it.
     pub fn read_set(&self, hash: &str) -> PathBuf {
         self.reads().join(format!("{hash}.json"))
     }

@@ -95,19 +95,19 @@ impl Guest for FakeGuest {
         for (i, image) in images.iter().enumerate() {
             let pm = std::fs::read(image)?;
             // the log is read only when the commit flag is set
-            let (home, mut lines_read) = if pm[0x40] == 1 {
-                (&pm[0..0x10], vec![0x00, 0x40, 0x80])
+            let (home, mut words_read) = if pm[0x40] == 1 {
+                (&pm[0..0x10], vec![0x00, 0x08, 0x40, 0x80, 0x88])
             } else {
-                (&pm[0x80..0x90], vec![0x40, 0x80])
+                (&pm[0x80..0x90], vec![0x40, 0x80, 0x88])
             };
             // and a 16-byte value of its own (examples/nt-split-update.trace)
             let value = &pm[0x100..0x110];
-            lines_read.push(0x100);
+            words_read.extend([0x100, 0x108]);
             let extracted = Extracted {
                 state: Recovered::state(&format!(
                     "{{\"home\": \"{home:02x?}\", \"value\": \"{value:02x?}\"}}"
                 )),
-                lines_read: reads.then_some(lines_read),
+                words_read: reads.then_some(words_read),
             };
             finished(i, &extracted);
             states.push(extracted);

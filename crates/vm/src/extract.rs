@@ -99,7 +99,7 @@ pub struct ExtractOptions {
     /// Initramfs cache and the workers' scratch PM files.
     pub cache_dir: PathBuf,
     pub artifacts: Artifacts,
-    /// Record the PM lines each image's recovery and dump load.
+    /// Record the PM words each image's recovery and dump read of the image.
     pub reads: bool,
 }
 
@@ -107,10 +107,11 @@ pub struct ExtractOptions {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Extracted {
     pub state: Recovered,
-    /// With `ExtractOptions::reads`: the PM lines (offsets of 64-byte lines, ascending,
-    /// distinct) that recovery and state extraction loaded; None when not traced or unknown
-    /// (the guest crashed or hung).
-    pub lines_read: Option<Vec<u64>>,
+    /// With `ExtractOptions::reads`: the PM words (offsets of aligned 8-byte words,
+    /// ascending, distinct) that recovery and state extraction loaded before writing them
+    /// (what they read of the image); None when not traced or unknown (the guest crashed
+    /// or hung).
+    pub words_read: Option<Vec<u64>>,
 }
 
 impl ExtractOptions {
@@ -178,8 +179,8 @@ pub fn extract_states(
         drop(tx);
         for message in rx {
             match message {
-                Ok((i, (state, lines_read))) => {
-                    let extracted = Extracted { state, lines_read };
+                Ok((i, (state, words_read))) => {
+                    let extracted = Extracted { state, words_read };
                     finished(i, &extracted);
                     results[i] = Some(extracted);
                 }

@@ -2,7 +2,7 @@
 //! NVDIMM, or boot), `recover`, `fs-dump`, fetch the dump, unmount and detach. With
 //! `reads`, the guest runs with the tracing plugin recording loads, and recovery and dump
 //! run between `hypercall start` and `hypercall success`: one trace per image, whose
-//! loads give the PM lines recovery read.
+//! loads give the PM words recovery read of the image.
 
 use super::{ExtractMode, ExtractOptions};
 use crate::console::{setup_failure, CommandOutput, Vm, BEGIN, END};
@@ -15,7 +15,7 @@ use crate::trace::Prepared;
 use persim_abi::machine::PM_BASE;
 use persim_abi::PluginArgs;
 use persim_trace::{Op, Reader};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -28,7 +28,7 @@ const STATE_FILE: &str = "/tmp/persim-state.json";
 const FETCH: &str = include_str!("fetch-state.sh");
 const READS_BEGIN: &str = "hypercall start";
 const READS_END: &str = "hypercall success";
-const LINE: u64 = 64;
+const WORD: u64 = 8;
 
 pub(super) struct Worker<'a> {
     opts: &'a ExtractOptions,
@@ -81,7 +81,7 @@ impl<'a> Worker<'a> {
     }
 
     /// The state recovered from `image`, or how recovery failed, and with `reads` the PM
-    /// lines recovery loaded (None when the guest crashed or hung).
+    /// words recovery read of it (None when the guest crashed or hung).
     pub(super) fn extract(
         &mut self,
         image: &Path,
@@ -129,11 +129,11 @@ impl<'a> Worker<'a> {
             expect_success(READS_BEGIN, out).map_err(Stop::Tool)?;
         }
         let recovered = self.recover_and_dump(deadline)?;
-        let lines_read = match self.reads_trace.clone() {
+        let words_read = match self.reads_trace.clone() {
             Some(trace) => {
                 let out = self.run(READS_END, deadline)?;
                 expect_success(READS_END, out).map_err(Stop::Tool)?;
-                Some(lines_loaded(&trace).map_err(Stop::Tool)?)
+                Some(words_read(&trace).map_err(Stop::Tool)?)
             }
             None => None,
         };
@@ -141,7 +141,7 @@ impl<'a> Worker<'a> {
             // The state stands; the next image gets a fresh guest.
             self.vm = None;
         }
-        Ok((recovered, lines_read))
+        Ok((recovered, words_read))
     }
 
     /// Boots the worker's guest if it has none (on an all-zero PM) and detaches the NVDIMM.
@@ -211,20 +211,32 @@ impl<'a> Worker<'a> {
     }
 }
 
-/// The 64-byte PM lines the loads of a trace touch, ascending.
-fn lines_loaded(trace: &Path) -> Result<Vec<u64>, VmError> {
+/// The aligned 8-byte PM words a trace loads before it stores to them: what recovery read
+/// of the image, not what it wrote itself. A word only partly stored counts as unwritten.
+fn words_read(trace: &Path) -> Result<Vec<u64>, VmError> {
     let context = || format!("reading the loads of recovery in {}", trace.display());
     let reader =
         Reader::open(trace).map_err(|e| VmError::io(context(), std::io::Error::other(e)))?;
-    let mut lines = BTreeSet::new();
+    let words = |addr: u64, len: u64| addr / WORD..=(addr + len.max(1) - 1) / WORD;
+    let mut read = BTreeSet::new();
+    let mut written = HashSet::new();
     for entry in reader {
         let entry = entry.map_err(|e| VmError::io(context(), std::io::Error::other(e)))?;
-        if let Op::Read { addr, size } = entry.op {
-            let last = addr + size.max(1) - 1;
-            lines.extend((addr / LINE..=last / LINE).map(|l| l * LINE));
+        match entry.op {
+            Op::Read { addr, size } => read.extend(
+                words(addr, size)
+                    .filter(|w| !written.contains(w))
+                    .map(|w| w * WORD),
+            ),
+            Op::Write { addr, data, .. } => {
+                let end = addr + data.len() as u64;
+                let whole = |w: &u64| w * WORD >= addr && (w + 1) * WORD <= end;
+                written.extend(words(addr, data.len() as u64).filter(whole));
+            }
+            _ => {}
         }
     }
-    Ok(lines.into_iter().collect())
+    Ok(read.into_iter().collect())
 }
 
 /// A panic or a hang is the image's result; anything else is the tool's failure.
