@@ -7,6 +7,10 @@
  *
  *   accounts-tx POOL init       create the pool: a = 100, b = 0
  *   accounts-tx POOL move N     move N from a to b in one transaction
+ *   accounts-tx POOL move-unlogged N
+ *                               the same with a bug: the balances are changed inside the
+ *                               transaction without adding them to it (no undo log, and
+ *                               libpmemobj flushes only what was added)
  *   accounts-tx POOL show       open the pool (libpmemobj's recovery rolls back an
  *                               unfinished transaction) and print {"a", "b", "sum"}
  */
@@ -49,7 +53,7 @@ static struct accounts *root(PMEMobjpool *pop)
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: accounts-tx POOL init|move N|show\n");
+		fprintf(stderr, "usage: accounts-tx POOL init|move N|move-unlogged N|show\n");
 		return 2;
 	}
 	int create = strcmp(argv[2], "init") == 0;
@@ -73,11 +77,19 @@ int main(int argc, char **argv)
 		} TX_ONABORT {
 			failed = 1;
 		} TX_END
+	} else if (strcmp(argv[2], "move-unlogged") == 0 && argc == 4) {
+		uint64_t n = strtoull(argv[3], NULL, 10);
+		TX_BEGIN(pop) {
+			acc->a -= n;
+			acc->b += n;
+		} TX_ONABORT {
+			failed = 1;
+		} TX_END
 	} else if (strcmp(argv[2], "show") == 0) {
 		printf("{\"a\": %llu, \"b\": %llu, \"sum\": %llu}\n", (unsigned long long)acc->a,
 		       (unsigned long long)acc->b, (unsigned long long)(acc->a + acc->b));
 	} else {
-		fprintf(stderr, "usage: accounts-tx POOL init|move N|show\n");
+		fprintf(stderr, "usage: accounts-tx POOL init|move N|move-unlogged N|show\n");
 		failed = 2;
 	}
 	if (failed == 1)
