@@ -10,10 +10,11 @@ use crate::images_index::ImagesIndex;
 use crate::options::{Guidance, ImagesOptions, PipelineOptions, ReadSets};
 use crate::progress::{Event, Observer, Stage};
 use crate::rundir::RunDir;
+use crate::states::{recover_and_save, Recovery};
 use crate::testcase::TestCase;
 use anyhow::{Context, Result};
 use persim_trace::atomic_file::write_atomically;
-use persim_vm::Recovered;
+use persim_vm::{Extracted, Recovered};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -59,43 +60,23 @@ pub fn read_sets(
         observer.event(&Event::Reused(Stage::Reads));
         return Ok(sets);
     }
-    for directory in [dir.states(), dir.reads()] {
-        std::fs::create_dir_all(&directory)
-            .with_context(|| format!("cannot create {}", directory.display()))?;
-    }
-    let paths: Vec<PathBuf> = missing.iter().map(|(_, path)| path.clone()).collect();
-    let total = paths.len();
-    let mut done = 0;
-    let mut write_error = None;
-    let results = guest.extract(test, &paths, true, &mut |i, extracted| {
-        let (hash, image) = &missing[i];
+    std::fs::create_dir_all(dir.reads())
+        .with_context(|| format!("cannot create {}", dir.reads().display()))?;
+    let how = Recovery {
+        reads: true,
+        keep_images: opts.keep_images,
+        stage: Stage::Reads,
+    };
+    let save_reads = &mut |hash: &str, extracted: &Extracted| {
         let reads = SavedReads {
             words: extracted.words_read.clone(),
         };
-        let saved = serde_json::to_vec(&extracted.state)
-            .map_err(anyhow::Error::from)
-            .and_then(|json| Ok(write_atomically(&dir.state(hash), &json)?))
-            .and_then(|()| {
-                Ok(write_atomically(
-                    &dir.read_set(hash),
-                    &serde_json::to_vec(&reads)?,
-                )?)
-            });
-        match saved {
-            Ok(()) if !opts.keep_images => drop(std::fs::remove_file(image)),
-            Ok(()) => {}
-            Err(e) => drop(write_error.get_or_insert(e)),
-        }
-        done += 1;
-        observer.event(&Event::Recovered {
-            stage: Stage::Reads,
-            done,
-            total,
-        });
-    })?;
-    if let Some(e) = write_error {
-        return Err(e);
-    }
+        Ok(write_atomically(
+            &dir.read_set(hash),
+            &serde_json::to_vec(&reads)?,
+        )?)
+    };
+    let results = recover_and_save(dir, guest, test, &missing, how, save_reads, observer)?;
     for ((hash, _), extracted) in missing.into_iter().zip(results) {
         sets.insert(hash, extracted.words_read);
     }

@@ -8,7 +8,7 @@ use crate::testcase::TestCase;
 use anyhow::{Context, Result};
 use persim_image::ImageStore;
 use persim_trace::atomic_file::write_atomically;
-use persim_vm::Recovered;
+use persim_vm::{Extracted, Recovered};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -22,38 +22,23 @@ pub fn extract_missing(
     keep_images: bool,
     observer: &mut dyn Observer,
 ) -> Result<BTreeMap<String, Recovered>> {
-    let states_dir = dir.states();
-    std::fs::create_dir_all(&states_dir)
-        .with_context(|| format!("cannot create {}", states_dir.display()))?;
     let SavedStates { mut known, missing } = saved;
     if missing.is_empty() {
         return Ok(known);
     }
-    let paths: Vec<PathBuf> = missing.iter().map(|(_, path)| path.clone()).collect();
-    let total = paths.len();
-    let mut done = 0;
-    let mut write_error = None;
-    let results = guest.extract(test, &paths, false, &mut |i, extracted| {
-        let path = dir.state(&missing[i].0);
-        let saved = serde_json::to_vec(&extracted.state)
-            .map_err(anyhow::Error::from)
-            .and_then(|json| Ok(write_atomically(&path, &json)?));
-        match saved {
-            // The image can be made again from the trace; the run directory stays small.
-            Ok(()) if !keep_images => drop(std::fs::remove_file(&missing[i].1)),
-            Ok(()) => {}
-            Err(e) => drop(write_error.get_or_insert(e)),
-        }
-        done += 1;
-        observer.event(&Event::Recovered {
+    let results = recover_and_save(
+        dir,
+        guest,
+        test,
+        &missing,
+        Recovery {
+            reads: false,
+            keep_images,
             stage: Stage::States,
-            done,
-            total,
-        });
-    })?;
-    if let Some(e) = write_error {
-        return Err(e);
-    }
+        },
+        &mut |_, _| Ok(()),
+        observer,
+    )?;
     let states = results.into_iter().map(|e| e.state);
     known.extend(missing.into_iter().map(|(hash, _)| hash).zip(states));
     Ok(known)
@@ -71,6 +56,58 @@ impl SavedStates {
     /// Whether some image has neither a state nor its file.
     pub fn lost_images(&self) -> bool {
         self.missing.iter().any(|(_, file)| !file.is_file())
+    }
+}
+
+/// How [`recover_and_save`] runs.
+pub(crate) struct Recovery {
+    /// Also trace what recovery reads.
+    pub reads: bool,
+    pub keep_images: bool,
+    /// The stage its progress belongs to.
+    pub stage: Stage,
+}
+
+/// Recovers the `images` (hash, file) in the guest and saves each state as soon as it is
+/// known, with `also_save(hash, result)` for more; each image file is deleted once saved,
+/// unless `keep_images` (it can be made again from the trace; the run directory stays
+/// small).
+pub(crate) fn recover_and_save(
+    dir: &RunDir,
+    guest: &dyn Guest,
+    test: &TestCase,
+    images: &[(String, PathBuf)],
+    how: Recovery,
+    also_save: &mut dyn FnMut(&str, &Extracted) -> Result<()>,
+    observer: &mut dyn Observer,
+) -> Result<Vec<Extracted>> {
+    std::fs::create_dir_all(dir.states())
+        .with_context(|| format!("cannot create {}", dir.states().display()))?;
+    let paths: Vec<PathBuf> = images.iter().map(|(_, path)| path.clone()).collect();
+    let total = paths.len();
+    let mut done = 0;
+    let mut write_error = None;
+    let results = guest.extract(test, &paths, how.reads, &mut |i, extracted| {
+        let (hash, image) = &images[i];
+        let saved = serde_json::to_vec(&extracted.state)
+            .map_err(anyhow::Error::from)
+            .and_then(|json| Ok(write_atomically(&dir.state(hash), &json)?))
+            .and_then(|()| also_save(hash, extracted));
+        match saved {
+            Ok(()) if !how.keep_images => drop(std::fs::remove_file(image)),
+            Ok(()) => {}
+            Err(e) => drop(write_error.get_or_insert(e)),
+        }
+        done += 1;
+        observer.event(&Event::Recovered {
+            stage: how.stage,
+            done,
+            total,
+        });
+    })?;
+    match write_error {
+        Some(e) => Err(e),
+        None => Ok(results),
     }
 }
 
