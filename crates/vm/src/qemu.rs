@@ -196,7 +196,7 @@ mod tests {
         assert!(joined.contains("-m 512M,slots=2,maxmem=2048M"), "{joined}");
         assert!(joined.contains("mem-path=/tmp/pm,size=67108864"));
         assert!(args.contains(
-            &"/p.so,pm_base=0x100000000,pm_size=0x4000000,trace=/t,,1,reads=off,stacks=off,tracing=on"
+            &"/p.so,pm_base=0x100000000,pm_size=0x4000000,trace=/t,,1,reads=off,stacks=off,tracing=on,repeat=off"
                 .to_owned()
         ));
         let append = args.iter().position(|a| a == "-append").unwrap();
