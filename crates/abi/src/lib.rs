@@ -10,7 +10,7 @@ pub mod hypercall;
 pub mod machine;
 mod plugin_args;
 
-pub use plugin_args::PluginArgs;
+pub use plugin_args::{PluginArgs, Stacks};
 
 /// Fields of an `fs-dump` record that a test may leave out (`ignore = [...]`), checked on
 /// the host before a VM boots and by `fs-dump --ignore` in the guest.

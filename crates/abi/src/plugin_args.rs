@@ -14,8 +14,8 @@ pub struct PluginArgs {
     pub trace: PathBuf,
     /// Record loads too.
     pub reads: bool,
-    /// A frame-pointer stack trace with every entry.
-    pub stacks: bool,
+    /// A stack trace with every entry, and how it is found.
+    pub stacks: Stacks,
     /// Off: `start` instruments nothing and writes no trace, so the plugin costs what a
     /// loaded, idle plugin costs (the baseline of the overhead measurement).
     pub tracing: bool,
@@ -27,6 +27,40 @@ pub struct PluginArgs {
     pub repeat: bool,
 }
 
+/// How the plugin finds the stack trace it records with each entry (docs/tracer.md).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Stacks {
+    #[default]
+    Off,
+    /// A shadow call stack kept from the executed `call` and `ret` instructions: works on
+    /// code without frame pointers (the Debian kernel, most programs).
+    Shadow,
+    /// A walk of the rbp chain: only code built with frame pointers; the cross-check.
+    FramePointers,
+}
+
+impl Stacks {
+    pub const NAMES: [&'static str; 3] = ["off", "shadow", "frame-pointers"];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Stacks::Off => "off",
+            Stacks::Shadow => "shadow",
+            Stacks::FramePointers => "frame-pointers",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Stacks> {
+        [Stacks::Off, Stacks::Shadow, Stacks::FramePointers]
+            .into_iter()
+            .find(|s| s.name() == name)
+    }
+
+    pub fn on(self) -> bool {
+        self != Stacks::Off
+    }
+}
+
 impl PluginArgs {
     /// Arguments for `trace`, with the defaults: no loads, no stacks, tracing on, no
     /// initial image.
@@ -36,7 +70,7 @@ impl PluginArgs {
             pm_size,
             trace,
             reads: false,
-            stacks: false,
+            stacks: Stacks::Off,
             tracing: true,
             initial: None,
             repeat: false,
@@ -51,7 +85,7 @@ impl PluginArgs {
             format!("pm_size={:#x}", self.pm_size),
             format!("trace={}", self.trace.display()),
             format!("reads={}", on_off(self.reads)),
-            format!("stacks={}", on_off(self.stacks)),
+            format!("stacks={}", self.stacks.name()),
             format!("tracing={}", on_off(self.tracing)),
             format!("repeat={}", on_off(self.repeat)),
         ];
@@ -64,7 +98,8 @@ impl PluginArgs {
 
     pub fn parse<'a>(raw: impl IntoIterator<Item = &'a str>) -> Result<PluginArgs, String> {
         let (mut pm_base, mut pm_size, mut trace) = (None, None, None);
-        let (mut reads, mut stacks, mut tracing, mut repeat) = (false, false, true, false);
+        let (mut reads, mut tracing, mut repeat) = (false, true, false);
+        let mut stacks = Stacks::Off;
         let (mut pm_file, mut initial) = (None, None);
         for arg in raw {
             let (key, value) = arg
@@ -77,7 +112,14 @@ impl PluginArgs {
                 "reads" => reads = parse_bool(key, value)?,
                 "pm_file" => pm_file = Some(PathBuf::from(value)),
                 "initial" => initial = Some(PathBuf::from(value)),
-                "stacks" => stacks = parse_bool(key, value)?,
+                "stacks" => {
+                    stacks = Stacks::from_name(value).ok_or_else(|| {
+                        format!(
+                            "`{key}={value}` must be one of {}",
+                            Stacks::NAMES.join(", ")
+                        )
+                    })?
+                }
                 "tracing" => tracing = parse_bool(key, value)?,
                 "repeat" => repeat = parse_bool(key, value)?,
                 _ => return Err(format!("unknown argument `{key}`")),
@@ -134,7 +176,7 @@ mod tests {
         assert_eq!(round_trip(&plain), plain);
         let full = PluginArgs {
             reads: true,
-            stacks: true,
+            stacks: Stacks::Shadow,
             tracing: false,
             initial: Some(("/c/pm-1-0.img".into(), "/t/x.initial".into())),
             repeat: true,
@@ -148,7 +190,7 @@ mod tests {
                 "pm_size=0x4000000",
                 "trace=/t/x",
                 "reads=on",
-                "stacks=on",
+                "stacks=shadow",
                 "tracing=off",
                 "repeat=on",
                 "pm_file=/c/pm-1-0.img",
@@ -164,14 +206,14 @@ mod tests {
             "pm_size=0x4000000",
             "trace=/t/x",
             "reads=on",
-            "stacks=on",
+            "stacks=frame-pointers",
         ])
         .unwrap();
         assert_eq!(
             args,
             PluginArgs {
                 reads: true,
-                stacks: true,
+                stacks: Stacks::FramePointers,
                 ..PluginArgs::new(1 << 32, 64 << 20, "/t/x".into())
             }
         );
@@ -186,7 +228,7 @@ mod tests {
         assert_eq!(with_initial.initial, Some(("/p".into(), "/i".into())));
         let idle =
             PluginArgs::parse(["pm_base=0", "pm_size=64", "trace=/t", "tracing=off"]).unwrap();
-        assert!(!idle.tracing && !idle.stacks && !idle.reads && !idle.repeat);
+        assert!(!idle.tracing && !idle.stacks.on() && !idle.reads && !idle.repeat);
     }
 
     #[test]
@@ -196,6 +238,7 @@ mod tests {
         assert!(e(&["pm_base=0", "pm_size=0", "trace=/t"]).contains("pm_size"));
         assert!(e(&["pm_base=x", "pm_size=1", "trace=/t"]).contains("pm_base=x"));
         assert!(e(&["pm_base=0", "pm_size=1", "trace=/t", "reads=maybe"]).contains("reads"));
+        assert!(e(&["pm_base=0", "pm_size=1", "trace=/t", "stacks=on"]).contains("shadow"));
         assert!(e(&["pm_base=0", "pm_size=64", "trace=/t", "pm_file=/p"]).contains("together"));
         assert!(e(&["colour=red"]).contains("colour"));
         assert!(e(&["novalue"]).contains("key=value"));

@@ -4,6 +4,7 @@ use crate::vm_args::VmArgs;
 use anyhow::{bail, Result};
 use clap::Args;
 use persim_tester::{Guest, VmGuest};
+use persim_vm::Stacks;
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]
@@ -25,9 +26,13 @@ pub struct RecordArgs {
     /// Record loads too.
     #[arg(long)]
     pub reads: bool,
-    /// Attach a frame-pointer stack trace to every entry.
-    #[arg(long)]
-    pub stack_traces: bool,
+    /// Attach a stack trace (return addresses, innermost first) to every entry: `shadow`
+    /// (the default) follows the executed calls and returns, so it works on code without
+    /// frame pointers such as the Debian kernel; `frame-pointers` walks the rbp chain (only
+    /// code built with frame pointers; a cross-check).
+    #[arg(long, value_name = "HOW", num_args = 0..=1, default_missing_value = "shadow",
+          value_parser = parse_stacks)]
+    pub stack_traces: Option<Stacks>,
     /// No progress lines on stderr.
     #[arg(long, short)]
     pub quiet: bool,
@@ -39,7 +44,7 @@ pub fn run(args: &RecordArgs) -> Result<()> {
     };
     let guest = VmGuest {
         reads: args.reads,
-        stack_traces: args.stack_traces,
+        stack_traces: args.stack_traces.unwrap_or(Stacks::Off),
         ..VmGuest::new(args.vm.options(None, !args.quiet)?)
     };
     let summary = guest.record(&args.setup, command, out)?;
@@ -63,4 +68,10 @@ pub fn run(args: &RecordArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+fn parse_stacks(name: &str) -> Result<Stacks, String> {
+    Stacks::from_name(name)
+        .filter(|s| s.on())
+        .ok_or_else(|| format!("`{name}`: give shadow or frame-pointers"))
 }

@@ -21,6 +21,10 @@ pub enum Class {
     /// iret, wrmsr, mov to a control register, serialize (cpuid is `Cpuid`).
     Serializing,
     Cpuid,
+    /// A near call (e8, or ff /2): pushes the return address (shadow stacks).
+    Call,
+    /// A near return (c3, c2 imm16).
+    Ret,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -116,6 +120,9 @@ fn classify_opt(bytes: &[u8]) -> Option<Class> {
         0x86 | 0x87 if modrm_is_memory(*rest.first()?) => Some(Class::Locked),
         0xa4 | 0xa5 | 0xaa | 0xab => Some(Class::StringStore),
         0xcf => Some(Class::Serializing),
+        0xe8 => Some(Class::Call),
+        0xff if (*rest.first()? >> 3) & 7 == 2 => Some(Class::Call),
+        0xc3 | 0xc2 => Some(Class::Ret),
         _ => Some(Class::Plain),
     }
 }
@@ -320,5 +327,21 @@ mod tests {
         assert_eq!(classify(&[0x48, 0xcf]), Class::Serializing); // iretq
         assert_eq!(classify(&[0x0f, 0xa2]), Class::Cpuid);
         assert_eq!(classify(&[0x0f]), Class::Plain);
+    }
+
+    #[test]
+    fn calls_and_returns() {
+        assert_eq!(classify(&[0xe8, 0, 0, 0, 0]), Class::Call); // call rel32
+        assert_eq!(classify(&[0xff, 0xd0]), Class::Call); // call *%rax
+        assert_eq!(classify(&[0x41, 0xff, 0xd3]), Class::Call); // call *%r11
+        assert_eq!(classify(&[0x3e, 0xff, 0x14, 0x25, 0, 0, 0, 0]), Class::Call); // notrack call *abs
+        assert_eq!(classify(&[0xff, 0x55, 0x08]), Class::Call); // call *8(%rbp)
+        assert_eq!(classify(&[0xff, 0xe0]), Class::Plain); // jmp *%rax
+        assert_eq!(classify(&[0xff, 0x1f]), Class::Plain); // lcall *(%rdi)
+        assert_eq!(classify(&[0xff, 0x07]), Class::Plain); // incl (%rdi)
+        assert_eq!(classify(&[0xc3]), Class::Ret);
+        assert_eq!(classify(&[0xf3, 0xc3]), Class::Ret); // rep ret
+        assert_eq!(classify(&[0xc2, 0x08, 0x00]), Class::Ret); // ret $8
+        assert_eq!(classify(&[0xcb]), Class::Plain); // lret
     }
 }

@@ -2,9 +2,10 @@
 //! the execution-time callbacks that feed the [`Tracer`].
 
 use crate::decode::{classify, Class, MemOperand, Segment};
+use crate::hypercall;
+use crate::stack::{self, ShadowStacks, StackKey};
 use crate::tracer::{Next, Store, Tracer};
-use crate::{hypercall, stack};
-use persim_abi::PluginArgs;
+use persim_abi::{PluginArgs, Stacks};
 use persim_trace::{FenceKind, FlushKind};
 use qemu_plugin::plugin::{HasCallbacks, Register};
 use qemu_plugin::sys::{qemu_plugin_read_memory_vaddr, qemu_plugin_tb, GByteArray};
@@ -20,6 +21,9 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 static PM_BASE: AtomicU64 = AtomicU64::new(0);
 static PM_SIZE: AtomicU64 = AtomicU64::new(0);
 static STATE: OnceLock<Mutex<State>> = OnceLock::new();
+/// The shadow call stacks (`stacks=shadow`), apart from the state: `call` and `ret` are far
+/// more frequent than PM accesses and need nothing else.
+static SHADOW: OnceLock<Mutex<Shadow>> = OnceLock::new();
 
 struct State {
     id: PluginId,
@@ -54,6 +58,52 @@ impl Registers {
             Segment::Gs => &self.gs_base,
         };
         reg.as_ref().map_or(0, read_u64)
+    }
+}
+
+struct Shadow {
+    stacks: ShadowStacks,
+    rsp: RegisterDescriptor<'static>,
+    cr3: Option<RegisterDescriptor<'static>>,
+    fs_base: Option<RegisterDescriptor<'static>>,
+}
+
+impl Shadow {
+    /// The current stack and stack pointer (see [`StackKey`]).
+    fn position(&self) -> (StackKey, u64) {
+        let rsp = read_u64(&self.rsp);
+        if rsp >> 63 == 1 {
+            return (StackKey::kernel(rsp), rsp);
+        }
+        let read = |reg: &Option<RegisterDescriptor>| reg.as_ref().map_or(0, read_u64);
+        let key = StackKey::User {
+            cr3: read(&self.cr3),
+            fs_base: read(&self.fs_base),
+        };
+        (key, rsp)
+    }
+}
+
+fn shadow() -> Option<MutexGuard<'static, Shadow>> {
+    let shadow = SHADOW.get()?;
+    Some(
+        shadow
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()),
+    )
+}
+
+fn on_call(ret: u64) {
+    if let Some(mut s) = shadow() {
+        let (key, rsp) = s.position();
+        s.stacks.call(key, rsp, ret);
+    }
+}
+
+fn on_ret() {
+    if let Some(mut s) = shadow() {
+        let (key, rsp) = s.position();
+        s.stacks.ret(key, rsp);
     }
 }
 
@@ -144,7 +194,11 @@ impl HasCallbacks for PersimPlugin {
             gprs: vec![None; GPR_NAMES.len()],
             ..Registers::default()
         };
+        let mut cr3 = None;
         for reg in qemu_plugin_get_registers()? {
+            if reg.name == "cr3" {
+                cr3 = Some(reg.clone());
+            }
             if let Some(n) = GPR_NAMES.iter().position(|name| *name == reg.name) {
                 registers.gprs[n] = Some(reg);
             } else if reg.name == "fs_base" {
@@ -157,9 +211,11 @@ impl HasCallbacks for PersimPlugin {
             say("QEMU does not expose all general-purpose registers: flush addresses may be wrong");
         }
         let mut s = state();
-        if s.tracer.stacks() {
-            const RBP: usize = 5;
-            match registers.gprs[RBP].clone() {
+        const RBP: usize = 5;
+        const RSP: usize = 4;
+        match s.tracer.stacks() {
+            Stacks::Off => {}
+            Stacks::FramePointers => match registers.gprs[RBP].clone() {
                 Some(rbp) => {
                     let mut memory = GuestMemory::new();
                     s.tracer.set_stack_source(Box::new(move || {
@@ -167,7 +223,29 @@ impl HasCallbacks for PersimPlugin {
                     }));
                 }
                 None => say("QEMU does not expose rbp: entries get no stack traces"),
-            }
+            },
+            Stacks::Shadow => match registers.gprs[RSP].clone() {
+                Some(rsp) => {
+                    if cr3.is_none() {
+                        say("QEMU does not expose cr3: user processes may share shadow stacks");
+                    }
+                    let stacks = Shadow {
+                        stacks: ShadowStacks::default(),
+                        rsp,
+                        cr3,
+                        fs_base: registers.fs_base.clone(),
+                    };
+                    // One vCPU: a second initialisation keeps the first's stacks.
+                    let _ = SHADOW.set(Mutex::new(stacks));
+                    s.tracer.set_stack_source(Box::new(|| {
+                        shadow().map_or_else(Vec::new, |mut s| {
+                            let (key, rsp) = s.position();
+                            s.stacks.current(key, rsp)
+                        })
+                    }));
+                }
+                None => say("QEMU does not expose rsp: entries get no stack traces"),
+            },
         }
         s.registers = registers;
         Ok(())
@@ -196,7 +274,7 @@ extern "C" fn on_translate(_id: PluginId, tb: *mut qemu_plugin_tb) {
         (s.tracer.tracing(), s.tracer.reads(), s.tracer.stacks())
     };
     // Stack walks read rbp, from any callback that may record an entry.
-    let regs = if stacks {
+    let regs = if stacks.on() {
         CallbackFlags::QEMU_PLUGIN_CB_R_REGS
     } else {
         CallbackFlags::QEMU_PLUGIN_CB_NO_REGS
@@ -231,7 +309,20 @@ extern "C" fn on_translate(_id: PluginId, tb: *mut qemu_plugin_tb) {
                 move |_| state().tracer.fence(pc, FenceKind::Serializing),
                 regs,
             ),
-            Class::Plain | Class::NtStore | Class::StringStore | Class::Cpuid => {}
+            Class::Call if stacks == Stacks::Shadow => insn.register_execute_callback_flags(
+                move |_| on_call(pc + len),
+                CallbackFlags::QEMU_PLUGIN_CB_R_REGS,
+            ),
+            Class::Ret if stacks == Stacks::Shadow => insn.register_execute_callback_flags(
+                |_| on_ret(),
+                CallbackFlags::QEMU_PLUGIN_CB_R_REGS,
+            ),
+            Class::Plain
+            | Class::NtStore
+            | Class::StringStore
+            | Class::Cpuid
+            | Class::Call
+            | Class::Ret => {}
         }
         let store = match class {
             Class::NtStore => Store::NonTemporal,

@@ -1,8 +1,86 @@
-//! Frame-pointer stack walks for `--stack-traces`.
+//! Stack traces for `--stack-traces`: a shadow call stack kept from the executed `call`
+//! and `ret` instructions (code without frame pointers, e.g. the Debian kernel), and
+//! frame-pointer walks (the cross-check on code built with them).
+
+use std::collections::HashMap;
 
 /// Return addresses recorded per entry at most: enough to see through a library into its
 /// caller, cheap enough to walk on every PM access.
 pub const MAX_DEPTH: usize = 16;
+
+/// Kernel thread stacks (and the IRQ and exception stacks) are `THREAD_SIZE`-aligned
+/// regions of 16 KiB on x86-64, so a kernel stack pointer names its stack by its region.
+const KERNEL_STACK_SHIFT: u32 = 14;
+
+/// Frames kept per stack at most; a deeper recursion loses its outermost frames.
+const MAX_FRAMES: usize = 4096;
+
+/// Which stack a stack pointer is on: a kernel stack by its region; a user thread by its
+/// address space (cr3) and thread pointer (fs_base), since user stacks have no fixed size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StackKey {
+    Kernel(u64),
+    User { cr3: u64, fs_base: u64 },
+}
+
+impl StackKey {
+    pub fn kernel(rsp: u64) -> StackKey {
+        StackKey::Kernel(rsp >> KERNEL_STACK_SHIFT)
+    }
+}
+
+/// One shadow call stack per stack seen. Each frame is the return address a `call` pushed
+/// and the stack slot it pushed it to. A frame is live while its slot is at or above the
+/// stack pointer, so the stacks resynchronise by themselves whatever the control flow
+/// (returns not seen, `longjmp`, exceptions, retpoline thunks, frames called before
+/// tracing started are simply missing); a `ret` drops the frame it returns through and
+/// any below it. Context switches change the stack, so threads never mix.
+#[derive(Default)]
+pub struct ShadowStacks {
+    stacks: HashMap<StackKey, Vec<Frame>>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Frame {
+    slot: u64,
+    ret: u64,
+}
+
+impl ShadowStacks {
+    /// A `call` about to execute with stack pointer `rsp`, returning to `ret`.
+    pub fn call(&mut self, key: StackKey, rsp: u64, ret: u64) {
+        let slot = rsp.wrapping_sub(8);
+        let frames = self.stacks.entry(key).or_default();
+        drop_below(frames, slot.wrapping_add(1));
+        if frames.len() == MAX_FRAMES {
+            frames.remove(0);
+        }
+        frames.push(Frame { slot, ret });
+    }
+
+    /// A `ret` about to execute: `rsp` points at the slot of the frame it returns through.
+    pub fn ret(&mut self, key: StackKey, rsp: u64) {
+        if let Some(frames) = self.stacks.get_mut(&key) {
+            drop_below(frames, rsp.wrapping_add(1));
+        }
+    }
+
+    /// The return addresses of the live frames at stack pointer `rsp`, innermost first.
+    pub fn current(&mut self, key: StackKey, rsp: u64) -> Vec<u64> {
+        let Some(frames) = self.stacks.get_mut(&key) else {
+            return Vec::new();
+        };
+        drop_below(frames, rsp);
+        frames.iter().rev().take(MAX_DEPTH).map(|f| f.ret).collect()
+    }
+}
+
+/// Drops the innermost frames whose slot is below `limit` (the stack grows down).
+fn drop_below(frames: &mut Vec<Frame>, limit: u64) {
+    while frames.last().is_some_and(|f| f.slot < limit) {
+        frames.pop();
+    }
+}
 
 /// The return addresses of the frame chain starting at `rbp`, innermost first. Each frame
 /// holds the caller's rbp at `[rbp]` and the return address at `[rbp + 8]`;
@@ -33,7 +111,84 @@ pub fn walk(rbp: u64, mut read_frame: impl FnMut(u64) -> Option<(u64, u64)>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
+
+    const K: StackKey = StackKey::Kernel(1);
+    const TOP: u64 = 0xffff_c900_0000_8000;
+
+    #[test]
+    fn calls_push_and_returns_pop() {
+        let mut s = ShadowStacks::default();
+        s.call(K, TOP, 0xa); // slot TOP-8
+        s.call(K, TOP - 0x20, 0xb); // slot TOP-0x28
+        assert_eq!(s.current(K, TOP - 0x40), [0xb, 0xa]);
+        s.ret(K, TOP - 0x28);
+        assert_eq!(s.current(K, TOP - 0x20), [0xa]);
+        s.call(K, TOP - 0x30, 0xc);
+        assert_eq!(s.current(K, TOP - 0x38), [0xc, 0xa]);
+        s.ret(K, TOP - 0x38);
+        s.ret(K, TOP - 8);
+        assert!(s.current(K, TOP).is_empty());
+    }
+
+    #[test]
+    fn frames_below_the_stack_pointer_are_dead_without_a_ret() {
+        // A retpoline thunk's inner call never returns to its slot, a longjmp or an
+        // exception unwinds several frames: the stack pointer says which frames live.
+        let mut s = ShadowStacks::default();
+        s.call(K, TOP, 0xa);
+        s.call(K, TOP - 0x20, 0xb);
+        s.call(K, TOP - 0x40, 0xc);
+        assert_eq!(s.current(K, TOP - 0x20), [0xa]);
+        // A call at a higher stack pointer than recorded frames replaces them.
+        s.call(K, TOP - 0x40, 0xb);
+        s.call(K, TOP - 0x60, 0xc);
+        s.call(K, TOP - 0x30, 0xd);
+        assert_eq!(s.current(K, TOP - 0x40), [0xd, 0xa]);
+    }
+
+    #[test]
+    fn a_ret_drops_the_frame_even_when_the_function_then_pushes_again() {
+        // After `ret`, the caller may push below the returned frame's slot: without the
+        // ret the dead frame would look live again.
+        let mut s = ShadowStacks::default();
+        s.call(K, TOP, 0xa);
+        s.call(K, TOP - 0x20, 0xb);
+        s.ret(K, TOP - 0x28);
+        assert_eq!(s.current(K, TOP - 0x30), [0xa]);
+    }
+
+    #[test]
+    fn stacks_are_kept_apart_and_calls_seen_before_are_missing_not_wrong() {
+        let mut s = ShadowStacks::default();
+        let other = StackKey::kernel(TOP + 0x10000);
+        let user = StackKey::User {
+            cr3: 0x1000,
+            fs_base: 0x7000,
+        };
+        s.call(K, TOP, 0xa);
+        s.call(other, TOP + 0x10000, 0xb);
+        s.call(user, 0x7fff_0000, 0xc);
+        assert_eq!(s.current(K, TOP - 8), [0xa]);
+        assert_eq!(s.current(other, TOP + 0xfff8), [0xb]);
+        assert_eq!(s.current(user, 0x7ffe_fff8), [0xc]);
+        // Returning through a frame called before tracing started (above every recorded
+        // one) ends all the frames inside it.
+        s.ret(K, TOP + 0x100);
+        assert!(s.current(K, TOP).is_empty());
+        assert_eq!(StackKey::kernel(TOP), StackKey::kernel(TOP + 0x3fff));
+        assert_ne!(StackKey::kernel(TOP), StackKey::kernel(TOP + 0x4000));
+    }
+
+    #[test]
+    fn shadow_stacks_are_depth_limited_innermost_first() {
+        let mut s = ShadowStacks::default();
+        for i in 0..40 {
+            s.call(K, TOP - i * 16, 0x400000 + i);
+        }
+        let stack = s.current(K, TOP - 40 * 16);
+        assert_eq!(stack.len(), MAX_DEPTH);
+        assert_eq!(stack[..2], [0x400027, 0x400026]);
+    }
 
     /// Guest memory holding frames: address -> (saved rbp, return address).
     fn memory(frames: &[(u64, u64, u64)]) -> impl FnMut(u64) -> Option<(u64, u64)> {

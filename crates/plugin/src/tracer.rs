@@ -2,7 +2,7 @@
 //! the translation of flushed virtual addresses to PM offsets.
 
 use persim_abi::machine::{DIRECT_MAP_BASE, DIRECT_MAP_SIZE};
-use persim_abi::PluginArgs;
+use persim_abi::{PluginArgs, Stacks};
 use persim_trace::{BackgroundWriter, Entry, FenceKind, FlushKind, Header, Hypercall, Meta, Op};
 use std::collections::HashMap;
 
@@ -78,7 +78,7 @@ impl Tracer {
         }
     }
 
-    pub fn stacks(&self) -> bool {
+    pub fn stacks(&self) -> Stacks {
         self.args.stacks
     }
 
@@ -104,7 +104,7 @@ impl Tracer {
                     pm_base: self.args.pm_base,
                     pm_size: self.args.pm_size,
                     flags: flag(self.args.reads, Header::FLAG_READS)
-                        | flag(self.args.stacks, Header::FLAG_STACKS),
+                        | flag(self.args.stacks.on(), Header::FLAG_STACKS),
                     ..Header::default()
                 };
                 if let Some((pm_file, initial)) = &self.args.initial {
@@ -307,7 +307,7 @@ mod tests {
             pm_size: 1 << 20,
             trace: dir.path().join("t"),
             reads: false,
-            stacks: false,
+            stacks: Stacks::Off,
             tracing: true,
             initial: None,
             repeat: false,
@@ -322,7 +322,7 @@ mod tests {
     fn entries_carry_the_stack_and_the_header_says_so() {
         let dir = tempfile::tempdir().unwrap();
         let mut t = Tracer::new(PluginArgs {
-            stacks: true,
+            stacks: Stacks::FramePointers,
             ..args(&dir)
         });
         let mut depth = 0;

@@ -38,8 +38,8 @@ pub struct VmGuest {
     pub options: VmOptions,
     /// Record loads too.
     pub reads: bool,
-    /// Attach a stack trace to every entry.
-    pub stack_traces: bool,
+    /// Attach a stack trace to every entry, and how.
+    pub stack_traces: persim_vm::Stacks,
 }
 
 impl VmGuest {
@@ -47,7 +47,7 @@ impl VmGuest {
         VmGuest {
             options,
             reads: false,
-            stack_traces: false,
+            stack_traces: persim_vm::Stacks::Off,
         }
     }
 }

@@ -26,6 +26,7 @@ pub use config::VmConfig;
 pub use error::VmError;
 pub use extract::{extract_states, DumpOptions, ExtractMode, ExtractOptions, Extracted};
 pub use kernel::Kernel;
+pub use persim_abi::Stacks;
 pub use qemu::check_version;
 pub use recovered::{Outcome, Recovered};
 pub use trace::{trace, Artifacts, TraceOptions, TraceSummary};

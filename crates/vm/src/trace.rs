@@ -9,7 +9,7 @@ use crate::kernel::Kernel;
 use crate::qemu::{check_version, Plugin, QemuSpec, MAX_MEMORY_MIB};
 use crate::scratch::ScratchPm;
 use persim_abi::machine::PM_BASE;
-use persim_abi::PluginArgs;
+use persim_abi::{PluginArgs, Stacks};
 use persim_trace::initial_image_path;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -133,7 +133,8 @@ pub struct TraceOptions {
     /// (`persim_trace::initial_image_path`).
     pub output: PathBuf,
     pub reads: bool,
-    pub stack_traces: bool,
+    /// A stack trace with every entry, and how it is found.
+    pub stack_traces: Stacks,
     /// Limit for each phase after the boot (setup, traced run, shutdown).
     pub timeout: Duration,
     /// Limit for booting the guest.

@@ -2,7 +2,7 @@
 //! Without them they are skipped with a message, except under CI (CI set), where they must run.
 
 use persim_abi::machine::PM_BASE;
-use persim_abi::PluginArgs;
+use persim_abi::{PluginArgs, Stacks};
 use persim_trace::{FenceKind, FlushKind, Hypercall, Op};
 use persim_vm::{
     default_config_dir, prepare, Artifacts, Plugin, QemuSpec, TraceOptions, Vm, VmConfig,
@@ -79,7 +79,7 @@ fn trace_options(fs: &str, command: &str, output: PathBuf, artifacts: Artifacts)
         setup: String::new(),
         output,
         reads: false,
-        stack_traces: false,
+        stack_traces: Stacks::Off,
         timeout: TIMEOUT,
         boot_timeout: TIMEOUT,
         cache_dir: cache_dir(),
@@ -184,7 +184,7 @@ struct ProbeRun {
     outer: u64,
 }
 
-fn run_probe(artifacts: Artifacts, stack_traces: bool) -> ProbeRun {
+fn run_probe(artifacts: Artifacts, stack_traces: Stacks) -> ProbeRun {
     let dir = tempfile::tempdir().unwrap();
     let output = dir.path().join("probe.trace");
     let mut opts = trace_options("ext4", "pm-probe /mnt/probe", output.clone(), artifacts);
@@ -202,7 +202,7 @@ fn run_probe(artifacts: Artifacts, stack_traces: bool) -> ProbeRun {
     let (header, entries) = persim_trace::read_all(&output).unwrap();
     assert_eq!(
         header.flags & persim_trace::Header::FLAG_STACKS != 0,
-        stack_traces
+        stack_traces.on()
     );
     ProbeRun {
         entries,
@@ -255,7 +255,7 @@ fn probe_nt_cached_flush_and_fence_entries_are_exact() {
     let Some((artifacts, _)) = artifacts_or_skip(TEST).and_then(|a| with_probe(TEST, a)) else {
         return;
     };
-    let run = run_probe(artifacts, false);
+    let run = run_probe(artifacts, Stacks::Off);
     let ops: Vec<Op> = between_checkpoints(&run.entries, 1)
         .iter()
         .map(|e| e.op.clone())
@@ -283,14 +283,10 @@ fn symbols(binary: &std::path::Path) -> std::collections::HashMap<String, (u64, 
         .collect()
 }
 
-#[test]
-fn stack_traces_follow_frame_pointers_through_the_probe_call_chain() {
-    const TEST: &str = "stack_traces_follow_frame_pointers_through_the_probe_call_chain";
-    let Some((artifacts, probe)) = artifacts_or_skip(TEST).and_then(|a| with_probe(TEST, a)) else {
-        return;
-    };
-    let run = run_probe(artifacts, true);
-    let symbols = symbols(&probe);
+/// Checks the stacks of the probe's call chain (between checkpoints 2 and 3) and returns
+/// them: the probe's callers, innermost first, then the return into `main`.
+fn probe_chain_stacks(run: &ProbeRun, probe: &std::path::Path) -> Vec<Vec<u64>> {
+    let symbols = symbols(probe);
     let load_bias = run.outer - symbols["persim_probe_outer"].0;
     let function_of = |addr: u64| {
         let addr = addr.wrapping_sub(load_bias);
@@ -307,8 +303,7 @@ fn stack_traces_follow_frame_pointers_through_the_probe_call_chain() {
         .collect();
     assert_eq!(ops, expected_probe_ops(run.pm_offset));
 
-    // inner stores, middle flushes after the call, outer fences after the call; each
-    // stack holds the probe's callers, innermost first, then the return into `main`.
+    // inner stores, middle flushes after the call, outer fences after the call.
     let chain = between_checkpoints(&run.entries, 2);
     let (inner, middle, outer) = (
         "persim_probe_inner",
@@ -331,6 +326,29 @@ fn stack_traces_follow_frame_pointers_through_the_probe_call_chain() {
         assert_eq!(found[..callers.len()], wanted, "{entry:#x?}");
         let caller_of_outer = found[callers.len()].expect("a return into the probe's code");
         assert!(!caller_of_outer.starts_with("persim_probe"), "{entry:#x?}");
+    }
+    chain.iter().map(|e| e.meta.stack.clone()).collect()
+}
+
+#[test]
+fn shadow_stacks_follow_the_probe_call_chain_and_agree_with_frame_pointers() {
+    const TEST: &str = "shadow_stacks_follow_the_probe_call_chain_and_agree_with_frame_pointers";
+    let Some((artifacts, probe)) = artifacts_or_skip(TEST).and_then(|a| with_probe(TEST, a)) else {
+        return;
+    };
+    let shadow = probe_chain_stacks(&run_probe(artifacts.clone(), Stacks::Shadow), &probe);
+    let walked = probe_chain_stacks(&run_probe(artifacts, Stacks::FramePointers), &probe);
+    // The frame-pointer walk ends in the standard library, built without frame pointers;
+    // up to there both give the same return addresses. The two runs may load the static
+    // PIE at different addresses, so the addresses are compared relative to the first.
+    for (shadow, walked) in shadow.iter().zip(&walked) {
+        assert!(shadow.len() >= walked.len(), "{shadow:#x?} vs {walked:#x?}");
+        let offsets = |s: &[u64]| s.iter().map(|a| a.wrapping_sub(s[0])).collect::<Vec<_>>();
+        assert_eq!(
+            offsets(&shadow[..walked.len()]),
+            offsets(walked),
+            "{shadow:#x?} vs {walked:#x?}"
+        );
     }
 }
 
