@@ -3,7 +3,7 @@
 use anyhow::Result;
 use clap::Subcommand;
 use persim_trace::synthetic::{self, FsLike};
-use persim_trace::{write_binary_file, Header, Reader, TextWriter};
+use persim_trace::{write_binary_file, Header, Reader, Symbols, TextWriter};
 use std::fs;
 use std::io::{self, BufWriter};
 use std::path::PathBuf;
@@ -14,6 +14,10 @@ pub enum TraceCommand {
     Print {
         /// Trace file, text or binary (detected by content).
         file: PathBuf,
+        /// Leave out the `# function+0xoff [module] < caller…` comment that follows each
+        /// entry of a recorded trace (from the symbols saved beside it, TRACE.symbols).
+        #[arg(long)]
+        no_symbols: bool,
     },
     /// Pack a trace (usually text) into the compact, compressed binary form.
     Pack {
@@ -40,12 +44,17 @@ pub enum TraceCommand {
 
 pub fn run(command: &TraceCommand) -> Result<()> {
     match command {
-        TraceCommand::Print { file } => {
+        TraceCommand::Print { file, no_symbols } => {
             let reader = Reader::open(file)?;
+            let symbols = (!no_symbols).then(|| Symbols::of_trace(file)).flatten();
             let mut writer =
                 TextWriter::new(BufWriter::new(io::stdout().lock()), &reader.header())?;
             for entry in reader {
-                writer.write(&entry?)?;
+                let entry = entry?;
+                match symbols.as_ref().and_then(|s| s.describe_meta(&entry.meta)) {
+                    Some(code) => writer.write_with_comment(&entry, &code)?,
+                    None => writer.write(&entry)?,
+                }
             }
             writer.finish()?;
         }

@@ -10,6 +10,7 @@ mod binary;
 mod entry;
 mod error;
 mod reader;
+mod symbols;
 pub mod synthetic;
 mod text;
 
@@ -21,6 +22,7 @@ pub use entry::{
 };
 pub use error::{TraceError, TraceErrorKind};
 pub use reader::{read_all, Format, Reader};
+pub use symbols::{symbols_path, Location, Symbols};
 pub use text::{ParseEntryError, TextWriter};
 
 /// Where the PM contents at the start of a recorded trace are kept, next to the trace:
@@ -38,6 +40,7 @@ pub fn remove_recording(trace: &std::path::Path) {
     let _ = std::fs::remove_file(trace);
     let initial = initial_image_path(trace);
     let _ = std::fs::remove_file(&initial);
+    let _ = std::fs::remove_file(symbols_path(trace));
     atomic_file::remove_temporaries(trace);
     atomic_file::remove_temporaries(&initial);
 }

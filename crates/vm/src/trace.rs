@@ -11,6 +11,7 @@ use crate::scratch::ScratchPm;
 use persim_abi::machine::PM_BASE;
 use persim_abi::{PluginArgs, Stacks};
 use persim_trace::initial_image_path;
+use std::collections::HashMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -233,6 +234,10 @@ fn record(opts: &TraceOptions) -> Result<TraceSummary, VmError> {
         out.exit_code
     ));
 
+    if let Err(e) = save_symbols(&mut vm, &prepared, opts) {
+        say(format!("no symbols for the trace: {e}"));
+    }
+
     let started = Instant::now();
     vm.shutdown(opts.timeout)?;
     let shutdown = started.elapsed();
@@ -248,6 +253,69 @@ fn record(opts: &TraceOptions) -> Result<TraceSummary, VmError> {
         traced,
         shutdown,
     })
+}
+
+/// Saves the guest's function symbols beside the trace (`persim_trace::symbols_path`).
+/// Under `nokaslr` the kernel's own addresses are fixed, and a module's functions keep
+/// their offsets from its load address, which `/proc/modules` gives. So `/proc/kallsyms`
+/// (about 4 MB over the serial console, 10 s) is fetched once per kernel and set of
+/// modules and cached with the load addresses it was taken at; a later trace reads only
+/// `/proc/modules` and moves the modules' functions to where this boot loaded them.
+fn save_symbols(vm: &mut Vm, prepared: &Prepared, opts: &TraceOptions) -> Result<(), VmError> {
+    let loaded = module_addresses(&vm.run("cat /proc/modules", opts.timeout)?.output);
+    let mut names: Vec<&String> = loaded.keys().collect();
+    names.sort();
+    let mut key = blake3::Hasher::new();
+    key.update(prepared.kernel.image.as_os_str().as_encoded_bytes());
+    for name in names {
+        key.update(name.as_bytes()).update(b"\n");
+    }
+    let stem = format!("kallsyms-{}", &key.finalize().to_hex()[..16]);
+    let (cached, cached_modules) = (
+        opts.cache_dir.join(format!("{stem}.zst")),
+        opts.cache_dir.join(format!("{stem}.modules")),
+    );
+    let write_error = |path: &Path, e| VmError::io(format!("cannot write {}", path.display()), e);
+    let fetched = match (
+        persim_trace::Symbols::load(&cached),
+        std::fs::read_to_string(&cached_modules),
+    ) {
+        (Ok(symbols), Ok(modules)) => {
+            symbols.with_modules_moved(&module_addresses(&modules), &loaded)
+        }
+        _ => {
+            let kallsyms = vm.run("cat /proc/kallsyms", opts.timeout)?;
+            let symbols = persim_trace::Symbols::from_kallsyms(&kallsyms.output);
+            if symbols.is_empty() {
+                return Err(VmError::io(
+                    "/proc/kallsyms in the guest",
+                    std::io::Error::other("no function symbols"),
+                ));
+            }
+            let modules: String = loaded
+                .iter()
+                .map(|(m, a)| format!("{m} 0 0 - Live {a:#x}\n"))
+                .collect();
+            symbols.save(&cached).map_err(|e| write_error(&cached, e))?;
+            persim_trace::atomic_file::write_atomically(&cached_modules, modules.as_bytes())
+                .map_err(|e| write_error(&cached_modules, e))?;
+            symbols
+        }
+    };
+    let target = persim_trace::symbols_path(&opts.output);
+    fetched.save(&target).map_err(|e| write_error(&target, e))
+}
+
+/// Module name -> load address from `/proc/modules` lines (`name size refs deps state
+/// address`); other lines (kernel messages share the console) are skipped.
+fn module_addresses(text: &str) -> HashMap<String, u64> {
+    text.lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let address = fields.get(5)?.strip_prefix("0x")?;
+            Some((fields[0].to_owned(), u64::from_str_radix(address, 16).ok()?))
+        })
+        .collect()
 }
 
 /// The plugin is told where PM is from the machine layout; the guest kernel's view of the
@@ -281,6 +349,17 @@ fn traced_run_script(command: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn module_addresses_come_from_proc_modules_lines_only() {
+        let text = "ext4 983040 1 - Live 0xffffffffc0297000\n\
+            [   3.1] EXT4-fs (pmem0): mounted filesystem with ordered data mode 1 2\n\
+            jbd2 167936 1 ext4, Live 0xffffffffc026d000 (E)\n";
+        let modules = module_addresses(text);
+        assert_eq!(modules.len(), 2, "{modules:?}");
+        assert_eq!(modules["ext4"], 0xffffffffc0297000);
+        assert_eq!(modules["jbd2"], 0xffffffffc026d000);
+    }
 
     #[test]
     fn the_traced_run_wraps_the_commands_once_between_hypercalls() {

@@ -283,6 +283,51 @@ fn symbols(binary: &std::path::Path) -> std::collections::HashMap<String, (u64, 
         .collect()
 }
 
+#[test]
+fn kernel_stores_carry_symbolised_call_chains_on_the_stock_kernel() {
+    const TEST: &str = "kernel_stores_carry_symbolised_call_chains_on_the_stock_kernel";
+    let Some(artifacts) = artifacts_or_skip(TEST) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("hello.trace");
+    let mut opts = trace_options(
+        "ext4",
+        "echo HelloWorld > /mnt/myfile && sync",
+        output.clone(),
+        artifacts,
+    );
+    opts.stack_traces = Stacks::Shadow;
+    let summary = persim_vm::trace(&opts).unwrap();
+    assert_eq!(summary.exit_code, 0, "{}", summary.output);
+    let (_, entries) = persim_trace::read_all(&output).unwrap();
+    let symbols = persim_trace::Symbols::of_trace(&output).expect("symbols beside the trace");
+
+    // The Debian kernel has no frame pointers: every kernel store still has a call chain,
+    // and every pc and return address lies in a known function.
+    let stores: Vec<_> = entries
+        .iter()
+        .filter(|e| matches!(e.op, Op::Write { .. }))
+        .collect();
+    assert!(!stores.is_empty());
+    let mut functions = std::collections::BTreeSet::new();
+    for entry in &stores {
+        assert!(!entry.meta.stack.is_empty(), "{entry:#x?}");
+        for &address in entry.meta.pc.iter().chain(&entry.meta.stack) {
+            let location = symbols
+                .resolve(address)
+                .unwrap_or_else(|| panic!("{address:#x} in no function: {entry:#x?}"));
+            functions.insert(location.function.to_owned());
+        }
+    }
+    for prefix in ["ext4_", "jbd2_", "dax_", "pmem_"] {
+        assert!(
+            functions.iter().any(|f| f.starts_with(prefix)),
+            "no {prefix} frame among {functions:?}"
+        );
+    }
+}
+
 /// Checks the stacks of the probe's call chain (between checkpoints 2 and 3) and returns
 /// them: the probe's callers, innermost first, then the return into `main`.
 fn probe_chain_stacks(run: &ProbeRun, probe: &std::path::Path) -> Vec<Vec<u64>> {

@@ -26,6 +26,14 @@ impl<W: Write> TextWriter<W> {
         writeln!(self.out, "{entry}")
     }
 
+    /// Writes one entry followed by `# comment` (which readers ignore).
+    pub fn write_with_comment(&mut self, entry: &Entry, comment: &str) -> io::Result<()> {
+        entry
+            .validate()
+            .map_err(|problem| io::Error::new(io::ErrorKind::InvalidInput, problem))?;
+        writeln!(self.out, "{entry}  # {comment}")
+    }
+
     /// Flushes and returns the underlying writer.
     pub fn finish(self) -> io::Result<W> {
         self.out.into_inner().map_err(|e| e.into_error())
