@@ -8,12 +8,16 @@ use crate::tracer::{Next, Store, Tracer};
 use persim_abi::{PluginArgs, Stacks};
 use persim_trace::{FenceKind, FlushKind};
 use qemu_plugin::plugin::{HasCallbacks, Register};
-use qemu_plugin::sys::{qemu_plugin_read_memory_vaddr, qemu_plugin_tb, GByteArray};
+use qemu_plugin::sys::{
+    qemu_plugin_read_memory_vaddr, qemu_plugin_read_register, qemu_plugin_reg_descriptor,
+    qemu_plugin_register, qemu_plugin_tb, GArray, GByteArray,
+};
 use qemu_plugin::{
     qemu_plugin_get_registers, qemu_plugin_outs, qemu_plugin_register_atexit_cb,
     qemu_plugin_register_vcpu_tb_trans_cb, CallbackFlags, Info, MemRW, MemValue, MemoryInfo,
     PluginId, RegisterDescriptor, TranslationBlock, VCPUIndex,
 };
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
@@ -21,9 +25,23 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 static PM_BASE: AtomicU64 = AtomicU64::new(0);
 static PM_SIZE: AtomicU64 = AtomicU64::new(0);
 static STATE: OnceLock<Mutex<State>> = OnceLock::new();
-/// The shadow call stacks (`stacks=shadow`), apart from the state: `call` and `ret` are far
-/// more frequent than PM accesses and need nothing else.
-static SHADOW: OnceLock<Mutex<Shadow>> = OnceLock::new();
+/// The registers the shadow call stacks read (`stacks=shadow`), once known.
+static SHADOW_REGISTERS: OnceLock<ShadowRegisters> = OnceLock::new();
+
+thread_local! {
+    /// The shadow call stacks, apart from the state and per vCPU thread without a lock:
+    /// `call` and `ret` are far more frequent than PM accesses (the lock was most of their
+    /// cost). With one vCPU there is one.
+    static SHADOW: RefCell<Option<Shadow>> = const { RefCell::new(None) };
+}
+
+/// Register handles: QEMU's are indices, the same for every vCPU.
+#[derive(Clone, Copy)]
+struct ShadowRegisters {
+    rsp: RegisterHandle,
+    cr3: Option<RegisterHandle>,
+    fs_base: Option<RegisterHandle>,
+}
 
 struct State {
     id: PluginId,
@@ -63,47 +81,129 @@ impl Registers {
 
 struct Shadow {
     stacks: ShadowStacks,
-    rsp: RegisterDescriptor<'static>,
-    cr3: Option<RegisterDescriptor<'static>>,
-    fs_base: Option<RegisterDescriptor<'static>>,
+    rsp: RawRegister,
+    cr3: Option<RawRegister>,
+    fs_base: Option<RawRegister>,
 }
 
 impl Shadow {
-    /// The current stack and stack pointer (see [`StackKey`]).
-    fn position(&self) -> (StackKey, u64) {
-        let rsp = read_u64(&self.rsp);
-        if rsp >> 63 == 1 {
-            return (StackKey::kernel(rsp), rsp);
+    fn new(registers: ShadowRegisters) -> Shadow {
+        Shadow {
+            stacks: ShadowStacks::default(),
+            rsp: RawRegister::new(registers.rsp),
+            cr3: registers.cr3.map(RawRegister::new),
+            fs_base: registers.fs_base.map(RawRegister::new),
         }
-        let read = |reg: &Option<RegisterDescriptor>| reg.as_ref().map_or(0, read_u64);
-        let key = StackKey::User {
-            cr3: read(&self.cr3),
-            fs_base: read(&self.fs_base),
-        };
-        (key, rsp)
+    }
+
+    /// The stack a slot of a user stack is on (see [`StackKey`]); kernel stacks are named
+    /// by the slot alone.
+    fn key(&mut self, slot: u64) -> StackKey {
+        if slot >> 63 == 1 {
+            return StackKey::kernel(slot);
+        }
+        let read = |reg: &mut Option<RawRegister>| reg.as_mut().map_or(0, RawRegister::read);
+        StackKey::User {
+            cr3: read(&mut self.cr3),
+            fs_base: read(&mut self.fs_base),
+        }
+    }
+
+    fn current(&mut self) -> Vec<u64> {
+        let rsp = self.rsp.read();
+        let key = self.key(rsp);
+        self.stacks.current(key, rsp)
     }
 }
 
-fn shadow() -> Option<MutexGuard<'static, Shadow>> {
-    let shadow = SHADOW.get()?;
-    Some(
-        shadow
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()),
-    )
+/// Runs `f` on this vCPU thread's shadow stacks (made on first use).
+fn with_shadow<R>(f: impl FnOnce(&mut Shadow) -> R) -> Option<R> {
+    SHADOW.with_borrow_mut(|shadow| {
+        if shadow.is_none() {
+            *shadow = Some(Shadow::new(*SHADOW_REGISTERS.get()?));
+        }
+        shadow.as_mut().map(f)
+    })
 }
 
-fn on_call(ret: u64) {
-    if let Some(mut s) = shadow() {
-        let (key, rsp) = s.position();
-        s.stacks.call(key, rsp, ret);
+/// The push of a `call` (at its return-address slot) or the pop of a `ret`: the memory
+/// access gives the slot without reading rsp.
+fn on_stack_access(ret: Option<u64>, slot: u64) {
+    with_shadow(|s| {
+        let key = s.key(slot);
+        match ret {
+            Some(ret) => s.stacks.call(key, slot + 8, ret),
+            None => s.stacks.ret(key, slot),
+        }
+    });
+}
+
+#[derive(Clone, Copy)]
+struct RegisterHandle(*mut qemu_plugin_register);
+
+// SAFETY: QEMU's register handles are register numbers, not pointers to anything.
+unsafe impl Send for RegisterHandle {}
+unsafe impl Sync for RegisterHandle {}
+
+/// A register read without allocating: the crate's `RegisterDescriptor::read` allocates a
+/// glib array and a Vec per read, too slow for reads on every call and return.
+struct RawRegister {
+    handle: RegisterHandle,
+    buffer: *mut GByteArray,
+}
+
+extern "C" {
+    fn g_byte_array_set_size(array: *mut GByteArray, length: u32) -> *mut GByteArray;
+    fn g_array_free(array: *mut GArray, free_segment: bool) -> *mut std::ffi::c_char;
+}
+
+impl RawRegister {
+    fn new(handle: RegisterHandle) -> RawRegister {
+        RawRegister {
+            handle,
+            // SAFETY: plain allocation; the array lives as long as the thread's stacks.
+            buffer: unsafe { g_byte_array_new() },
+        }
     }
-}
 
-fn on_ret() {
-    if let Some(mut s) = shadow() {
-        let (key, rsp) = s.position();
-        s.stacks.ret(key, rsp);
+    /// The current vCPU's registers of these names (QEMU's gdb names), in order.
+    fn find<const N: usize>(names: [&str; N]) -> [Option<RegisterHandle>; N] {
+        let mut found = [None; N];
+        // SAFETY: QEMU returns a GArray of descriptors that the caller frees.
+        unsafe {
+            let array = qemu_plugin::sys::qemu_plugin_get_registers();
+            if array.is_null() {
+                return found;
+            }
+            let descriptors = std::slice::from_raw_parts(
+                (*array).data as *const qemu_plugin_reg_descriptor,
+                (*array).len as usize,
+            );
+            for d in descriptors {
+                let name = std::ffi::CStr::from_ptr(d.name).to_string_lossy();
+                if let Some(i) = names.iter().position(|n| *n == name) {
+                    found[i] = Some(RegisterHandle(d.handle));
+                }
+            }
+            g_array_free(array, true);
+        }
+        found
+    }
+
+    fn read(&mut self) -> u64 {
+        // SAFETY: a live handle and GByteArray; QEMU appends the register's bytes.
+        unsafe {
+            g_byte_array_set_size(self.buffer, 0);
+            if qemu_plugin_read_register(self.handle.0, self.buffer) < 0 {
+                return 0;
+            }
+            let bytes =
+                std::slice::from_raw_parts((*self.buffer).data, (*self.buffer).len as usize);
+            let mut le = [0u8; 8];
+            let n = bytes.len().min(8);
+            le[..n].copy_from_slice(&bytes[..n]);
+            u64::from_le_bytes(le)
+        }
     }
 }
 
@@ -194,11 +294,7 @@ impl HasCallbacks for PersimPlugin {
             gprs: vec![None; GPR_NAMES.len()],
             ..Registers::default()
         };
-        let mut cr3 = None;
         for reg in qemu_plugin_get_registers()? {
-            if reg.name == "cr3" {
-                cr3 = Some(reg.clone());
-            }
             if let Some(n) = GPR_NAMES.iter().position(|name| *name == reg.name) {
                 registers.gprs[n] = Some(reg);
             } else if reg.name == "fs_base" {
@@ -212,7 +308,6 @@ impl HasCallbacks for PersimPlugin {
         }
         let mut s = state();
         const RBP: usize = 5;
-        const RSP: usize = 4;
         match s.tracer.stacks() {
             Stacks::Off => {}
             Stacks::FramePointers => match registers.gprs[RBP].clone() {
@@ -224,27 +319,17 @@ impl HasCallbacks for PersimPlugin {
                 }
                 None => say("QEMU does not expose rbp: entries get no stack traces"),
             },
-            Stacks::Shadow => match registers.gprs[RSP].clone() {
-                Some(rsp) => {
+            Stacks::Shadow => match RawRegister::find(["rsp", "cr3", "fs_base"]) {
+                [Some(rsp), cr3, fs_base] => {
                     if cr3.is_none() {
                         say("QEMU does not expose cr3: user processes may share shadow stacks");
                     }
-                    let stacks = Shadow {
-                        stacks: ShadowStacks::default(),
-                        rsp,
-                        cr3,
-                        fs_base: registers.fs_base.clone(),
-                    };
-                    // One vCPU: a second initialisation keeps the first's stacks.
-                    let _ = SHADOW.set(Mutex::new(stacks));
+                    let _ = SHADOW_REGISTERS.set(ShadowRegisters { rsp, cr3, fs_base });
                     s.tracer.set_stack_source(Box::new(|| {
-                        shadow().map_or_else(Vec::new, |mut s| {
-                            let (key, rsp) = s.position();
-                            s.stacks.current(key, rsp)
-                        })
+                        with_shadow(Shadow::current).unwrap_or_default()
                     }));
                 }
-                None => say("QEMU does not expose rsp: entries get no stack traces"),
+                _ => say("QEMU does not expose rsp: entries get no stack traces"),
             },
         }
         s.registers = registers;
@@ -309,20 +394,31 @@ extern "C" fn on_translate(_id: PluginId, tb: *mut qemu_plugin_tb) {
                 move |_| state().tracer.fence(pc, FenceKind::Serializing),
                 regs,
             ),
-            Class::Call if stacks == Stacks::Shadow => insn.register_execute_callback_flags(
-                move |_| on_call(pc + len),
-                CallbackFlags::QEMU_PLUGIN_CB_R_REGS,
-            ),
-            Class::Ret if stacks == Stacks::Shadow => insn.register_execute_callback_flags(
-                |_| on_ret(),
-                CallbackFlags::QEMU_PLUGIN_CB_R_REGS,
-            ),
             Class::Plain
             | Class::NtStore
             | Class::StringStore
             | Class::Cpuid
             | Class::Call
             | Class::Ret => {}
+        }
+        if stacks == Stacks::Shadow && matches!(class, Class::Call | Class::Ret) {
+            // A user stack's key needs cr3 and fs_base; a kernel stack's only the slot.
+            let flags = if pc >> 63 == 1 {
+                CallbackFlags::QEMU_PLUGIN_CB_NO_REGS
+            } else {
+                CallbackFlags::QEMU_PLUGIN_CB_R_REGS
+            };
+            // The push of a call (not a memory-indirect call's load of its target), the
+            // pop of a return.
+            let (ret, rw) = match class {
+                Class::Call => (Some(pc + len), MemRW::QEMU_PLUGIN_MEM_W),
+                _ => (None, MemRW::QEMU_PLUGIN_MEM_R),
+            };
+            insn.register_memory_access_callback_flags(
+                move |_, _, vaddr| on_stack_access(ret, vaddr),
+                rw,
+                flags,
+            );
         }
         let store = match class {
             Class::NtStore => Store::NonTemporal,

@@ -415,6 +415,7 @@ const PMICROPROFILE_WORKLOAD: &str = "dd if=/dev/urandom of=/mnt/file bs=1M coun
 fn time_workload(
     artifacts: &Artifacts,
     tracing: bool,
+    stacks: Stacks,
     workload: &str,
     expected: &str,
 ) -> (Duration, usize, u64) {
@@ -425,6 +426,7 @@ fn time_workload(
         library: artifacts.plugin.clone(),
         args: PluginArgs {
             tracing,
+            stacks,
             ..PluginArgs::new(PM_BASE, config.pm_size(), trace.clone())
         },
     };
@@ -482,30 +484,36 @@ fn bench_tracer_overhead() {
     compare_tracing(&artifacts, "16 MiB workload", BENCH_WORKLOAD, "16777216");
 }
 
-/// Alternates the workload untraced and traced (the machine is shared) and prints the
-/// best of [`BENCH_RUNS`] each and their ratio.
+/// Alternates the workload untraced, traced, and traced with shadow stacks (the machine
+/// is shared) and prints the best of [`BENCH_RUNS`] each and their ratios.
 fn compare_tracing(artifacts: &Artifacts, name: &str, workload: &str, expected: &str) {
-    let (mut off, mut on) = (Vec::new(), Vec::new());
+    let (mut off, mut on, mut stacks) = (Vec::new(), Vec::new(), Vec::new());
     let mut traced = (0, 0);
     for _ in 0..BENCH_RUNS {
-        off.push(
-            time_workload(artifacts, false, workload, expected)
-                .0
-                .as_secs_f64(),
-        );
-        let (elapsed, entries, bytes) = time_workload(artifacts, true, workload, expected);
-        on.push(elapsed.as_secs_f64());
-        traced = (entries, bytes);
+        let mut time = |tracing, how| {
+            let (elapsed, entries, bytes) =
+                time_workload(artifacts, tracing, how, workload, expected);
+            if tracing && how == Stacks::Off {
+                traced = (entries, bytes);
+            }
+            elapsed.as_secs_f64()
+        };
+        off.push(time(false, Stacks::Off));
+        on.push(time(true, Stacks::Off));
+        stacks.push(time(true, Stacks::Shadow));
     }
     let min = |runs: &[f64]| runs.iter().copied().fold(f64::INFINITY, f64::min);
     eprintln!(
         "{name} after start, best of {BENCH_RUNS}: tracing off {:.2} s {off:.2?}, \
-         on {:.2} s {on:.2?}: {:.2}x ({} entries, {:.1} MiB trace)",
+         on {:.2} s {on:.2?}: {:.2}x ({} entries, {:.1} MiB trace); \
+         with shadow stacks {:.2} s {stacks:.2?}: {:.2}x of tracing on",
         min(&off),
         min(&on),
         min(&on) / min(&off),
         traced.0,
-        traced.1 as f64 / f64::from(1 << 20)
+        traced.1 as f64 / f64::from(1 << 20),
+        min(&stacks),
+        min(&stacks) / min(&on),
     );
 }
 
