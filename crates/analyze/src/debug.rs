@@ -132,7 +132,7 @@ impl PendingState {
 }
 
 /// Discards what replay reports: only the pending state is wanted.
-struct Discard;
+pub(crate) struct Discard;
 
 impl Sink for Discard {
     fn persist(&mut self, _: u64, _: &[u8]) -> io::Result<()> {

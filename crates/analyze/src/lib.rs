@@ -1,6 +1,7 @@
 //! Persim analysis: the states recovered from crash images, verdicts per checkpoint
 //! interval, reports, trace debugging, and a trace's persistency-bug patterns and PM access profile.
 
+mod culprits;
 mod debug;
 mod diff;
 mod patterns;
@@ -9,6 +10,7 @@ mod profile_plots;
 mod report;
 mod verdict;
 
+pub use culprits::{find_culprits, Culprit};
 pub use debug::{entries_touching, pending_at, DebugError, PendingLine, PendingState, PendingUnit};
 pub use diff::line_diff;
 pub use patterns::{find_patterns, Finding, Kind as PatternKind, Patterns, Site};

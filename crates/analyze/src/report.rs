@@ -184,6 +184,7 @@ impl Report {
                 let first_line = e.output.lines().next().unwrap_or("");
                 let _ = writeln!(t, "  error in {}: {}: {first_line}", e.state, e.outcome);
             }
+            culprits_text(&mut t, &c.culprits);
         }
         if let Some(nt) = &self.nt_prefixes {
             let _ = write!(
@@ -204,6 +205,54 @@ impl Report {
             let _ = writeln!(t, "\ntimings: {timings}");
         }
         t
+    }
+}
+
+/// Call sites shown per kind of culprit; report.json has them all.
+const SITES_SHOWN: usize = 8;
+
+/// The code behind an interval's violation, most stores first within each kind.
+fn culprits_text(t: &mut String, culprits: &[crate::Culprit]) {
+    let mut kinds: Vec<&str> = Vec::new();
+    for c in culprits {
+        if !kinds.contains(&c.what.as_str()) {
+            kinds.push(&c.what);
+        }
+    }
+    let hex =
+        |values: &[u64]| -> Vec<String> { values.iter().map(|v| format!("{v:#x}")).collect() };
+    for kind in kinds {
+        let mut sites: Vec<&crate::Culprit> = culprits.iter().filter(|c| c.what == kind).collect();
+        sites.sort_by_key(|c| std::cmp::Reverse(c.stores));
+        let total: usize = sites.iter().map(|c| c.stores).sum();
+        let _ = writeln!(t, "  code: {kind}: {total} store(s)");
+        for c in sites.iter().take(SITES_SHOWN) {
+            if c.entries.is_empty() {
+                continue;
+            }
+            let entries: Vec<String> = c.entries.iter().map(u64::to_string).collect();
+            let more = if c.stores > c.entries.len() {
+                ", …"
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                t,
+                "    {} by {}\n      entries {}{more}; lines {}",
+                c.stores,
+                c.site,
+                entries.join(", "),
+                hex(&c.lines).join(", "),
+            );
+        }
+        if sites.len() > SITES_SHOWN {
+            let rest: usize = sites[SITES_SHOWN..].iter().map(|c| c.stores).sum();
+            let _ = writeln!(
+                t,
+                "    and {rest} store(s) by {} other sites (report.json lists them)",
+                sites.len() - SITES_SHOWN
+            );
+        }
     }
 }
 
@@ -313,6 +362,7 @@ mod tests {
             single_final_state: finals == 1,
             atomic: false,
             errors: Vec::new(),
+            culprits: Vec::new(),
         };
         let text = |c: CheckpointVerdict| {
             Report {

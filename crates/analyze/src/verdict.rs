@@ -42,6 +42,9 @@ pub struct CheckpointVerdict {
     /// Single final state, at most two states in the interval and no failed recovery.
     pub atomic: bool,
     pub errors: Vec<ErrorInfo>,
+    /// The code behind the violation (`find_culprits`), when the trace was at hand.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub culprits: Vec<crate::Culprit>,
 }
 
 impl CheckpointVerdict {
@@ -110,6 +113,7 @@ pub fn verdicts<'a>(
             single_final_state,
             atomic,
             errors: interval.errors,
+            culprits: Vec::new(),
         });
     }
     out

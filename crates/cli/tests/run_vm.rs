@@ -419,4 +419,25 @@ fn pmdk_transaction_is_atomic_and_an_unlogged_change_is_found_with_reads() {
         unlogged["checkpoints"][0]["single_final_state"], false,
         "{unlogged:#}"
     );
+    // The report names the code: the program's own unflushed stores to the balances (one
+    // line, one call site), and the library's run-time data recovery never reads apart.
+    let culprits = unlogged["checkpoints"][0]["culprits"].as_array().unwrap();
+    let named: Vec<&serde_json::Value> = culprits
+        .iter()
+        .filter(|c| c["what"] == "not flushed at checkpoint 2")
+        .collect();
+    assert_eq!(named.len(), 1, "{culprits:#?}");
+    assert_eq!(
+        named[0]["lines"].as_array().unwrap().len(),
+        1,
+        "{culprits:#?}"
+    );
+    assert!(
+        culprits.iter().any(|c| c["what"]
+            .as_str()
+            .unwrap()
+            .ends_with("on lines recovery never reads")
+            && c["stores"].as_u64().unwrap() > 100),
+        "{culprits:#?}"
+    );
 }

@@ -12,10 +12,13 @@ use crate::rundir::RunDir;
 use crate::states::{extract_missing, saved_states};
 use crate::testcase::TestCase;
 use anyhow::{bail, Context, Result};
-use persim_analyze::{verdicts, CheckpointVerdict, ImageOrigins, NtSummary, Report, Timings};
+use persim_analyze::{
+    find_culprits, verdicts, CheckpointVerdict, ImageOrigins, NtSummary, Report, Timings,
+};
 use persim_image::ImageStore;
-use persim_model::Strategy;
+use persim_model::{Config, Strategy};
 use persim_trace::atomic_file::{create_atomically, write_atomically};
+use persim_trace::{Reader, Symbols};
 use persim_vm::Recovered;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, BufWriter, Write};
@@ -114,13 +117,15 @@ pub fn run_test(
     observer.event(&Event::Finished(Stage::States, took));
     timings.states = Some(took.as_secs_f64());
 
+    let mut checkpoints = judge(&store, &states);
+    name_culprits(dir, opts, &mut checkpoints)?;
     timings.total = Some(started.elapsed().as_secs_f64());
     let report = Report {
         test: name.to_string(),
         fs: guest.name().to_string(),
         cache: opts.cache,
         strategy: opts.strategy,
-        checkpoints: judge(&store, &states),
+        checkpoints,
         nt_prefixes: nt_summary,
         timings,
     };
@@ -250,6 +255,39 @@ pub fn judge(store: &ImageStore, states: &BTreeMap<String, Recovered>) -> Vec<Ch
             }),
         |h| states.get(h),
     )
+}
+
+/// Names the code behind each violation (`persim_analyze::find_culprits`), through the
+/// symbols recorded beside the trace when there are any; with `reads`, only stores to
+/// lines recovery reads are named (the others cannot change a state).
+fn name_culprits(
+    dir: &RunDir,
+    opts: &PipelineOptions,
+    checkpoints: &mut [CheckpointVerdict],
+) -> Result<()> {
+    let trace = dir.trace();
+    // a hand-written trace may not say its PM size; any size holds its stores
+    let pm_size = Some(Reader::open(&trace)?.header().pm_size).filter(|&s| s > 0);
+    let mut config = Config::new(pm_size.unwrap_or(u64::MAX / 2));
+    config.cache = opts.cache;
+    let symbols = Symbols::of_trace(&trace);
+    let focus: BTreeMap<u64, BTreeSet<u64>> = ImagesIndex::read(&dir.images_index())
+        .map(|index| index.failure_points)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|p| {
+            let reads = p.reads.filter(|r| r.known)?;
+            Some((p.index, reads.lines.explored.into_iter().collect()))
+        })
+        .collect();
+    find_culprits(
+        || Reader::open(&trace),
+        config,
+        checkpoints,
+        symbols.as_ref(),
+        &focus,
+    )
+    .with_context(|| format!("cannot replay {} to find the code behind", trace.display()))
 }
 
 /// Makes the crash images with these hashes (hex) of a run again, from its trace and the

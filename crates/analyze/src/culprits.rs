@@ -1,0 +1,357 @@
+//! The code behind each violation, for reports: which stores a crash can still lose at a
+//! checkpoint that has several final states, and which stores came last before the failure
+//! points where an extra state arises, counted per call site and named through the
+//! trace's symbols (`function+0xoff [module] < caller …`).
+
+use crate::debug::Discard;
+use crate::verdict::CheckpointVerdict;
+use persim_model::{Config, Replay};
+use persim_trace::{Entry, Hypercall, Meta, Op, Symbols, TraceError};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+
+/// One call site behind a violation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Culprit {
+    /// What the stores at this site did, e.g. `not flushed at checkpoint 2` or `last
+    /// stores before failure point 1200 (state c1s3)`.
+    pub what: String,
+    /// The storing instruction and its callers, innermost first, as far as recorded.
+    pub site: String,
+    pub stores: usize,
+    /// Trace indices of the first few of these stores.
+    pub entries: Vec<u64>,
+    /// The cache lines they wrote (PM offsets).
+    pub lines: Vec<u64>,
+}
+
+/// Entries and lines kept per culprit; the count says how many there were.
+const EXAMPLES: usize = 4;
+/// Frames of a site shown: the storing function and its closest callers.
+const FRAMES: usize = 4;
+/// Stores shown before a failure point of an extra state.
+const LAST_STORES: usize = 3;
+
+/// A store found behind a violation, before its call site is known.
+struct Suspect {
+    what: String,
+    entry: u64,
+    line: u64,
+}
+
+/// Fills `culprits` of every violated interval in `checkpoints` from the trace (read twice:
+/// `entries()` opens it) replayed with the run's `config`. `focus` gives, per failure point
+/// (trace index), the only lines that can matter there (`reads`: the lines recovery
+/// reads); stores to other lines are left out, and counted in one culprit of their own.
+pub fn find_culprits<I>(
+    mut entries: impl FnMut() -> Result<I, TraceError>,
+    config: Config,
+    checkpoints: &mut [CheckpointVerdict],
+    symbols: Option<&Symbols>,
+    focus: &BTreeMap<u64, BTreeSet<u64>>,
+) -> Result<(), crate::DebugError>
+where
+    I: IntoIterator<Item = Result<Entry, TraceError>>,
+{
+    use crate::DebugError;
+    // Where to look, by trace index: the final failure point of an interval with several
+    // final states; the first failure point of each extra state (neither the interval's
+    // first state nor a final one).
+    let mut at_checkpoint: BTreeMap<u64, usize> = BTreeMap::new();
+    let mut at_point: BTreeMap<u64, Vec<(usize, String)>> = BTreeMap::new();
+    for (i, c) in checkpoints.iter().enumerate() {
+        if !c.single_final_state {
+            at_checkpoint.insert(c.to, i);
+        }
+        for s in c.states.iter().skip(1) {
+            if c.final_states.contains(&s.name) || c.errors.iter().any(|e| e.state == s.name) {
+                continue;
+            }
+            if let Some(&point) = s.failure_points.first() {
+                at_point.entry(point).or_default().push((i, s.name.clone()));
+            }
+        }
+    }
+    if at_checkpoint.is_empty() && at_point.is_empty() {
+        return Ok(());
+    }
+
+    let mut suspects: Vec<Vec<Suspect>> = checkpoints.iter().map(|_| Vec::new()).collect();
+    let mut ignored = vec![0; checkpoints.len()];
+    let mut replay = Replay::new(config);
+    let mut last_stores: VecDeque<(u64, u64)> = VecDeque::new();
+    for (index, entry) in entries()
+        .map_err(DebugError::Trace)?
+        .into_iter()
+        .enumerate()
+    {
+        let (index, entry) = (index as u64, entry.map_err(DebugError::Trace)?);
+        if let Op::Hypercall(Hypercall::Checkpoint(n)) = entry.op {
+            if let Some(&i) = at_checkpoint.get(&n) {
+                let read = focus.get(&index);
+                for line in replay.pending_lines() {
+                    if read.is_some_and(|lines| !lines.contains(&line.line)) {
+                        ignored[i] += line.units().len();
+                        continue;
+                    }
+                    for (k, unit) in line.units().iter().enumerate() {
+                        let how = match (unit.nt, k < line.flush_mark()) {
+                            (true, _) => "non-temporal, not fenced",
+                            (false, true) => "flushed, not fenced",
+                            (false, false) => "not flushed",
+                        };
+                        suspects[i].push(Suspect {
+                            what: format!("{how} at checkpoint {n}"),
+                            entry: unit.entry,
+                            line: line.line,
+                        });
+                    }
+                }
+            }
+        }
+        for (i, state) in at_point.get(&index).into_iter().flatten() {
+            for &(entry, line) in last_stores.iter().rev() {
+                suspects[*i].push(Suspect {
+                    what: format!("last stores before failure point {index} (state {state})"),
+                    entry,
+                    line,
+                });
+            }
+        }
+        if let Op::Write { addr, .. } = entry.op {
+            if last_stores.len() == LAST_STORES {
+                last_stores.pop_front();
+            }
+            last_stores.push_back((index, addr & !(persim_model::LINE - 1)));
+        }
+        replay
+            .step(&entry, &mut Discard)
+            .map_err(DebugError::Model)?;
+    }
+
+    let wanted: BTreeSet<u64> = suspects.iter().flatten().map(|s| s.entry).collect();
+    let mut metas: HashMap<u64, Meta> = HashMap::new();
+    for (index, entry) in entries()
+        .map_err(DebugError::Trace)?
+        .into_iter()
+        .enumerate()
+    {
+        let index = index as u64;
+        if wanted.contains(&index) {
+            metas.insert(index, entry.map_err(DebugError::Trace)?.meta);
+        }
+    }
+    for ((c, suspects), ignored) in checkpoints.iter_mut().zip(suspects).zip(ignored) {
+        c.culprits = group(suspects, |entry| site(metas.get(&entry), symbols));
+        if ignored > 0 {
+            c.culprits.push(Culprit {
+                what: format!(
+                    "not durable at checkpoint {}, on lines recovery never reads",
+                    c.to
+                ),
+                site: "any".to_owned(),
+                stores: ignored,
+                entries: Vec::new(),
+                lines: Vec::new(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// `function+0xoff [module] < caller …`, or the hex pc without symbols.
+fn site(meta: Option<&Meta>, symbols: Option<&Symbols>) -> String {
+    let Some(meta) = meta.filter(|m| !m.is_empty()) else {
+        return "unknown code (no pc recorded)".to_owned();
+    };
+    let frames = meta.pc.iter().chain(&meta.stack).take(FRAMES);
+    let names: Vec<String> = match symbols {
+        Some(symbols) => frames.map(|&a| symbols.describe(a)).collect(),
+        None => frames.map(|a| format!("{a:#x}")).collect(),
+    };
+    names.join(" < ")
+}
+
+/// Suspects counted per (what, site), in the order first seen.
+fn group(suspects: Vec<Suspect>, site_of: impl Fn(u64) -> String) -> Vec<Culprit> {
+    let mut culprits: Vec<Culprit> = Vec::new();
+    for s in suspects {
+        let site = site_of(s.entry);
+        let at = culprits
+            .iter()
+            .position(|c| c.what == s.what && c.site == site);
+        let c = match at {
+            Some(at) => &mut culprits[at],
+            None => {
+                culprits.push(Culprit {
+                    what: s.what,
+                    site,
+                    stores: 0,
+                    entries: Vec::new(),
+                    lines: Vec::new(),
+                });
+                culprits.last_mut().expect("just pushed")
+            }
+        };
+        c.stores += 1;
+        if c.entries.len() < EXAMPLES && !c.entries.contains(&s.entry) {
+            c.entries.push(s.entry);
+        }
+        if c.lines.len() < EXAMPLES && !c.lines.contains(&s.line) {
+            c.lines.push(s.line);
+        }
+    }
+    culprits
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::StateInfo;
+    use persim_trace::Reader;
+    use persim_vm::Outcome;
+
+    const TRACE: &str = "\
+# persim-trace pm-size=0x1000
+hypercall start
+hypercall checkpoint 1
+write 0x40 01 @ pc=0xffffffffc0250104 stack=0xffffffffc0300010
+write 0x48 02 @ pc=0xffffffffc0250104 stack=0xffffffffc0300010
+write 0x80 03 @ pc=0x401000
+flush clwb 0x80
+fence sfence
+write 0xc0 04 @ pc=0x401000
+flush clwb 0xc0
+hypercall checkpoint 2
+hypercall success
+";
+
+    fn state(name: &str, failure_points: &[u64]) -> StateInfo {
+        StateInfo {
+            name: name.into(),
+            outcome: Outcome::State,
+            partial_only: false,
+            failure_points: failure_points.to_vec(),
+            images: vec!["h".into()],
+        }
+    }
+
+    fn verdict(states: Vec<StateInfo>, final_states: &[&str]) -> CheckpointVerdict {
+        CheckpointVerdict {
+            from: 1,
+            to: 2,
+            final_states: final_states.iter().map(|s| s.to_string()).collect(),
+            single_final_state: final_states.len() == 1,
+            atomic: false,
+            states,
+            errors: Vec::new(),
+            culprits: Vec::new(),
+        }
+    }
+
+    fn culprits(c: CheckpointVerdict, symbols: Option<&Symbols>) -> Vec<Culprit> {
+        culprits_with(c, symbols, &BTreeMap::new())
+    }
+
+    fn culprits_with(
+        mut c: CheckpointVerdict,
+        symbols: Option<&Symbols>,
+        focus: &BTreeMap<u64, BTreeSet<u64>>,
+    ) -> Vec<Culprit> {
+        let open = || Reader::new(std::io::Cursor::new(TRACE));
+        let config = Config::new(0x1000);
+        find_culprits(open, config, std::slice::from_mut(&mut c), symbols, focus).unwrap();
+        c.culprits
+    }
+
+    #[test]
+    fn several_final_states_name_the_stores_not_durable_at_the_checkpoint() {
+        let symbols = Symbols::from_kallsyms(
+            "ffffffffc0250100 T ext4_write_begin\t[ext4]\n\
+             ffffffffc0300000 t jbd2_journal_commit_transaction\t[jbd2]\n",
+        );
+        let c = verdict(
+            vec![state("c1s0", &[2, 7]), state("c1s1", &[7, 10])],
+            &["c1s0", "c1s1"],
+        );
+        let found = culprits(c, Some(&symbols));
+        let summary: Vec<(&str, &str, usize, &[u64])> = found
+            .iter()
+            .map(|c| {
+                (
+                    c.what.as_str(),
+                    c.site.as_str(),
+                    c.stores,
+                    c.entries.as_slice(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                (
+                    "not flushed at checkpoint 2",
+                    "ext4_write_begin+0x4 [ext4] < jbd2_journal_commit_transaction+0x10 [jbd2]",
+                    2,
+                    &[2u64, 3][..]
+                ),
+                (
+                    "flushed, not fenced at checkpoint 2",
+                    "0x401000",
+                    1,
+                    &[7u64][..]
+                ),
+            ]
+        );
+        assert_eq!(found[0].lines, [0x40]);
+    }
+
+    #[test]
+    fn an_extra_state_names_the_last_stores_before_its_first_failure_point() {
+        // c1s1 (not final) first arises at the fence (entry 6): the stores before it.
+        let c = verdict(
+            vec![
+                state("c1s0", &[1]),
+                state("c1s1", &[6, 7]),
+                state("c1s2", &[10]),
+            ],
+            &["c1s2"],
+        );
+        let found = culprits(c, None);
+        assert_eq!(found.len(), 2, "{found:#?}");
+        assert_eq!(
+            found[0].what,
+            "last stores before failure point 6 (state c1s1)"
+        );
+        assert_eq!(
+            (found[0].site.as_str(), found[0].entries.as_slice()),
+            ("0x401000", &[4u64][..])
+        );
+        assert_eq!(found[1].site, "0xffffffffc0250104 < 0xffffffffc0300010");
+        assert_eq!(
+            (found[1].stores, found[1].entries.as_slice()),
+            (2, &[3u64, 2][..])
+        );
+    }
+
+    #[test]
+    fn lines_recovery_never_reads_are_counted_apart() {
+        let c = verdict(
+            vec![state("c1s0", &[2, 9]), state("c1s1", &[9, 10])],
+            &["c1s0", "c1s1"],
+        );
+        let focus = BTreeMap::from([(9, BTreeSet::from([0xc0]))]);
+        let found = culprits_with(c, None, &focus);
+        let summary: Vec<(&str, usize)> =
+            found.iter().map(|c| (c.site.as_str(), c.stores)).collect();
+        assert_eq!(summary, [("0x401000", 1), ("any", 2)], "{found:#?}");
+        assert_eq!(found[0].entries, [7]);
+    }
+
+    #[test]
+    fn atomic_intervals_have_no_culprits() {
+        let mut c = verdict(vec![state("c1s0", &[1]), state("c1s1", &[10])], &["c1s1"]);
+        c.atomic = true;
+        assert!(culprits(c, None).is_empty());
+    }
+}
