@@ -2,7 +2,7 @@
 //! given cache lines.
 
 use persim_model::{Config, FailureView, ModelError, Replay, Sink, LINE};
-use persim_trace::{Entry, Op, TraceError};
+use persim_trace::{Entry, Op, Symbols, TraceError};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::io;
@@ -32,6 +32,9 @@ pub struct PendingUnit {
     pub entry: u64,
     /// Its position in the global store order.
     pub order: u64,
+    /// The storing code, `function+0xoff [module] < caller …` (`describe_code`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
 }
 
 /// Something went wrong reading or replaying the trace.
@@ -99,6 +102,7 @@ pub fn pending_at(
                     nt: u.nt,
                     entry: u.entry,
                     order: u.seq,
+                    code: None,
                 })
                 .collect(),
         })
@@ -107,6 +111,32 @@ pub fn pending_at(
 }
 
 impl PendingState {
+    /// Names the code of each pending store from the trace (read again: `entries`) and
+    /// its symbols.
+    pub fn describe_code(
+        &mut self,
+        entries: impl IntoIterator<Item = Result<Entry, TraceError>>,
+        symbols: &Symbols,
+    ) -> Result<(), TraceError> {
+        let mut wanted: Vec<&mut PendingUnit> =
+            self.lines.iter_mut().flat_map(|l| &mut l.units).collect();
+        wanted.sort_by_key(|u| u.entry);
+        let mut wanted = wanted.into_iter().peekable();
+        for (index, entry) in entries.into_iter().enumerate() {
+            let Some(next) = wanted.peek() else {
+                break;
+            };
+            if next.entry != index as u64 {
+                continue;
+            }
+            let code = symbols.describe_meta(&entry?.meta);
+            while let Some(unit) = wanted.next_if(|u| u.entry == index as u64) {
+                unit.code = code.clone();
+            }
+        }
+        Ok(())
+    }
+
     pub fn to_text(&self) -> String {
         let mut t = String::new();
         let _ = writeln!(
@@ -120,11 +150,15 @@ impl PendingState {
             for (i, u) in l.units.iter().enumerate() {
                 let flushed = if i < l.flush_mark { "flushed" } else { "" };
                 let kind = if u.nt { "ntwrite" } else { "write" };
-                let _ = writeln!(
+                let _ = write!(
                     t,
                     "  #{:<8} {kind:<7} {:#x} {:<16} entry {} {flushed}",
                     u.order, u.addr, u.bytes, u.entry
                 );
+                let _ = match &u.code {
+                    Some(code) => writeln!(t, "  # {code}"),
+                    None => writeln!(t),
+                };
             }
         }
         t
@@ -145,11 +179,18 @@ impl Sink for Discard {
 
 /// Every entry that stores to or flushes one of `lines` (line addresses or any byte of
 /// them), with the fences and hypercalls between the first and the last of them, as text
-/// lines `INDEX: ENTRY`.
+/// lines `INDEX: ENTRY`, each followed by `# function+0xoff [module] < caller …` when
+/// `symbols` are given.
 pub fn entries_touching(
     entries: impl IntoIterator<Item = Result<Entry, TraceError>>,
     lines: &[u64],
+    symbols: Option<&Symbols>,
 ) -> Result<Vec<String>, TraceError> {
+    let show =
+        |index: usize, entry: &Entry| match symbols.and_then(|s| s.describe_meta(&entry.meta)) {
+            Some(code) => format!("{index}: {entry}  # {code}"),
+            None => format!("{index}: {entry}"),
+        };
     let lines: Vec<u64> = lines.iter().map(|l| l & !(LINE - 1)).collect();
     let touches = |start: u64, len: u64| {
         let first = start & !(LINE - 1);
@@ -167,7 +208,7 @@ pub fn entries_touching(
             Op::Flush { addr, .. } => touches(*addr, 1),
             Op::Fence(_) | Op::Hypercall(_) => {
                 if !out.is_empty() {
-                    between.push(format!("{index}: {entry}"));
+                    between.push(show(index, &entry));
                 }
                 continue;
             }
@@ -175,7 +216,7 @@ pub fn entries_touching(
         };
         if relevant {
             out.append(&mut between);
-            out.push(format!("{index}: {entry}"));
+            out.push(show(index, &entry));
         }
     }
     Ok(out)

@@ -5,7 +5,7 @@
 //! earlier cached data); with persistent caches every store needs only a fence.
 
 use persim_model::CacheMode;
-use persim_trace::{Entry, Hypercall, Meta, Op, TraceError};
+use persim_trace::{Entry, Hypercall, Meta, Op, Symbols, TraceError};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::borrow::Borrow;
@@ -124,8 +124,11 @@ impl Patterns {
         self.sites.iter().flat_map(|s| &s.examples)
     }
 
-    pub fn to_text(&self) -> String {
+    /// The findings as text; with `symbols`, every address of code as
+    /// `function+0xoff [module]`.
+    pub fn to_text(&self, symbols: Option<&Symbols>) -> String {
         use fmt::Write as _;
+        let code = |a: u64| symbols.map_or_else(|| format!("{a:#x}"), |s| s.describe(a));
         let mut t = String::new();
         let _ = writeln!(
             t,
@@ -140,7 +143,10 @@ impl Patterns {
         for site in &self.sites {
             let pc = site
                 .pc
-                .map_or("pc unknown".to_string(), |pc| format!("pc={pc:#x}"));
+                .map_or("pc unknown".to_string(), |pc| match symbols {
+                    Some(symbols) => format!("pc={pc:#x} ({})", symbols.describe(pc)),
+                    None => format!("pc={pc:#x}"),
+                });
             let _ = writeln!(t, "\n{} at {pc}: {}", site.kind, site.count);
             for f in &site.examples {
                 let at = f.addr.map_or(String::new(), |a| {
@@ -148,7 +154,7 @@ impl Patterns {
                 });
                 let _ = writeln!(t, "  entry {}{at}: {}", f.index, f.detail);
                 if !f.stack.is_empty() {
-                    let frames: Vec<String> = f.stack.iter().map(|a| format!("{a:#x}")).collect();
+                    let frames: Vec<String> = f.stack.iter().map(|&a| code(a)).collect();
                     let _ = writeln!(t, "    stack {}", frames.join(" < "));
                 }
             }

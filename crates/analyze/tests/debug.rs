@@ -2,7 +2,7 @@
 
 use persim_analyze::{entries_touching, pending_at};
 use persim_model::Config;
-use persim_trace::Reader;
+use persim_trace::{Reader, Symbols};
 use std::path::Path;
 
 fn reader() -> Reader {
@@ -30,10 +30,10 @@ fn pending_state_shows_the_unflushed_tail() {
 
 #[test]
 fn entries_touching_lines_with_fences_between() {
-    let tail = entries_touching(reader(), &[0x1000]).unwrap();
+    let tail = entries_touching(reader(), &[0x1000], None).unwrap();
     assert_eq!(tail.len(), 2);
     assert!(tail[0].starts_with("2: ntwrite 0x1000") && tail[1].starts_with("3: write 0x1008"));
-    let both = entries_touching(reader(), &[0x1003, 0x40]).unwrap();
+    let both = entries_touching(reader(), &[0x1003, 0x40], None).unwrap();
     let indices: Vec<&str> = both.iter().map(|l| l.split(':').next().unwrap()).collect();
     assert_eq!(indices, ["2", "3", "4", "5", "6"]);
     assert!(both[2].contains("fence sfence"));
@@ -51,4 +51,44 @@ fn an_index_beyond_the_trace_is_an_error_and_its_end_is_not() {
             && e.contains(&format!("has {entries} entries")),
         "{e}"
     );
+}
+
+/// NOVA's tail store, by a function the symbols name.
+const WITH_PCS: &str = "\
+# persim-trace pm-size=0x2000
+hypercall start
+ntwrite 0x1000 48656c6c6f576f72 @ pc=0xffffffffc0101010 stack=0xffffffffc0102020
+write 0x1008 6c640a @ pc=0xffffffffc0101018 stack=0xffffffffc0102020
+fence sfence
+";
+
+#[test]
+fn entries_and_pending_stores_name_their_code() {
+    let symbols = Symbols::from_kallsyms(
+        "ffffffffc0101000 t memcpy_to_pmem_nocache\t[nova]\n\
+         ffffffffc0102000 t nova_file_write\t[nova]\n",
+    );
+    let text = || Reader::new(std::io::Cursor::new(WITH_PCS)).unwrap();
+    let found = entries_touching(text(), &[0x1000], Some(&symbols)).unwrap();
+    assert!(
+        found[1].ends_with("  # memcpy_to_pmem_nocache+0x18 [nova] < nova_file_write+0x20 [nova]"),
+        "{found:?}"
+    );
+    let mut state = pending_at(text(), Config::new(0x2000), 3).unwrap();
+    state.describe_code(text(), &symbols).unwrap();
+    let codes: Vec<Option<&str>> = state.lines[0]
+        .units
+        .iter()
+        .map(|u| u.code.as_deref())
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            Some("memcpy_to_pmem_nocache+0x10 [nova] < nova_file_write+0x20 [nova]"),
+            Some("memcpy_to_pmem_nocache+0x18 [nova] < nova_file_write+0x20 [nova]")
+        ]
+    );
+    assert!(state
+        .to_text()
+        .contains("# memcpy_to_pmem_nocache+0x18 [nova]"));
 }

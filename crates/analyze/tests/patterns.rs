@@ -21,7 +21,7 @@ fn example(name: &str) -> Patterns {
 /// The only finding of a trace, which must have exactly one.
 fn only(p: &Patterns) -> &Finding {
     let all: Vec<&Finding> = p.examples().collect();
-    assert_eq!(all.len(), 1, "{}", p.to_text());
+    assert_eq!(all.len(), 1, "{}", p.to_text(None));
     all[0]
 }
 
@@ -114,7 +114,12 @@ fn nt_stores_need_a_fence_and_persistent_caches_need_no_flush() {
         1
     );
     let eadr = scan(cached, CacheMode::Persistent);
-    assert_eq!(eadr.count(Kind::MissingPersist), 0, "{}", eadr.to_text());
+    assert_eq!(
+        eadr.count(Kind::MissingPersist),
+        0,
+        "{}",
+        eadr.to_text(None)
+    );
     let flushed = "write 0x0 01\nflush clwb 0x0\nfence sfence\n";
     assert_eq!(
         only(&scan(flushed, CacheMode::Persistent)).kind,
@@ -137,7 +142,7 @@ fn a_store_across_two_lines_is_judged_per_line() {
 fn the_correct_journal_is_clean_and_the_missing_fence_shows() {
     let clean = example("journal.trace");
     let total: u64 = clean.counts.values().sum();
-    assert_eq!(total, 0, "{}", clean.to_text());
+    assert_eq!(total, 0, "{}", clean.to_text(None));
     let broken = example("journal-missing-fence.trace");
     let f = only(&broken);
     // the log and the commit flag are flushed together: nothing orders them
@@ -145,7 +150,7 @@ fn the_correct_journal_is_clean_and_the_missing_fence_shows() {
         (f.kind, f.index),
         (Kind::UnorderedFlushes, 7),
         "{}",
-        broken.to_text()
+        broken.to_text(None)
     );
 }
 
@@ -161,5 +166,9 @@ fn counts_group_by_call_site_and_json_names_kinds() {
     let json = serde_json::to_value(&p).unwrap();
     assert_eq!(json["counts"]["redundant-fence"], 3);
     assert_eq!(json["sites"][0]["kind"], "redundant-fence");
-    assert!(p.to_text().contains("redundant-fence at pc=0x1: 2"));
+    assert!(p.to_text(None).contains("redundant-fence at pc=0x1: 2"));
+    let symbols = persim_trace::Symbols::from_kallsyms("0000000000000001 t journal_commit\n");
+    assert!(p
+        .to_text(Some(&symbols))
+        .contains("redundant-fence at pc=0x1 (journal_commit+0x0): 2"));
 }

@@ -5,7 +5,7 @@ use clap::Args;
 use persim_analyze::{find_patterns, PatternKind};
 use persim_model::CacheMode;
 use persim_tester::RunDir;
-use persim_trace::Reader;
+use persim_trace::{Reader, Symbols};
 use std::path::PathBuf;
 
 /// Find persistency-bug patterns in a trace, in seconds and before any crash image is made
@@ -47,11 +47,12 @@ pub fn run(args: &AnalyzeArgs) -> Result<bool> {
         Some(cache) => cache,
         None => RunDir::recorded_cache(&args.trace)?,
     };
-    let patterns = find_patterns(Reader::open(&RunDir::trace_of(&args.trace))?, cache)?;
+    let trace = RunDir::trace_of(&args.trace);
+    let patterns = find_patterns(Reader::open(&trace)?, cache)?;
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&patterns)?)?;
     } else {
-        out!("{}", patterns.to_text())?;
+        out!("{}", patterns.to_text(Symbols::of_trace(&trace).as_ref()))?;
     }
     Ok(args.fail_on.iter().any(|&kind| patterns.count(kind) > 0))
 }

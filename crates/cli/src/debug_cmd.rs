@@ -6,7 +6,7 @@ use clap::Subcommand;
 use persim_analyze::{entries_touching, pending_at};
 use persim_model::{CacheMode, Config};
 use persim_tester::{materialise_images, ImagesIndex, PointReads, RunDir};
-use persim_trace::Reader;
+use persim_trace::{Reader, Symbols};
 use std::path::{Path, PathBuf};
 
 #[derive(Subcommand, Debug)]
@@ -57,7 +57,8 @@ pub fn run(command: &DebugCommand) -> Result<()> {
         }
         DebugCommand::Lines { dir, lines } => {
             let trace = RunDir::trace_of(dir);
-            let found = entries_touching(Reader::open(&trace)?, lines)?;
+            let symbols = Symbols::of_trace(&trace);
+            let found = entries_touching(Reader::open(&trace)?, lines, symbols.as_ref())?;
             if found.is_empty() {
                 let lines: Vec<String> = lines.iter().map(|l| format!("{l:#x}")).collect();
                 say!(
@@ -76,7 +77,8 @@ pub fn run(command: &DebugCommand) -> Result<()> {
             cache,
             json,
         } => {
-            let reader = Reader::open(&RunDir::trace_of(dir))?;
+            let trace = RunDir::trace_of(dir);
+            let reader = Reader::open(&trace)?;
             // a hand-written trace may not say its PM size; any size holds its stores
             let pm_size = Some(reader.header().pm_size).filter(|&s| s > 0);
             let mut config = Config::new(pm_size.unwrap_or(u64::MAX / 2));
@@ -84,7 +86,10 @@ pub fn run(command: &DebugCommand) -> Result<()> {
                 Some(cache) => *cache,
                 None => RunDir::recorded_cache(dir)?,
             };
-            let state = pending_at(reader, config, *index)?;
+            let mut state = pending_at(reader, config, *index)?;
+            if let Some(symbols) = Symbols::of_trace(&trace) {
+                state.describe_code(Reader::open(&trace)?, &symbols)?;
+            }
             let reads = reads_at(dir, *index);
             if *json {
                 let mut value = serde_json::to_value(&state)?;

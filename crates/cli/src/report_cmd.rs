@@ -5,7 +5,7 @@ use clap::Args;
 use persim_analyze::{line_diff, pending_at, Report};
 use persim_model::Config;
 use persim_tester::{ImagesIndex, RunDir};
-use persim_trace::Reader;
+use persim_trace::{Reader, Symbols};
 use std::path::PathBuf;
 
 /// Print a run's report again; --diff and --dirty-lines add the evidence behind each
@@ -87,7 +87,10 @@ fn print_dirty_lines(dir: &RunDir, report: &Report, to: u64) -> Result<()> {
                 index_path.display()
             )
         })?;
-    let state = pending_at(reader, config, index)?;
+    let mut state = pending_at(reader, config, index)?;
+    if let Some(symbols) = Symbols::of_trace(&dir.trace()) {
+        state.describe_code(Reader::open(&dir.trace())?, &symbols)?;
+    }
     outln!("\ndirty lines at checkpoint {to} (entry {index}):")?;
     out!("{}", state.to_text())?;
     Ok(())

@@ -26,7 +26,7 @@ fn bug_counts() -> Vec<(String, u64)> {
             let entries = run.trace.into_iter().map(Ok);
             let patterns = find_patterns(entries, cache).unwrap();
             let found: u64 = BUGS.iter().map(|&k| patterns.count(k)).sum();
-            eprintln!("{style:?}, {cache} caches:\n{}", patterns.to_text());
+            eprintln!("{style:?}, {cache} caches:\n{}", patterns.to_text(None));
             counts.push((format!("{style:?}, {cache}"), found));
         }
     }
