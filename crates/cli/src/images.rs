@@ -33,7 +33,9 @@ pub struct ImagesArgs {
     pub cache: CacheMode,
     /// exhaustive: the model's exact set; global-prefix: the thesis strategy;
     /// program-order: nothing/everything pending, failure points at flushes too;
-    /// reads: global-prefix over the dirty lines recovery reads (see --reads-from).
+    /// reads: global-prefix over the dirty lines recovery reads (see --reads-from);
+    /// fast: everything pending at each flush and fence whose code location (pc and stack)
+    /// is new, nothing/everything at checkpoints.
     #[arg(long, default_value = "exhaustive")]
     pub strategy: Strategy,
     /// With --strategy reads: the run directory of a `persim run --strategy reads` of this

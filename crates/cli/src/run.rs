@@ -6,6 +6,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use persim_model::{CacheMode, Config, Strategy};
 use persim_tester::{run_test, NtPrefixes, PipelineOptions, RunDir, Suite, TestCase, VmGuest};
+use persim_vm::Stacks;
 
 /// Options shared by `persim run` and `persim suite`.
 #[derive(Args, Debug, Clone)]
@@ -18,9 +19,14 @@ pub struct PipelineArgs {
     /// Which crash images to check: program-order is cheap and finds logic bugs;
     /// global-prefix and exhaustive also find ordering bugs, at a higher cost; reads finds
     /// them too, exploring only the dirty lines that a traced recovery of each failure
-    /// point's fully persisted image reads.
+    /// point's fully persisted image reads; fast takes one image per flush and fence and
+    /// skips those whose code (pc and stack) was seen (records stack traces).
     #[arg(long, default_value = "program-order")]
     pub strategy: Strategy,
+    /// Record a stack trace with every entry (shadow call stacks), so reports name the
+    /// callers of the code behind each violation.
+    #[arg(long)]
+    pub stack_traces: bool,
     /// With --strategy reads, where a line's NT stores also persist as program-order
     /// prefixes (otherwise all or nothing): auto, at the failure points where some state
     /// arises only from images with NT stores (then judged again); off; all.
@@ -61,7 +67,11 @@ impl From<&PipelineArgs> for PipelineOptions {
 
 impl PipelineArgs {
     pub fn guest(&self) -> Result<VmGuest> {
-        Ok(VmGuest::new(self.vm.options(self.jobs, !self.quiet)?))
+        let stacks = self.stack_traces || self.strategy == Strategy::Fast;
+        Ok(VmGuest {
+            stack_traces: if stacks { Stacks::Shadow } else { Stacks::Off },
+            ..VmGuest::new(self.vm.options(self.jobs, !self.quiet)?)
+        })
     }
 }
 

@@ -28,6 +28,10 @@ pub enum Strategy {
     /// a recovery of the fully persisted image reads; the other dirty lines follow the
     /// cut (docs/model.md). Without read sets it explores every line, as `global-prefix`.
     Reads,
+    /// The thesis' Suvi-Fast: failure points at flushes and fences, each with the one image
+    /// that applies every pending store, skipped when a failure point with the same code
+    /// location (pc and stack) was seen; checkpoints as `program-order`.
+    Fast,
 }
 
 #[derive(Clone, Debug)]
@@ -116,4 +120,4 @@ macro_rules! named {
 named!(CacheMode, "cache mode", "volatile" => CacheMode::Volatile, "persistent" => CacheMode::Persistent);
 named!(Strategy, "strategy", "exhaustive" => Strategy::Exhaustive,
     "global-prefix" => Strategy::GlobalPrefix, "program-order" => Strategy::ProgramOrder,
-    "reads" => Strategy::Reads);
+    "reads" => Strategy::Reads, "fast" => Strategy::Fast);

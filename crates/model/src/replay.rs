@@ -2,12 +2,14 @@
 //! points out, through a [`Sink`].
 
 use crate::block::{BlkPending, BLOCK};
-use crate::config::Config;
+use crate::config::{Config, Strategy};
 use crate::origin::{Choice, FailureKind, FailurePoint};
 use crate::pending::{LineState, PmPending};
 use crate::strategy::{choose, CrashImage, CrashImages, Guided};
 use persim_trace::{Entry, Hypercall, Op};
+use rustc_hash::FxHashSet;
 use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::io;
 
 /// Where replay results go: typically an image store that keeps the persisted image and
@@ -167,6 +169,8 @@ pub struct Replay {
     blk: BlkPending,
     index: u64,
     checkpoint: Option<u64>,
+    /// `fast`: hashes of the code locations of the failure points so far.
+    seen_locations: FxHashSet<u64>,
 }
 
 impl Replay {
@@ -177,6 +181,7 @@ impl Replay {
             blk: BlkPending::default(),
             index: 0,
             checkpoint: None,
+            seen_locations: FxHashSet::default(),
         }
     }
 
@@ -189,13 +194,19 @@ impl Replay {
             }
             Op::Flush { addr, .. } => {
                 self.check_pm(*addr, 1)?;
-                if self.config.strategy == crate::Strategy::ProgramOrder {
+                let at_flushes = matches!(
+                    self.config.strategy,
+                    Strategy::ProgramOrder | Strategy::Fast
+                );
+                if at_flushes && self.new_location(entry) {
                     self.failure_point(FailureKind::Flush, sink)?;
                 }
                 self.pm.flush(mode, *addr);
             }
             Op::Fence(_) => {
-                self.failure_point(FailureKind::Fence, sink)?;
+                if self.new_location(entry) {
+                    self.failure_point(FailureKind::Fence, sink)?;
+                }
                 let mut result = Ok(());
                 self.pm.fence(mode, |unit| {
                     if result.is_ok() {
@@ -235,6 +246,17 @@ impl Replay {
         }
         self.index += 1;
         Ok(())
+    }
+
+    /// Whether a failure point at `entry` is wanted: always, except under `fast` at a code
+    /// location (pc and stack) already seen; an entry without one is always new.
+    fn new_location(&mut self, entry: &Entry) -> bool {
+        if self.config.strategy != Strategy::Fast || entry.meta.is_empty() {
+            return true;
+        }
+        let mut hasher = rustc_hash::FxHasher::default();
+        entry.meta.hash(&mut hasher);
+        self.seen_locations.insert(hasher.finish())
     }
 
     /// The lines with pending units now (before the next entry), in address order.

@@ -270,3 +270,53 @@ fn reads_skips_a_line_whose_pending_words_recovery_does_not_read() {
     let split = explored(vec![0x48]);
     assert_eq!((split.explored, split.skipped), (vec![0x40], vec![0x80]));
 }
+
+/// Suvi-Fast on a loop that persists four records through one helper: the helper's flush
+/// and fence are failure points once (their code location repeats), each with the one
+/// image that applies every pending store; checkpoints keep both ends.
+#[test]
+fn fast_takes_one_image_per_new_code_location() {
+    let mut text =
+        String::from("# persim-trace pm-size=0x1000\nhypercall start\nhypercall checkpoint 1\n");
+    for record in 0..4u64 {
+        let addr = 0x100 + record * 0x40;
+        text.push_str(&format!(
+            "write {addr:#x} 0{record} @ pc=0x10 stack=0x99\n\
+             flush clwb {addr:#x} @ pc=0x20 stack=0x99\n\
+             fence sfence @ pc=0x30 stack=0x99\n"
+        ));
+    }
+    // the same helper called from elsewhere is a new location
+    text.push_str("write 0x300 aa @ pc=0x10 stack=0x77\nflush clwb 0x300 @ pc=0x20 stack=0x77\n");
+    text.push_str("hypercall checkpoint 2\nhypercall success\n");
+    let entries: Vec<Entry> = persim_trace::Reader::new(std::io::Cursor::new(text))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let points = replay_entries(&entries, 0x1000, CacheMode::Volatile, Strategy::Fast);
+    let summary: Vec<(u64, FailureKind, usize)> = points
+        .iter()
+        .map(|p| (p.point.index, p.point.kind, p.images.len()))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (1, FailureKind::Checkpoint, 1),
+            (3, FailureKind::Flush, 1),
+            (4, FailureKind::Fence, 1),
+            (15, FailureKind::Flush, 1),
+            (16, FailureKind::Checkpoint, 2),
+            (18, FailureKind::End, 2),
+        ]
+    );
+    // the one image at a flush or fence applies every pending store
+    let at_flush = &points[1].images[0];
+    assert_eq!(
+        (at_flush.0[0x100], &at_flush.1),
+        (0x00, &Choice::Everything)
+    );
+    let at_last_flush = &points[3].images[0];
+    assert_eq!(at_last_flush.0[0x300], 0xaa);
+    // the final checkpoint keeps "nothing" too: the unfenced record can be lost
+    assert_eq!(points[4].images[0].0[0x300], 0);
+}

@@ -64,8 +64,13 @@ impl Guest for VmGuest {
             .map(|k| k.image.canonicalize().unwrap_or(k.image))
             .map(|image| image.display().to_string())
             .unwrap_or_default();
+        // Stack traces change the recorded trace (and what `fast` skips).
+        let stacks = match self.stack_traces {
+            persim_vm::Stacks::Off => String::new(),
+            on => format!("\nstack traces {}", on.name()),
+        };
         format!(
-            "{}\n{:?}\nkernel {kernel}\nguest tools {:?}",
+            "{}\n{:?}\nkernel {kernel}\nguest tools {:?}{stacks}",
             o.config.name, o.config, o.artifacts.guest_tools
         )
     }

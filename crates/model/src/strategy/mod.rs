@@ -69,7 +69,7 @@ pub fn choose(
         let block = block_side(config, false, block_writes, cap, seed ^ 1);
         let per_block = block.as_ref().map_or(1, |b| b.picks.len());
         (
-            pm_side(config, lines, guided, &lens, cap / per_block, seed),
+            pm_side(config, kind, lines, guided, &lens, cap / per_block, seed),
             block,
         )
     };
@@ -94,6 +94,7 @@ pub fn choose(
 
 fn pm_side(
     config: &Config,
+    kind: FailureKind,
     lines: &[&LineState],
     guided: &Guided,
     lens: &[u32],
@@ -104,6 +105,12 @@ fn pm_side(
     let persistent = config.cache == CacheMode::Persistent;
     let space = match (config.strategy, config.cache) {
         (Strategy::ProgramOrder, _) => return ends(lens.to_vec()),
+        (Strategy::Fast, _) if matches!(kind, FailureKind::Flush | FailureKind::Fence) => {
+            let mut side = ends(lens.to_vec());
+            side.picks.drain(..side.picks.len() - 1);
+            return side;
+        }
+        (Strategy::Fast, _) => return ends(lens.to_vec()),
         (Strategy::Exhaustive, CacheMode::Volatile) => CutSpace::volatile_exhaustive(lines),
         (Strategy::Exhaustive, CacheMode::Persistent) => {
             CutSpace::persistent(lines, Pick::AnyInWindow)
