@@ -181,8 +181,12 @@ impl Report {
                 );
             }
             for e in &c.errors {
-                let first_line = e.output.lines().next().unwrap_or("");
-                let _ = writeln!(t, "  error in {}: {}: {first_line}", e.state, e.outcome);
+                let lines = telling_lines(&e.output);
+                let first = lines.first().copied().unwrap_or("");
+                let _ = writeln!(t, "  error in {}: {}: {first}", e.state, e.outcome);
+                for line in lines.iter().skip(1) {
+                    let _ = writeln!(t, "      {line}");
+                }
             }
             culprits_text(&mut t, &c.culprits);
         }
@@ -206,6 +210,39 @@ impl Report {
         }
         t
     }
+}
+
+/// Lines of a failed recovery's output shown in the text; report.json has all of it.
+const ERROR_LINES: usize = 4;
+
+/// What a person needs of a failed recovery's console output: the lines where the kernel
+/// or the recovery command say what went wrong (an oops, `EXT4-fs error`, "Structure
+/// needs cleaning"), else its first line.
+fn telling_lines(output: &str) -> Vec<&str> {
+    const SIGNS: [&str; 9] = [
+        "error",
+        "Error",
+        "BUG",
+        "Oops",
+        "panic",
+        "WARNING",
+        "corrupt",
+        "Corrupt",
+        "Structure needs cleaning",
+    ];
+    let mut lines: Vec<&str> = Vec::new();
+    for line in output.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if SIGNS.iter().any(|s| line.contains(s)) && !lines.contains(&line) {
+            lines.push(line);
+        }
+        if lines.len() == ERROR_LINES {
+            break;
+        }
+    }
+    if lines.is_empty() {
+        lines.extend(output.lines().map(str::trim).find(|l| !l.is_empty()));
+    }
+    lines
 }
 
 /// Call sites shown per kind of culprit; report.json has them all.
@@ -292,6 +329,23 @@ fn verdict_label(c: &CheckpointVerdict) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_recovery_shows_what_the_kernel_and_the_tool_said() {
+        let output = "mount -o dax /dev/pmem0 /mnt\n\
+            EXT4-fs (pmem0): mounted filesystem\n\
+            EXT4-fs error (device pmem0): ext4_lookup:1785: inode #2: comm ls: deleted inode referenced: 12\n\
+            ls: /mnt/a: Structure needs cleaning\n";
+        assert_eq!(
+            telling_lines(output),
+            [
+                "EXT4-fs error (device pmem0): ext4_lookup:1785: inode #2: comm ls: deleted inode referenced: 12",
+                "ls: /mnt/a: Structure needs cleaning"
+            ]
+        );
+        assert_eq!(telling_lines("\nno such file\n"), ["no such file"]);
+        assert!(telling_lines("").is_empty());
+    }
 
     #[test]
     fn marks_serialise_as_their_symbols() {
