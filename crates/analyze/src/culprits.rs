@@ -233,6 +233,7 @@ hypercall success
             partial_only: false,
             failure_points: failure_points.to_vec(),
             images: vec!["h".into()],
+            lines: None,
         }
     }
 

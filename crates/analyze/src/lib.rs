@@ -17,4 +17,4 @@ pub use patterns::{find_patterns, Finding, Kind as PatternKind, Patterns, Site};
 pub use profile::{profile, Derived, Part, Profile, Series, Stats};
 pub use profile_plots::profile_svgs;
 pub use report::{Mark, NtSummary, Report, Timings};
-pub use verdict::{verdicts, CheckpointVerdict, ErrorInfo, ImageOrigins, StateInfo};
+pub use verdict::{verdicts, CheckpointVerdict, ErrorInfo, ImageOrigins, StateInfo, StateLines};

@@ -179,6 +179,20 @@ impl Report {
                     abbreviate(&s.failure_points),
                     s.images.len()
                 );
+                let dirty =
+                    |l: &&crate::StateLines| !l.explored.is_empty() || !l.skipped.is_empty();
+                if let Some(lines) = s.lines.as_ref().filter(dirty) {
+                    let _ = writeln!(
+                        t,
+                        "          at failure point {}: explored {}; skipped {}",
+                        lines.point,
+                        line_list(&lines.explored),
+                        match lines.skipped.len() {
+                            0 => "none".to_owned(),
+                            n => format!("{n} line(s) recovery does not read"),
+                        }
+                    );
+                }
             }
             for e in &c.errors {
                 let lines = telling_lines(&e.output);
@@ -290,6 +304,21 @@ fn culprits_text(t: &mut String, culprits: &[crate::Culprit]) {
                 sites.len() - SITES_SHOWN
             );
         }
+    }
+}
+
+/// `0x40, 0x80, … (9 in all)`, or `none`.
+fn line_list(lines: &[u64]) -> String {
+    const SHOWN: usize = 6;
+    let shown: Vec<String> = lines
+        .iter()
+        .take(SHOWN)
+        .map(|l| format!("{l:#x}"))
+        .collect();
+    match lines.len() {
+        0 => "none".to_owned(),
+        n if n > SHOWN => format!("{}, … ({n} in all)", shown.join(", ")),
+        _ => shown.join(", "),
     }
 }
 
@@ -407,6 +436,7 @@ mod tests {
             partial_only: false,
             failure_points: vec![k as u64],
             images: vec![format!("{k:064x}")],
+            lines: None,
         };
         let interval = |states: usize, finals: usize| CheckpointVerdict {
             from: 1,

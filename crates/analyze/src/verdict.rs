@@ -20,6 +20,18 @@ pub struct StateInfo {
     pub failure_points: Vec<u64>,
     /// Hashes of the crash images behind it.
     pub images: Vec<String>,
+    /// `reads`: which dirty lines were explored at its first failure point.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lines: Option<StateLines>,
+}
+
+/// The dirty lines at a state's first failure point that `reads` explored (recovery
+/// reads them) and skipped (they follow the cut).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateLines {
+    pub point: u64,
+    pub explored: Vec<u64>,
+    pub skipped: Vec<u64>,
 }
 
 /// A state whose recovery failed.
@@ -163,6 +175,7 @@ impl<'a> Interval<'a> {
                 partial_only: true,
                 failure_points: Vec::new(),
                 images: Vec::new(),
+                lines: None,
             });
         }
         let state = &mut self.states[i];

@@ -3,7 +3,7 @@
 
 use crate::guest::Guest;
 use crate::images::generate_images;
-use crate::images_index::{ImagesIndex, ImagesJsonWriter};
+use crate::images_index::{ImagesIndex, ImagesJsonWriter, PointReads};
 use crate::inputs::Inputs;
 use crate::options::{Guidance, ImagesOptions, NtPrefixes, NtPrefixesAt, PipelineOptions};
 use crate::progress::{Event, Observer, Stage};
@@ -13,7 +13,8 @@ use crate::states::{extract_missing, saved_states};
 use crate::testcase::TestCase;
 use anyhow::{bail, Context, Result};
 use persim_analyze::{
-    find_culprits, verdicts, CheckpointVerdict, ImageOrigins, NtSummary, Report, Timings,
+    find_culprits, verdicts, CheckpointVerdict, ImageOrigins, NtSummary, Report, StateLines,
+    Timings,
 };
 use persim_image::ImageStore;
 use persim_model::{Config, Strategy};
@@ -118,7 +119,7 @@ pub fn run_test(
     timings.states = Some(took.as_secs_f64());
 
     let mut checkpoints = judge(&store, &states);
-    name_culprits(dir, opts, &mut checkpoints)?;
+    explain(dir, opts, &mut checkpoints)?;
     timings.total = Some(started.elapsed().as_secs_f64());
     let report = Report {
         test: name.to_string(),
@@ -259,8 +260,9 @@ pub fn judge(store: &ImageStore, states: &BTreeMap<String, Recovered>) -> Vec<Ch
 
 /// Names the code behind each violation (`persim_analyze::find_culprits`), through the
 /// symbols recorded beside the trace when there are any; with `reads`, only stores to
-/// lines recovery reads are named (the others cannot change a state).
-fn name_culprits(
+/// lines recovery reads are named (the others cannot change a state), and each state
+/// says which lines were explored and skipped at its first failure point.
+fn explain(
     dir: &RunDir,
     opts: &PipelineOptions,
     checkpoints: &mut [CheckpointVerdict],
@@ -271,14 +273,29 @@ fn name_culprits(
     let mut config = Config::new(pm_size.unwrap_or(u64::MAX / 2));
     config.cache = opts.cache;
     let symbols = Symbols::of_trace(&trace);
-    let focus: BTreeMap<u64, BTreeSet<u64>> = ImagesIndex::read(&dir.images_index())
+    let reads: BTreeMap<u64, PointReads> = ImagesIndex::read(&dir.images_index())
         .map(|index| index.failure_points)
         .unwrap_or_default()
         .into_iter()
-        .filter_map(|p| {
-            let reads = p.reads.filter(|r| r.known)?;
-            Some((p.index, reads.lines.explored.into_iter().collect()))
-        })
+        .filter_map(|p| Some((p.index, p.reads.filter(|r| r.known)?)))
+        .collect();
+    for state in checkpoints.iter_mut().flat_map(|c| &mut c.states) {
+        let Some((&point, r)) = state
+            .failure_points
+            .first()
+            .and_then(|p| reads.get_key_value(p))
+        else {
+            continue;
+        };
+        state.lines = Some(StateLines {
+            point,
+            explored: r.lines.explored.clone(),
+            skipped: r.lines.skipped.clone(),
+        });
+    }
+    let focus: BTreeMap<u64, BTreeSet<u64>> = reads
+        .into_iter()
+        .map(|(point, r)| (point, r.lines.explored.into_iter().collect()))
         .collect();
     find_culprits(
         || Reader::open(&trace),
