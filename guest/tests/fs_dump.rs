@@ -393,3 +393,37 @@ fn unreadable_entries_are_reported_in_the_dump() {
     // Make the locked directory removable again for the scratch cleanup.
     fs::set_permissions(root.join("locked"), fs::Permissions::from_mode(0o755)).unwrap();
 }
+
+#[test]
+fn extended_attributes_are_dumped_sorted_and_only_where_set() {
+    let scratch = Scratch::new("fs-dump-xattrs");
+    let (with, without) = (scratch.path.join("with"), scratch.path.join("without"));
+    fs::write(&with, "x").unwrap();
+    fs::write(&without, "y").unwrap();
+    let set = |name: &str, value: &[u8]| {
+        let path = std::ffi::CString::new(with.as_os_str().as_bytes()).unwrap();
+        let name = std::ffi::CString::new(name).unwrap();
+        // SAFETY: NUL-terminated strings and a buffer of the given length.
+        unsafe {
+            libc::setxattr(
+                path.as_ptr(),
+                name.as_ptr(),
+                value.as_ptr().cast(),
+                value.len(),
+                0,
+            )
+        }
+    };
+    if set("user.b", b"\x01\x02") != 0 {
+        eprintln!("skipped: this file system has no user xattrs");
+        return;
+    }
+    assert_eq!(set("user.a", b"hi"), 0);
+    let json = dump(&[], &scratch.path);
+    assert!(
+        json.contains("\"xattrs\": \"user.a=6869,user.b=0102\""),
+        "{json}"
+    );
+    assert_eq!(json.matches("\"xattrs\"").count(), 1, "{json}");
+    assert!(!dump(&["--ignore", "xattrs"], &scratch.path).contains("\"xattrs\""));
+}

@@ -14,7 +14,7 @@ pub use plugin_args::{PluginArgs, Stacks};
 
 /// Fields of an `fs-dump` record that a test may leave out (`ignore = [...]`), checked on
 /// the host before a VM boots and by `fs-dump --ignore` in the guest.
-pub const FS_DUMP_FIELDS: [&str; 14] = [
+pub const FS_DUMP_FIELDS: [&str; 15] = [
     "atime", "blocks", "contents", "ctime", "gid", "ino", "mode", "mtime", "nlink", "rdev", "size",
-    "target", "type", "uid",
+    "target", "type", "uid", "xattrs",
 ];

@@ -24,6 +24,7 @@ macro_rules! say {
 
 mod analyze_cmd;
 mod debug_cmd;
+mod generate;
 mod images;
 mod profile_cmd;
 mod progress;
@@ -81,6 +82,11 @@ enum Command {
         #[command(subcommand)]
         command: debug_cmd::DebugCommand,
     },
+    /// Generate tests (a suite directory for `persim suite DIR`).
+    Generate {
+        #[command(subcommand)]
+        command: generate::GenerateCommand,
+    },
 }
 
 /// Record a trace in the VM, or inspect and convert traces.
@@ -103,6 +109,7 @@ fn main() -> ExitCode {
         Command::Suite(args) => suite::run(&args).map(violations),
         Command::Report(args) => report_cmd::run(&args).map(violations),
         Command::Debug { command } => debug_cmd::run(&command).map(|()| ExitCode::SUCCESS),
+        Command::Generate { command } => generate::run(&command).map(|()| ExitCode::SUCCESS),
         Command::Images(args) => images::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Analyze(args) => analyze_cmd::run(&args).map(violations),
         Command::Profile(args) => profile_cmd::run(&args).map(|()| ExitCode::SUCCESS),

@@ -12,7 +12,8 @@ use std::path::PathBuf;
 /// extraction error, C recovery crash, ! the test could not be run.
 #[derive(Args, Debug)]
 pub struct SuiteArgs {
-    /// The suite: a directory under suites/ (fs, ringbuf).
+    /// The suite: a directory under suites/ (fs, ringbuf), or a directory of test files
+    /// (e.g. from `persim generate ace`).
     pub suite: String,
     #[command(flatten)]
     pub pipeline: PipelineArgs,
@@ -27,7 +28,7 @@ pub fn run(args: &SuiteArgs) -> Result<bool> {
     // An unusable --out is found before any VM runs.
     RunDir::create(&args.out)?;
     let guest = p.guest()?;
-    let suite = Suite::bundled(&p.vm.home()?, &args.suite);
+    let suite = Suite::named_or_dir(&p.vm.home()?, &args.suite);
     let mut progress = Progress::new("persim suite", !p.quiet);
     let results = run_suite(
         &p.into(),

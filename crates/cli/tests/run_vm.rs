@@ -441,3 +441,67 @@ fn pmdk_transaction_is_atomic_and_an_unlogged_change_is_found_with_reads() {
         "{culprits:#?}"
     );
 }
+
+#[test]
+fn generated_ace_tests_run_their_exact_operations_as_a_suite() {
+    if !vm_ready("generated_ace_tests_run_their_exact_operations_as_a_suite") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (generated, picked) = (dir.path().join("seq1"), dir.path().join("picked"));
+    let gen = persim(&[
+        "generate",
+        "ace",
+        "--seq",
+        "1",
+        "--out",
+        generated.to_str().unwrap(),
+    ]);
+    assert!(gen.status.success(), "{gen:?}");
+    let mut names: Vec<String> = std::fs::read_dir(&generated)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 47, "{names:?}");
+    // An attribute, a hole and a directory rename: none of them expressible with busybox.
+    std::fs::create_dir(&picked).unwrap();
+    let wanted = [
+        "setxattr-Afoo",
+        "falloc-foo-punch-hole-0-4096",
+        "rename-A-B",
+    ];
+    for w in wanted {
+        let name = names
+            .iter()
+            .find(|n| n.ends_with(&format!("-{w}.toml")))
+            .unwrap();
+        std::fs::copy(generated.join(name), picked.join(name)).unwrap();
+    }
+    let results = dir.path().join("results");
+    let suite = persim(&[
+        "suite",
+        picked.to_str().unwrap(),
+        "--fs",
+        "ext4",
+        "--out",
+        results.to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(suite.status.code(), Some(0), "{suite:?}");
+    for w in wanted {
+        let name = names
+            .iter()
+            .find(|n| n.ends_with(&format!("-{w}.toml")))
+            .unwrap();
+        let report = report(&results.join(name.trim_end_matches(".toml")));
+        let interval = &report["checkpoints"][0];
+        // the operation ran and changed the state: an old and a new state, atomic
+        assert_eq!(interval["atomic"], true, "{w}: {report:#}");
+        assert_eq!(
+            interval["states"].as_array().unwrap().len(),
+            2,
+            "{w}: {report:#}"
+        );
+    }
+}

@@ -5,6 +5,7 @@
 //!
 //! What runs the guest is a [`Guest`]: the VM ([`VmGuest`]), or a fake in tests.
 
+pub mod ace;
 mod guest;
 mod home;
 mod images;

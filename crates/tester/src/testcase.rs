@@ -40,6 +40,11 @@ impl TestCase {
         Self::parse(&text).with_context(|| format!("test {} is malformed", path.display()))
     }
 
+    /// The test file's text, as [`TestCase::parse`] reads it back.
+    pub fn to_toml(&self) -> Result<String> {
+        Ok(toml::to_string(self)?)
+    }
+
     pub fn parse(text: &str) -> Result<TestCase> {
         let test: TestCase = toml::from_str(text)?;
         test.check()?;
@@ -157,6 +162,21 @@ impl Suite {
             name: name.to_string(),
             dir: home.suites().join(name),
         }
+    }
+
+    /// A directory of test files given by its path, else the bundled suite of that name.
+    pub fn named_or_dir(home: &Home, suite: &str) -> Suite {
+        let dir = Path::new(suite);
+        if dir.is_dir() {
+            let name = dir
+                .file_name()
+                .map_or(suite.into(), |n| n.to_string_lossy().into());
+            return Suite {
+                name,
+                dir: dir.to_path_buf(),
+            };
+        }
+        Suite::bundled(home, suite)
     }
 
     /// The tests of the suite, by name.

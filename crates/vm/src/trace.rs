@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 /// Persim's own guest tools (package persim-guest) and the ring buffer's (persim-subjects),
 /// all built into one target directory by `cargo guest-tools` (.cargo/config.toml).
-const GUEST_TOOLS: [&str; 3] = ["hypercall", "fs-dump", "ringbuf-tool"];
+const GUEST_TOOLS: [&str; 4] = ["hypercall", "fs-dump", "fs-ops", "ringbuf-tool"];
 const PLUGIN_FILE: &str = "libpersim_plugin.so";
 /// The traced run's script; `@COMMAND@` stands for the user's commands.
 const TRACED_RUN: &str = include_str!("traced-run.sh");

@@ -57,8 +57,63 @@ pub fn describe(path: &Path, meta: &Metadata, options: &Options) -> Record {
     if let Err(message) = read {
         record.insert("error", Value::Text(message));
     }
+    if options.wants("xattrs") {
+        match xattrs(path) {
+            Ok(None) => {}
+            Ok(Some(list)) => {
+                record.insert("xattrs", Value::Text(list));
+            }
+            Err(e) => {
+                record.insert("error", Value::Text(format!("cannot read the xattrs: {e}")));
+            }
+        }
+    }
     record.retain(|field, _| options.wants(field));
     record
+}
+
+/// The extended attributes as `name=HEXVALUE` sorted by name and joined by `,`; None
+/// when there are none (or the file system has none), so dumps without them are unchanged.
+fn xattrs(path: &Path) -> std::io::Result<Option<String>> {
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes())?;
+    let os_error = std::io::Error::last_os_error;
+    // SAFETY: a NUL-terminated path; a null buffer of length 0 asks for the size.
+    let size = unsafe { libc::llistxattr(c_path.as_ptr(), std::ptr::null_mut(), 0) };
+    if size < 0 {
+        let e = os_error();
+        return match e.raw_os_error() {
+            Some(libc::ENOTSUP) => Ok(None),
+            _ => Err(e),
+        };
+    }
+    let mut names = vec![0u8; size as usize];
+    // SAFETY: the buffer holds `names.len()` bytes.
+    let size = unsafe { libc::llistxattr(c_path.as_ptr(), names.as_mut_ptr().cast(), names.len()) };
+    if size < 0 {
+        return Err(os_error());
+    }
+    names.truncate(size as usize);
+    let mut entries: Vec<String> = Vec::new();
+    for name in names.split(|&b| b == 0).filter(|n| !n.is_empty()) {
+        let c_name = std::ffi::CString::new(name)?;
+        let mut value = vec![0u8; 64 << 10];
+        // SAFETY: NUL-terminated strings; the buffer holds `value.len()` bytes.
+        let len = unsafe {
+            libc::lgetxattr(
+                c_path.as_ptr(),
+                c_name.as_ptr(),
+                value.as_mut_ptr().cast(),
+                value.len(),
+            )
+        };
+        if len < 0 {
+            return Err(os_error());
+        }
+        value.truncate(len as usize);
+        entries.push(format!("{}={}", lossless(name), hex(&value)));
+    }
+    entries.sort();
+    Ok((!entries.is_empty()).then(|| entries.join(",")))
 }
 
 fn kind(meta: &Metadata) -> &'static str {

@@ -1,0 +1,285 @@
+//! The operations of `fs-ops`: what a generated test runs, one exact system call each.
+
+use std::ffi::CString;
+use std::fs::{self, OpenOptions};
+use std::io;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::io::AsRawFd;
+
+/// `fallocate` modes ACE draws from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Falloc {
+    Allocate,
+    KeepSize,
+    PunchHole,
+    ZeroRange,
+    ZeroRangeKeepSize,
+}
+
+impl Falloc {
+    const ALL: [(&'static str, Falloc); 5] = [
+        ("allocate", Falloc::Allocate),
+        ("keep-size", Falloc::KeepSize),
+        ("punch-hole", Falloc::PunchHole),
+        ("zero-range", Falloc::ZeroRange),
+        ("zero-range-keep-size", Falloc::ZeroRangeKeepSize),
+    ];
+
+    fn flags(self) -> libc::c_int {
+        match self {
+            Falloc::Allocate => 0,
+            Falloc::KeepSize => libc::FALLOC_FL_KEEP_SIZE,
+            // punching a hole never changes the size: the kernel requires KEEP_SIZE with it
+            Falloc::PunchHole => libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+            Falloc::ZeroRange => libc::FALLOC_FL_ZERO_RANGE,
+            Falloc::ZeroRangeKeepSize => libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Op {
+    Creat(String),
+    Mkdir(String),
+    Write {
+        path: String,
+        offset: u64,
+        len: u64,
+    },
+    Falloc {
+        path: String,
+        mode: Falloc,
+        offset: u64,
+        len: u64,
+    },
+    Truncate {
+        path: String,
+        len: u64,
+    },
+    Link(String, String),
+    Symlink(String, String),
+    Rename(String, String),
+    Unlink(String),
+    Rmdir(String),
+    Setxattr {
+        path: String,
+        name: String,
+        value: String,
+    },
+    Removexattr {
+        path: String,
+        name: String,
+    },
+    Fsync(String),
+    Fdatasync(String),
+    Sync,
+}
+
+fn number(word: &str) -> Result<u64, String> {
+    let parsed = match word.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => word.parse(),
+    };
+    parsed.map_err(|_| format!("`{word}` is not a number"))
+}
+
+impl Op {
+    pub fn parse(words: &[String]) -> Result<Op, String> {
+        let w: Vec<&str> = words.iter().map(String::as_str).collect();
+        let s = |x: &str| x.to_owned();
+        Ok(match w[..] {
+            ["creat", p] => Op::Creat(s(p)),
+            ["mkdir", p] => Op::Mkdir(s(p)),
+            ["write", p, off, len] => Op::Write {
+                path: s(p),
+                offset: number(off)?,
+                len: number(len)?,
+            },
+            ["falloc", p, mode, off, len] => Op::Falloc {
+                path: s(p),
+                mode: Falloc::ALL
+                    .iter()
+                    .find(|(name, _)| *name == mode)
+                    .map(|&(_, m)| m)
+                    .ok_or_else(|| format!("unknown fallocate mode `{mode}`"))?,
+                offset: number(off)?,
+                len: number(len)?,
+            },
+            ["truncate", p, len] => Op::Truncate {
+                path: s(p),
+                len: number(len)?,
+            },
+            ["link", a, b] => Op::Link(s(a), s(b)),
+            ["symlink", a, b] => Op::Symlink(s(a), s(b)),
+            ["rename", a, b] => Op::Rename(s(a), s(b)),
+            ["unlink", p] => Op::Unlink(s(p)),
+            ["rmdir", p] => Op::Rmdir(s(p)),
+            ["setxattr", p, name, value] => Op::Setxattr {
+                path: s(p),
+                name: s(name),
+                value: s(value),
+            },
+            ["removexattr", p, name] => Op::Removexattr {
+                path: s(p),
+                name: s(name),
+            },
+            ["fsync", p] => Op::Fsync(s(p)),
+            ["fdatasync", p] => Op::Fdatasync(s(p)),
+            ["sync"] => Op::Sync,
+            [] => return Err("give an operation".into()),
+            _ => {
+                return Err(format!(
+                    "unknown operation or wrong arguments: `{}`",
+                    w.join(" ")
+                ))
+            }
+        })
+    }
+}
+
+/// The bytes `write` stores at `offset`: each byte a function of its file offset, so a
+/// state shows which write (and which part of it) reached PM.
+pub fn pattern(offset: u64, len: u64) -> Vec<u8> {
+    (offset..offset + len)
+        .map(|o| b'a' + ((o / 512 + o) % 26) as u8)
+        .collect()
+}
+
+fn c_string(s: &str) -> io::Result<CString> {
+    CString::new(s).map_err(|_| io::Error::other(format!("`{s}` contains a NUL byte")))
+}
+
+/// Runs the operation; the error names the call and its arguments.
+pub fn run(op: &Op) -> Result<(), String> {
+    let result = match op {
+        Op::Creat(p) => OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o644)
+            .open(p)
+            .map(drop),
+        Op::Mkdir(p) => fs::create_dir(p),
+        Op::Write { path, offset, len } => OpenOptions::new()
+            .write(true)
+            .open(path)
+            .and_then(|f| f.write_all_at(&pattern(*offset, *len), *offset)),
+        Op::Falloc {
+            path,
+            mode,
+            offset,
+            len,
+        } => OpenOptions::new().write(true).open(path).and_then(|f| {
+            let (offset, len) = (*offset as libc::off_t, *len as libc::off_t);
+            // SAFETY: a valid descriptor; fallocate only reads its integer arguments.
+            let rc = unsafe { libc::fallocate(f.as_raw_fd(), mode.flags(), offset, len) };
+            if rc == 0 {
+                Ok(())
+            } else {
+                Err(io::Error::last_os_error())
+            }
+        }),
+        Op::Truncate { path, len } => OpenOptions::new()
+            .write(true)
+            .open(path)
+            .and_then(|f| f.set_len(*len)),
+        Op::Link(a, b) => fs::hard_link(a, b),
+        Op::Symlink(a, b) => std::os::unix::fs::symlink(a, b),
+        Op::Rename(a, b) => fs::rename(a, b),
+        Op::Unlink(p) => fs::remove_file(p),
+        Op::Rmdir(p) => fs::remove_dir(p),
+        Op::Setxattr { path, name, value } => xattr(path, name, Some(value)),
+        Op::Removexattr { path, name } => xattr(path, name, None),
+        Op::Fsync(p) => fs::File::open(p).and_then(|f| f.sync_all()),
+        Op::Fdatasync(p) => fs::File::open(p).and_then(|f| f.sync_data()),
+        Op::Sync => {
+            // SAFETY: no arguments.
+            unsafe { libc::sync() };
+            Ok(())
+        }
+    };
+    result.map_err(|e| format!("{op:?}: {e}"))
+}
+
+fn xattr(path: &str, name: &str, value: Option<&str>) -> io::Result<()> {
+    let (p, n) = (c_string(path)?, c_string(name)?);
+    // SAFETY: NUL-terminated strings and a buffer of the given length, all alive here.
+    let rc = unsafe {
+        match value {
+            Some(v) => libc::setxattr(p.as_ptr(), n.as_ptr(), v.as_ptr().cast(), v.len(), 0),
+            None => libc::removexattr(p.as_ptr(), n.as_ptr()),
+        }
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(line: &str) -> Vec<String> {
+        line.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn parses_every_operation_and_rejects_bad_ones() {
+        assert_eq!(
+            Op::parse(&words("write /mnt/foo 0x1000 17")),
+            Ok(Op::Write {
+                path: "/mnt/foo".into(),
+                offset: 4096,
+                len: 17
+            })
+        );
+        assert_eq!(
+            Op::parse(&words("falloc /mnt/foo punch-hole 0 4096")).map(|op| match op {
+                Op::Falloc { mode, .. } => mode,
+                _ => unreachable!(),
+            }),
+            Ok(Falloc::PunchHole)
+        );
+        assert_eq!(Op::parse(&words("sync")), Ok(Op::Sync));
+        assert!(Op::parse(&words("falloc /f sideways 0 1"))
+            .unwrap_err()
+            .contains("sideways"));
+        assert!(Op::parse(&words("write /f x 1"))
+            .unwrap_err()
+            .contains("`x`"));
+        assert!(Op::parse(&words("link /a"))
+            .unwrap_err()
+            .contains("link /a"));
+        assert!(Op::parse(&[]).is_err());
+    }
+
+    #[test]
+    fn operations_do_what_they_say_and_failures_name_the_call() {
+        let dir = std::env::temp_dir().join(format!("fs-ops-test-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let at = |name: &str| dir.join(name).display().to_string();
+        let ok = |line: String| run(&Op::parse(&words(&line)).unwrap()).unwrap();
+        ok(format!("mkdir {}", at("")));
+        ok(format!("creat {}", at("foo")));
+        ok(format!("write {} 10 5", at("foo")));
+        assert_eq!(fs::read(at("foo")).unwrap()[10..], pattern(10, 5)[..]);
+        ok(format!("falloc {} keep-size 0 8192", at("foo")));
+        assert_eq!(fs::metadata(at("foo")).unwrap().len(), 15);
+        ok(format!("falloc {} allocate 0 8192", at("foo")));
+        assert_eq!(fs::metadata(at("foo")).unwrap().len(), 8192);
+        ok(format!("truncate {} 3", at("foo")));
+        ok(format!("link {} {}", at("foo"), at("bar")));
+        ok(format!("rename {} {}", at("bar"), at("baz")));
+        ok(format!("symlink foo {}", at("sym")));
+        assert_eq!(fs::read_link(at("sym")).unwrap().to_str(), Some("foo"));
+        ok(format!("fsync {}", at("baz")));
+        ok(format!("unlink {}", at("baz")));
+        let e = run(&Op::parse(&words(&format!("unlink {}", at("baz")))).unwrap()).unwrap_err();
+        assert!(e.contains("Unlink") && e.contains("No such file"), "{e}");
+        let e = run(&Op::parse(&words(&format!("rmdir {}", at("")))).unwrap()).unwrap_err();
+        assert!(e.contains("Rmdir"), "{e}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
