@@ -4,7 +4,7 @@
 //! write unit on Optane), XPLines written partially (read-modify-write on the media), and
 //! PMicroProfile's sequentiality metric ISAD. Definitions in docs/analysis.md.
 
-use persim_trace::{Entry, FenceKind, FlushKind, Hypercall, Op, TraceError};
+use persim_trace::{Entry, FenceKind, FlushKind, Hypercall, Op, Symbols, TraceError};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::borrow::Borrow;
@@ -101,11 +101,39 @@ pub struct Part {
     pub derived: Derived,
 }
 
+/// What the code at one place did to PM: a function (through the trace's symbols) or,
+/// without symbols, one program counter.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct CodeStats {
+    pub code: String,
+    pub stores: u64,
+    pub bytes_cached: u64,
+    pub bytes_nt: u64,
+    pub flushes: u64,
+    pub fences: u64,
+}
+
+impl CodeStats {
+    fn add(&mut self, other: &CodeStats) {
+        self.stores += other.stores;
+        self.bytes_cached += other.bytes_cached;
+        self.bytes_nt += other.bytes_nt;
+        self.flushes += other.flushes;
+        self.fences += other.fences;
+    }
+}
+
+/// Functions (or pcs) shown in the text, most bytes first; the JSON has them all.
+const CODE_SHOWN: usize = 10;
+
 #[derive(Clone, Debug, Serialize)]
 pub struct Profile {
     pub parts: Vec<Part>,
     pub total: Stats,
     pub total_derived: Derived,
+    /// Per function (or pc) of the storing, flushing and fencing instructions, most bytes
+    /// written first.
+    pub code: Vec<CodeStats>,
     /// What the plots show (`persim profile --svg`); not in the JSON.
     #[serde(skip)]
     pub series: Series,
@@ -205,19 +233,48 @@ impl Profile {
             total.xpline_bytes / XPLINE,
             total.partial_xplines
         );
+        if !self.code.is_empty() {
+            let _ = writeln!(t, "\nby code (most bytes first):");
+            let _ = writeln!(
+                t,
+                "  {:>10} {:>8} {:>5} {:>8} {:>7}  code",
+                "bytes", "stores", "NT", "flushes", "fences"
+            );
+            for c in self.code.iter().take(CODE_SHOWN) {
+                let bytes = c.bytes_cached + c.bytes_nt;
+                let nt = if bytes == 0 {
+                    0.0
+                } else {
+                    c.bytes_nt as f64 * 100.0 / bytes as f64
+                };
+                let _ = writeln!(
+                    t,
+                    "  {bytes:>10} {:>8} {nt:>4.0}% {:>8} {:>7}  {}",
+                    c.stores, c.flushes, c.fences, c.code
+                );
+            }
+            if self.code.len() > CODE_SHOWN {
+                let _ = writeln!(
+                    t,
+                    "  and {} more (--json lists them)",
+                    self.code.len() - CODE_SHOWN
+                );
+            }
+        }
         t
     }
 }
 
-/// Profiles a trace in one pass.
+/// Profiles a trace in one pass; `symbols` group its code by function.
 pub fn profile<E: Borrow<Entry>>(
     entries: impl IntoIterator<Item = Result<E, TraceError>>,
+    symbols: Option<&Symbols>,
 ) -> Result<Profile, TraceError> {
     let mut p = Profiler::default();
     for entry in entries {
         p.step(entry?.borrow());
     }
-    Ok(p.finish())
+    Ok(p.finish(symbols))
 }
 
 #[derive(Default)]
@@ -237,6 +294,8 @@ struct Profiler {
     timeline: Vec<(u64, u64, u64)>,
     epoch_sizes: BTreeMap<u32, u64>,
     line_bytes: FxHashMap<u64, u64>,
+    /// Per pc of a store, flush or fence.
+    pcs: FxHashMap<u64, CodeStats>,
 }
 
 impl Profiler {
@@ -251,6 +310,18 @@ impl Profiler {
         self.index += 1;
         if self.index.is_multiple_of(TIMELINE_STEP) {
             self.timeline.push((self.index, self.cached, self.nt));
+        }
+        if let (Some(pc), Op::Write { .. } | Op::Flush { .. } | Op::Fence(_)) =
+            (entry.meta.pc, &entry.op)
+        {
+            let c = self.pcs.entry(pc).or_default();
+            match &entry.op {
+                Op::Write { data, nt: true, .. } => c.bytes_nt += data.len() as u64,
+                Op::Write { data, .. } => c.bytes_cached += data.len() as u64,
+                Op::Flush { .. } => c.flushes += 1,
+                _ => c.fences += 1,
+            }
+            c.stores += u64::from(matches!(entry.op, Op::Write { .. }));
         }
         match &entry.op {
             Op::Write { addr, data, nt } => self.store(*addr, data.len() as u64, *nt),
@@ -344,7 +415,28 @@ impl Profiler {
         });
     }
 
-    fn finish(mut self) -> Profile {
+    fn finish(mut self, symbols: Option<&Symbols>) -> Profile {
+        let mut code: BTreeMap<String, CodeStats> = BTreeMap::new();
+        for (pc, stats) in &self.pcs {
+            let name = match symbols.and_then(|s| s.resolve(*pc)) {
+                Some(l) => match l.module {
+                    Some(m) => format!("{} [{m}]", l.function),
+                    None => l.function.to_owned(),
+                },
+                None => format!("{pc:#x}"),
+            };
+            code.entry(name).or_default().add(stats);
+        }
+        let mut code: Vec<CodeStats> = code
+            .into_iter()
+            .map(|(name, stats)| CodeStats {
+                code: name,
+                ..stats
+            })
+            .collect();
+        code.sort_by_key(|c| {
+            std::cmp::Reverse((c.bytes_cached + c.bytes_nt, c.flushes + c.fences))
+        });
         self.end_epoch();
         self.end_part();
         let mut total = Stats::default();
@@ -366,6 +458,7 @@ impl Profiler {
         Profile {
             total_derived: total.derived(),
             total,
+            code,
             parts: self.parts,
             series: Series {
                 timeline,

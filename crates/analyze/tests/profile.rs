@@ -5,7 +5,7 @@ use persim_trace::Reader;
 
 fn run(text: &str) -> Profile {
     let reader = Reader::new(std::io::Cursor::new(text.as_bytes().to_vec())).unwrap();
-    profile(reader).unwrap()
+    profile(reader, None).unwrap()
 }
 
 #[test]
@@ -107,4 +107,44 @@ fn the_plot_series_follow_the_trace_and_render_as_svg() {
         svgs[2].1.contains("0x0..0x80"),
         "the heat map names its range"
     );
+}
+
+#[test]
+fn code_is_counted_per_function_with_symbols_and_per_pc_without() {
+    let text = "write 0x0 0102030405060708 @ pc=0x1010\n\
+                ntwrite 0x40 0102030405060708 @ pc=0x1020\n\
+                flush clwb 0x0 @ pc=0x2000\n\
+                fence sfence @ pc=0x2004\n\
+                write 0x80 01 @ pc=0x3000\n";
+    let reader = || Reader::new(std::io::Cursor::new(text.as_bytes().to_vec())).unwrap();
+    let symbols = persim_trace::Symbols::from_kallsyms(
+        "0000000000001000 t copy_to_pmem\t[nd_pmem]\n0000000000002000 T persist\n",
+    );
+    let p = profile(reader(), Some(&symbols)).unwrap();
+    let code: Vec<(&str, u64, u64, u64, u64, u64)> = p
+        .code
+        .iter()
+        .map(|c| {
+            (
+                c.code.as_str(),
+                c.stores,
+                c.bytes_cached,
+                c.bytes_nt,
+                c.flushes,
+                c.fences,
+            )
+        })
+        .collect();
+    assert_eq!(
+        code,
+        [
+            ("copy_to_pmem [nd_pmem]", 2, 8, 8, 0, 0),
+            ("persist", 1, 1, 0, 1, 1),
+        ],
+        "0x3000 lies in persist (the last symbol), 1 byte"
+    );
+    assert!(p.to_text().contains("copy_to_pmem [nd_pmem]"));
+    let plain = profile(reader(), None).unwrap();
+    assert_eq!(plain.code.len(), 5);
+    assert_eq!(plain.code[0].code, "0x1010");
 }

@@ -5,7 +5,7 @@ use clap::Args;
 use persim_analyze::{profile, profile_svgs};
 use persim_tester::RunDir;
 use persim_trace::atomic_file::write_atomically;
-use persim_trace::Reader;
+use persim_trace::{Reader, Symbols};
 use std::path::PathBuf;
 
 /// Profile how a trace uses PM, per checkpoint interval and for the whole trace
@@ -15,8 +15,9 @@ use std::path::PathBuf;
 /// 256-byte XPLines (XPLine bytes touched / bytes stored); partial XPL, XPLines an epoch
 /// wrote only partly (read-modify-write on the media); ISAD, the share of accesses not
 /// contiguous with the previous one (0 sequential, 1 random); reads, when traced with
-/// --reads. Then stores by size and flushes and fences by kind. docs/analysis.md defines
-/// each figure.
+/// --reads. Then stores by size, flushes and fences by kind, and the code that stored,
+/// flushed and fenced, per function (through the symbols recorded with the trace) or per
+/// pc. docs/analysis.md defines each figure.
 #[derive(Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub struct ProfileArgs {
@@ -33,7 +34,8 @@ pub struct ProfileArgs {
 }
 
 pub fn run(args: &ProfileArgs) -> Result<()> {
-    let profile = profile(Reader::open(&RunDir::trace_of(&args.trace))?)?;
+    let trace = RunDir::trace_of(&args.trace);
+    let profile = profile(Reader::open(&trace)?, Symbols::of_trace(&trace).as_ref())?;
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&profile)?)?;
     } else {
