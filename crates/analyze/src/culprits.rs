@@ -1,7 +1,7 @@
 //! The code behind each violation, for reports: which stores a crash can still lose at a
 //! checkpoint that has several final states, and which stores came last before the failure
-//! points where an extra state arises, counted per call site and named through the
-//! trace's symbols (`function+0xoff [module] < caller …`).
+//! points where an extra state (or a failed recovery) arises, counted per call site and
+//! named through the trace's symbols (`function+0xoff [module] < caller …`).
 
 use crate::debug::Discard;
 use crate::verdict::CheckpointVerdict;
@@ -63,8 +63,9 @@ where
         if !c.single_final_state {
             at_checkpoint.insert(c.to, i);
         }
+        // a state whose recovery failed counts too: the stores before it broke recovery
         for s in c.states.iter().skip(1) {
-            if c.final_states.contains(&s.name) || c.errors.iter().any(|e| e.state == s.name) {
+            if c.final_states.contains(&s.name) {
                 continue;
             }
             if let Some(&point) = s.failure_points.first() {
@@ -347,6 +348,28 @@ hypercall success
             found.iter().map(|c| (c.site.as_str(), c.stores)).collect();
         assert_eq!(summary, [("0x401000", 1), ("any", 2)], "{found:#?}");
         assert_eq!(found[0].entries, [7]);
+    }
+
+    #[test]
+    fn a_failed_recovery_names_the_stores_before_it() {
+        let mut c = verdict(
+            vec![
+                state("c1s0", &[1]),
+                state("c1s1", &[6]),
+                state("c1s2", &[10]),
+            ],
+            &["c1s2"],
+        );
+        c.errors.push(crate::ErrorInfo {
+            state: "c1s1".into(),
+            outcome: Outcome::RecoveryError,
+            output: "Structure needs cleaning".into(),
+        });
+        let found = culprits(c, None);
+        assert_eq!(
+            found[0].what,
+            "last stores before failure point 6 (state c1s1)"
+        );
     }
 
     #[test]
