@@ -23,7 +23,9 @@ pub struct PluginArgs {
     /// contents the trace starts from (crash images are built on top of them).
     pub initial: Option<(PathBuf, PathBuf)>,
     /// After `success`/`fail`, the next `start` writes a new trace at the same path (an
-    /// extraction worker traces one recovery after another).
+    /// extraction worker traces one recovery after another). Where the trace or initial
+    /// path is a symbolic link, each `start` writes where it then points (a warm tracing
+    /// VM records one test after another into each test's run directory).
     pub repeat: bool,
 }
 

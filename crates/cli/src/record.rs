@@ -42,23 +42,20 @@ pub fn run(args: &RecordArgs) -> Result<()> {
     let (Some(command), Some(out)) = (&args.cmd, &args.out) else {
         bail!("give the commands to trace (--cmd) and the output file (-o)");
     };
-    let guest = VmGuest {
-        reads: args.reads,
-        stack_traces: args.stack_traces.unwrap_or(Stacks::Off),
-        ..VmGuest::new(args.vm.options(None, !args.quiet)?)
-    };
+    let mut guest = VmGuest::new(args.vm.options(None, !args.quiet)?);
+    guest.reads = args.reads;
+    guest.stack_traces = args.stack_traces.unwrap_or(Stacks::Off);
     let summary = guest.record(&args.setup, command, out)?;
     out!("{}", summary.output)?;
     for error in &summary.kernel_errors {
         say!("persim trace: kernel: {error}");
     }
     say!(
-        "persim trace: {} written (boot {:.1} s, setup {:.1} s, traced run {:.1} s, shutdown {:.1} s); the commands exited with {}",
+        "persim trace: {} written (boot {:.1} s, setup {:.1} s, traced run {:.1} s); the commands exited with {}",
         out.display(),
         summary.boot.as_secs_f64(),
         summary.setup.as_secs_f64(),
         summary.traced.as_secs_f64(),
-        summary.shutdown.as_secs_f64(),
         summary.exit_code
     );
     if summary.exit_code != 0 {

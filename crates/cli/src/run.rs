@@ -72,14 +72,11 @@ impl PipelineArgs {
         if self.no_stack_traces && self.strategy == Strategy::Fast {
             bail!("--strategy fast tells failure points apart by their stacks: leave out --no-stack-traces");
         }
-        Ok(VmGuest {
-            stack_traces: if self.no_stack_traces {
-                Stacks::Off
-            } else {
-                Stacks::Shadow
-            },
-            ..VmGuest::new(self.vm.options(self.jobs, !self.quiet)?)
-        })
+        let mut guest = VmGuest::new(self.vm.options(self.jobs, !self.quiet)?);
+        if !self.no_stack_traces {
+            guest.stack_traces = Stacks::Shadow;
+        }
+        Ok(guest)
     }
 }
 

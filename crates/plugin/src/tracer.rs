@@ -108,11 +108,11 @@ impl Tracer {
                     ..Header::default()
                 };
                 if let Some((pm_file, initial)) = &self.args.initial {
-                    snapshot(pm_file, initial)?;
+                    snapshot(pm_file, &followed(initial))?;
                 }
-                let writer = BackgroundWriter::spawn(&self.args.trace, &header).map_err(|e| {
-                    format!("cannot create trace {}: {e}", self.args.trace.display())
-                })?;
+                let trace = followed(&self.args.trace);
+                let writer = BackgroundWriter::spawn(&trace, &header)
+                    .map_err(|e| format!("cannot create trace {}: {e}", trace.display()))?;
                 self.writer = Some(writer);
                 self.phase = Phase::Tracing;
                 self.emit(Op::Hypercall(call), pc);
@@ -282,6 +282,16 @@ impl Tracer {
     }
 }
 
+/// Where `path` points if it is a symbolic link, else itself. A host that keeps one guest
+/// for many recordings (`repeat`) points the trace and initial-image paths at each
+/// recording's files before its `start`; the files are written there, not over the links.
+fn followed(path: &std::path::Path) -> std::path::PathBuf {
+    match std::fs::read_link(path) {
+        Ok(target) => path.parent().map_or(target.clone(), |dir| dir.join(target)),
+        Err(_) => path.to_path_buf(),
+    }
+}
+
 /// Copies the PM backing file while the (single) vCPU is stopped in the `start` hypercall,
 /// so the copy is exactly the state the trace starts from. Written atomically and sparse:
 /// a freshly made file system is mostly zeros (64 MiB of PM, 53 KB not zero after mkfs.ext4).
@@ -437,6 +447,21 @@ mod tests {
                 .filter(|op| matches!(op, Op::Read { .. }))
                 .collect();
             assert_eq!(reads, [Op::Read { addr, size: 8 }]);
+        }
+        // a link at the trace path is followed anew at each start
+        let (first, second) = (dir.path().join("first"), dir.path().join("second"));
+        let link = dir.path().join("link");
+        let mut linked = Tracer::new(PluginArgs {
+            repeat: true,
+            trace: link.clone(),
+            ..args(&dir)
+        });
+        for target in [&first, &second] {
+            let _ = std::fs::remove_file(&link);
+            std::os::unix::fs::symlink(target, &link).unwrap();
+            linked.hypercall(Hypercall::Start, 1).unwrap();
+            linked.hypercall(Hypercall::Success, 3).unwrap();
+            assert!(target.is_file() && link.is_symlink());
         }
         // without repeat, a second start is ignored and the first trace stays
         let mut once = tracer(&dir);

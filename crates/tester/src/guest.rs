@@ -3,8 +3,11 @@
 use crate::options::VmOptions;
 use crate::testcase::TestCase;
 use anyhow::Result;
-use persim_vm::{extract_states, ExtractOptions, Extracted, TraceOptions, TraceSummary};
+use persim_vm::{
+    DumpOptions, ExtractOptions, ExtractPool, Extracted, TraceOptions, TraceSummary, TracingVm,
+};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 /// What a traced run gave.
 pub type Recording = TraceSummary;
@@ -33,13 +36,20 @@ pub trait Guest {
     ) -> Result<Vec<Extracted>>;
 }
 
-/// The real guest: QEMU with the configuration's kernel and file system.
+/// The real guest: QEMU with the configuration's kernel and file system. Its guests stay
+/// booted from one test to the next, for as long as it lives (a suite or a campaign boots
+/// once): a tracing VM per concurrent recording, which gives each test a blank PM and a
+/// fresh file system (`persim_vm::TracingVm`), and pools of extraction guests.
 pub struct VmGuest {
     pub options: VmOptions,
     /// Record loads too.
     pub reads: bool,
     /// Attach a stack trace to every entry, and how.
     pub stack_traces: persim_vm::Stacks,
+    /// Idle tracing VMs.
+    tracers: Mutex<Vec<TracingVm>>,
+    /// The extraction pools without and with read tracing, made when first needed.
+    pools: Mutex<[Option<Arc<ExtractPool>>; 2]>,
 }
 
 impl VmGuest {
@@ -48,7 +58,27 @@ impl VmGuest {
             options,
             reads: false,
             stack_traces: persim_vm::Stacks::Off,
+            tracers: Mutex::default(),
+            pools: Mutex::default(),
         }
+    }
+
+    /// The extraction pool with or without read tracing.
+    fn pool(&self, reads: bool) -> Result<Arc<ExtractPool>> {
+        let mut pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(pool) = &pools[usize::from(reads)] {
+            return Ok(Arc::clone(pool));
+        }
+        let o = &self.options;
+        let mut options =
+            ExtractOptions::new(o.config.clone(), o.artifacts.clone(), o.cache_dir.clone());
+        options.timeout = o.timeout;
+        options.boot_timeout = o.boot_timeout;
+        options.jobs = o.jobs;
+        options.reads = reads;
+        let pool = Arc::new(ExtractPool::new(options)?);
+        pools[usize::from(reads)] = Some(Arc::clone(&pool));
+        Ok(pool)
     }
 }
 
@@ -77,7 +107,7 @@ impl Guest for VmGuest {
 
     fn record(&self, setup: &str, command: &str, trace: &Path) -> Result<Recording> {
         let o = &self.options;
-        Ok(persim_vm::trace(&TraceOptions {
+        let options = TraceOptions {
             config: o.config.clone(),
             command: command.to_string(),
             setup: setup.to_string(),
@@ -89,7 +119,18 @@ impl Guest for VmGuest {
             cache_dir: o.cache_dir.clone(),
             artifacts: o.artifacts.clone(),
             progress: o.progress,
-        })?)
+        };
+        let idle = self.tracers.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let mut tracer = match idle {
+            Some(tracer) => tracer,
+            None => TracingVm::new(&options)?,
+        };
+        let recording = tracer.record(setup, command, trace)?;
+        self.tracers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(tracer);
+        Ok(recording)
     }
 
     fn extract(
@@ -99,16 +140,12 @@ impl Guest for VmGuest {
         reads: bool,
         finished: &mut dyn FnMut(usize, &Extracted),
     ) -> Result<Vec<Extracted>> {
-        let o = &self.options;
-        let mut options =
-            ExtractOptions::new(o.config.clone(), o.artifacts.clone(), o.cache_dir.clone());
-        options.dump.command = test.state.clone();
-        options.dump.ignore = test.ignore.clone();
-        options.dump.exclude = o.config.dump_exclude.clone();
-        options.timeout = o.timeout;
-        options.boot_timeout = o.boot_timeout;
-        options.jobs = o.jobs;
-        options.reads = reads;
-        Ok(extract_states(&options, images, finished)?)
+        let dump = DumpOptions {
+            command: test.state.clone(),
+            ignore: test.ignore.clone(),
+            exclude: self.options.config.dump_exclude.clone(),
+            ..DumpOptions::default()
+        };
+        Ok(self.pool(reads)?.extract(&dump, images, finished)?)
     }
 }

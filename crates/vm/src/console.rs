@@ -38,6 +38,20 @@ pub struct CommandOutput {
     pub kernel_errors: Vec<String>,
 }
 
+impl CommandOutput {
+    /// The output of a command that must succeed; its failure is the tool's, not a result.
+    pub(crate) fn succeeded(self, command: &str) -> Result<CommandOutput, VmError> {
+        if self.exit_code == 0 {
+            return Ok(self);
+        }
+        Err(VmError::SetupFailed {
+            command: command.to_owned(),
+            exit_code: self.exit_code,
+            output: self.output,
+        })
+    }
+}
+
 pub struct Vm {
     child: Child,
     stdin: ChildStdin,

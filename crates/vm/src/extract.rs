@@ -9,10 +9,10 @@ mod worker;
 use crate::config::VmConfig;
 use crate::error::VmError;
 use crate::recovered::Recovered;
-use crate::trace::{prepare, Artifacts};
+use crate::trace::{prepare, Artifacts, Prepared};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 use worker::Worker;
 
@@ -140,63 +140,139 @@ impl ExtractOptions {
 pub fn extract_states(
     opts: &ExtractOptions,
     images: &[PathBuf],
-    mut finished: impl FnMut(usize, &Extracted),
+    finished: impl FnMut(usize, &Extracted),
 ) -> Result<Vec<Extracted>, VmError> {
     if images.is_empty() {
         return Ok(Vec::new());
     }
-    for image in images {
-        check_image(image, opts.config.pm_size())?;
-    }
-    let prepared = prepare(&opts.config, &opts.artifacts, &opts.cache_dir)?;
-    let jobs = opts.jobs.clamp(1, images.len());
+    ExtractPool::new(opts.clone())?.extract(&opts.dump, images, finished)
+}
 
-    let next = AtomicUsize::new(0);
-    let stop = AtomicBool::new(false);
-    let mut results: Vec<Option<Extracted>> = vec![None; images.len()];
-    let mut failure = None;
-    std::thread::scope(|scope| {
-        let (tx, rx) = mpsc::channel();
-        for _ in 0..jobs {
-            let tx = tx.clone();
-            let (next, stop, prepared) = (&next, &stop, &prepared);
-            scope.spawn(move || {
-                let mut worker = match Worker::new(opts, prepared) {
-                    Ok(worker) => worker,
-                    Err(e) => return drop(tx.send(Err(e))),
-                };
-                while !stop.load(Ordering::Relaxed) {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(image) = images.get(i) else { break };
-                    let result = worker.extract(image).map(|state| (i, state));
-                    let failed = result.is_err();
-                    if tx.send(result).is_err() || failed {
-                        break;
-                    }
-                }
-            });
+/// Extraction guests kept booted from one call to the next: a campaign recovers the
+/// images of test after test without booting again, and the images of concurrent calls
+/// share the guests (one job per image). The dump, which differs between tests, is given
+/// per call; everything else of the options is the pool's. Each guest lives on a thread
+/// of the pool's own, as long as the pool: QEMU is killed when the thread that started it
+/// ends (`PR_SET_PDEATHSIG`), so guests cannot be started on a caller's passing thread.
+pub struct ExtractPool {
+    jobs: Option<mpsc::Sender<Job>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+    pm_size: u64,
+}
+
+/// One image to recover, and where its result goes.
+struct Job {
+    index: usize,
+    image: PathBuf,
+    dump: Arc<DumpOptions>,
+    /// Set when the call gave up (another image's tool failure): skip the image.
+    cancelled: Arc<AtomicBool>,
+    results: mpsc::Sender<(usize, Result<Extracted, VmError>)>,
+}
+
+impl ExtractPool {
+    /// Prepares the kernel and initramfs and starts `opts.jobs` threads; each boots its
+    /// guest when its first image comes.
+    pub fn new(opts: ExtractOptions) -> Result<ExtractPool, VmError> {
+        let prepared = Arc::new(prepare(&opts.config, &opts.artifacts, &opts.cache_dir)?);
+        let pm_size = opts.config.pm_size();
+        let opts = Arc::new(opts);
+        let (jobs, queue) = mpsc::channel::<Job>();
+        let queue = Arc::new(Mutex::new(queue));
+        let threads = (0..opts.jobs.max(1))
+            .map(|_| {
+                let (opts, prepared, queue) =
+                    (Arc::clone(&opts), Arc::clone(&prepared), Arc::clone(&queue));
+                std::thread::spawn(move || serve(&opts, &prepared, &queue))
+            })
+            .collect();
+        Ok(ExtractPool {
+            jobs: Some(jobs),
+            threads,
+            pm_size,
+        })
+    }
+
+    /// [`extract_states`] with the pool's guests and `dump` as the state.
+    pub fn extract(
+        &self,
+        dump: &DumpOptions,
+        images: &[PathBuf],
+        mut finished: impl FnMut(usize, &Extracted),
+    ) -> Result<Vec<Extracted>, VmError> {
+        for image in images {
+            check_image(image, self.pm_size)?;
         }
-        drop(tx);
-        for message in rx {
-            match message {
-                Ok((i, (state, words_read))) => {
-                    let extracted = Extracted { state, words_read };
-                    finished(i, &extracted);
-                    results[i] = Some(extracted);
+        let (results_tx, results_rx) = mpsc::channel();
+        let cancelled = Arc::new(AtomicBool::new(false));
+        let dump = Arc::new(dump.clone());
+        let jobs = self
+            .jobs
+            .as_ref()
+            .expect("the pool's queue lives as long as it");
+        for (index, image) in images.iter().enumerate() {
+            let job = Job {
+                index,
+                image: image.clone(),
+                dump: Arc::clone(&dump),
+                cancelled: Arc::clone(&cancelled),
+                results: results_tx.clone(),
+            };
+            jobs.send(job)
+                .expect("the pool's threads live as long as it");
+        }
+        drop(results_tx);
+        let mut results: Vec<Option<Extracted>> = vec![None; images.len()];
+        for (index, result) in results_rx.iter().take(images.len()) {
+            match result {
+                Ok(extracted) => {
+                    finished(index, &extracted);
+                    results[index] = Some(extracted);
                 }
                 Err(e) => {
-                    stop.store(true, Ordering::Relaxed);
-                    failure.get_or_insert(e);
+                    cancelled.store(true, Ordering::Relaxed);
+                    return Err(e);
                 }
             }
         }
-    });
-    match failure {
-        Some(e) => Err(e),
-        None => Ok(results
+        Ok(results
             .into_iter()
             .map(|r| r.expect("every image has a result when no worker failed"))
-            .collect()),
+            .collect())
+    }
+}
+
+impl Drop for ExtractPool {
+    fn drop(&mut self) {
+        // Closing the queue ends the threads, and their guests with them.
+        drop(self.jobs.take());
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// A pool thread: recovers image after image with its worker, until the queue closes. A
+/// worker whose guest broke (a tool failure) is replaced for the next image.
+fn serve(opts: &Arc<ExtractOptions>, prepared: &Prepared, queue: &Mutex<mpsc::Receiver<Job>>) {
+    let mut worker: Option<Worker> = None;
+    loop {
+        let job = queue.lock().unwrap_or_else(|e| e.into_inner()).recv();
+        let Ok(job) = job else { return };
+        if job.cancelled.load(Ordering::Relaxed) {
+            continue;
+        }
+        let result = match &mut worker {
+            Some(worker) => Ok(worker),
+            None => Worker::new(Arc::clone(opts), prepared).map(|w| worker.insert(w)),
+        }
+        .and_then(|w| w.extract(&job.image, &job.dump));
+        if result.is_err() {
+            worker = None;
+        }
+        let result = result.map(|(state, words_read)| Extracted { state, words_read });
+        // The call may have given up meanwhile: then nobody wants the result.
+        let _ = job.results.send((job.index, result));
     }
 }
 

@@ -24,12 +24,14 @@ mod trace;
 pub use config::default_config_dir;
 pub use config::VmConfig;
 pub use error::VmError;
-pub use extract::{extract_states, DumpOptions, ExtractMode, ExtractOptions, Extracted};
+pub use extract::{
+    extract_states, DumpOptions, ExtractMode, ExtractOptions, ExtractPool, Extracted,
+};
 pub use kernel::Kernel;
 pub use persim_abi::Stacks;
 pub use qemu::check_version;
 pub use recovered::{Outcome, Recovered};
-pub use trace::{trace, Artifacts, TraceOptions, TraceSummary};
+pub use trace::{trace, Artifacts, TraceOptions, TraceSummary, TracingVm};
 
 #[cfg(feature = "testing")]
 pub use console::{CommandOutput, Vm};

@@ -52,21 +52,37 @@ impl ScratchPm {
         &self.path
     }
 
-    /// Zeroes the file by punching it to a hole. Only while no guest maps it.
+    /// Zeroes the file by punching it to a hole, which a guest mapping it sees at once (a
+    /// warm tracing guest, its NVDIMM detached, gets a blank PM per test this way).
     pub(crate) fn clear(&self) -> Result<(), VmError> {
+        use std::os::fd::AsRawFd;
+        let context = || format!("clearing {}", self.path.display());
         self.file
-            .set_len(0)
-            .and_then(|()| self.file.set_len(self.size))
-            .map_err(|e| VmError::io(format!("clearing {}", self.path.display()), e))
+            .set_len(self.size)
+            .map_err(|e| VmError::io(context(), e))?;
+        let len = libc::off_t::try_from(self.size).expect("PM sizes fit a file offset");
+        let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+        // SAFETY: fallocate on an open file descriptor this value owns.
+        if unsafe { libc::fallocate(self.file.as_raw_fd(), mode, 0, len) } == 0 {
+            return Ok(());
+        }
+        // A file system without holes: writing zeros over what is not zero.
+        self.fill_from(&mut std::io::repeat(0), Path::new("zeros"))
+            .map(drop)
     }
 
     /// Makes the file's contents equal to `image`, writing only the blocks that differ
     /// (consecutive images differ in few blocks). Returns the number of blocks written.
     /// The guest maps the file shared, so it sees the new contents without any copy.
     pub(crate) fn load(&mut self, image: &Path) -> Result<u64, VmError> {
+        let mut source = File::open(image)
+            .map_err(|e| VmError::io(format!("opening {}", image.display()), e))?;
+        self.fill_from(&mut source, image)
+    }
+
+    /// [`ScratchPm::load`] from any source (`image` names it in errors).
+    fn fill_from(&self, source: &mut impl Read, image: &Path) -> Result<u64, VmError> {
         let context = |what: &str, path: &Path| format!("{what} {}", path.display());
-        let mut source =
-            File::open(image).map_err(|e| VmError::io(context("opening", image), e))?;
         let mut wanted = vec![0u8; CHUNK];
         let mut current = vec![0u8; CHUNK];
         let mut written = 0;

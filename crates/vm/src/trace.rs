@@ -164,95 +164,211 @@ pub struct TraceSummary {
 /// Records a trace. On an error (a hang, a guest panic, QEMU failing) nothing of the
 /// recording is left: no partial trace, initial image or temporary file.
 pub fn trace(opts: &TraceOptions) -> Result<TraceSummary, VmError> {
-    let recorded = record(opts);
-    if recorded.is_err() {
-        persim_trace::remove_recording(&opts.output);
-    }
-    recorded
+    let mut vm = TracingVm::new(opts)?;
+    let mut summary = vm.record(&opts.setup, &opts.command, &opts.output)?;
+    summary.shutdown = vm.shutdown()?;
+    Ok(summary)
 }
 
-fn record(opts: &TraceOptions) -> Result<TraceSummary, VmError> {
-    let say = |text: String| {
-        if opts.progress {
+/// A guest with the tracing plugin that records one test after another without booting
+/// again (a campaign's warm start). Before each recording after the first, the NVDIMM is
+/// detached, its file zeroed and attached again, so the test starts from a blank PM as
+/// after a boot, and the file system is made afresh; the plugin (`repeat`) writes each
+/// trace and initial image where two links in the cache directory then point: into the
+/// recording's own directory. A recording that fails takes the guest with it; the next
+/// one boots a new guest.
+pub struct TracingVm {
+    /// The guest's options; their setup, command and output are each recording's own.
+    opts: TraceOptions,
+    prepared: Prepared,
+    spec: QemuSpec,
+    pm: ScratchPm,
+    vm: Option<Vm>,
+    /// Whether the guest's PM holds an earlier recording's file system.
+    used: bool,
+    /// Where the plugin writes: links to the current recording's trace and initial image.
+    links: (PathBuf, PathBuf),
+}
+
+impl Drop for TracingVm {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.links.0);
+        let _ = std::fs::remove_file(&self.links.1);
+    }
+}
+
+impl TracingVm {
+    /// Prepares the guest of `opts` (booted at the first recording).
+    pub fn new(opts: &TraceOptions) -> Result<TracingVm, VmError> {
+        let prepared = prepare(&opts.config, &opts.artifacts, &opts.cache_dir)?;
+        let pm = ScratchPm::create(&opts.cache_dir, opts.config.pm_size())?;
+        let links = (
+            pm.path().with_extension("trace"),
+            pm.path().with_extension("initial"),
+        );
+        let spec = QemuSpec {
+            plugin: Some(Plugin {
+                library: opts.artifacts.plugin.clone(),
+                args: PluginArgs {
+                    reads: opts.reads,
+                    stacks: opts.stack_traces,
+                    initial: Some((pm.path().to_owned(), links.1.clone())),
+                    repeat: true,
+                    ..PluginArgs::new(PM_BASE, opts.config.pm_size(), links.0.clone())
+                },
+            }),
+            ..QemuSpec::new(&prepared, &opts.config, pm.path().to_owned())
+        };
+        Ok(TracingVm {
+            opts: opts.clone(),
+            prepared,
+            spec,
+            pm,
+            vm: None,
+            used: false,
+            links,
+        })
+    }
+
+    /// Records `command` after `setup` into `output` (with its initial image and symbols
+    /// beside it). On an error nothing of the recording is left.
+    pub fn record(
+        &mut self,
+        setup: &str,
+        command: &str,
+        output: &Path,
+    ) -> Result<TraceSummary, VmError> {
+        let recorded = self.try_record(setup, command, output);
+        if recorded.is_err() {
+            self.vm = None;
+            persim_trace::remove_recording(output);
+        }
+        recorded
+    }
+
+    /// Shuts the guest down; returns how long that took.
+    pub fn shutdown(mut self) -> Result<Duration, VmError> {
+        let started = Instant::now();
+        if let Some(vm) = self.vm.take() {
+            vm.shutdown(self.opts.timeout)?;
+        }
+        Ok(started.elapsed())
+    }
+
+    fn say(&self, text: String) {
+        if self.opts.progress {
             // A closed stderr (`persim … 2>&1 | head`) must not stop the run.
             let _ = writeln!(std::io::stderr(), "persim trace: {text}");
         }
-    };
-    let prepared = prepare(&opts.config, &opts.artifacts, &opts.cache_dir)?;
-    let pm = ScratchPm::create(&opts.cache_dir, opts.config.pm_size())?;
-    let pm_size = opts.config.pm_size();
-    let spec = QemuSpec {
-        plugin: Some(Plugin {
-            library: opts.artifacts.plugin.clone(),
-            args: PluginArgs {
-                reads: opts.reads,
-                stacks: opts.stack_traces,
-                initial: Some((pm.path().to_owned(), initial_image_path(&opts.output))),
-                ..PluginArgs::new(PM_BASE, pm_size, opts.output.clone())
-            },
-        }),
-        ..QemuSpec::new(&prepared, &opts.config, pm.path().to_owned())
-    };
+    }
 
-    say(format!(
-        "booting {} (QEMU {}, kernel {})",
-        opts.config.name,
-        prepared.qemu_version,
-        prepared.kernel.image.display()
-    ));
-    let started = Instant::now();
-    let mut vm = Vm::boot(&spec, opts.boot_timeout)?;
-    let boot = started.elapsed();
-    say(format!("boot {:.2} s", boot.as_secs_f64()));
-
-    let started = Instant::now();
-    check_pm_range(&mut vm, pm_size, opts.timeout)?;
-    let setup_commands = [&opts.config.mkfs, &opts.config.mount, &opts.setup];
-    for command in setup_commands.into_iter().filter(|c| !c.trim().is_empty()) {
-        let out = vm.run(command, opts.timeout)?;
-        if out.exit_code != 0 {
-            return Err(VmError::SetupFailed {
-                command: command.clone(),
-                exit_code: out.exit_code,
-                output: out.output,
-            });
+    fn try_record(
+        &mut self,
+        setup: &str,
+        command: &str,
+        output: &Path,
+    ) -> Result<TraceSummary, VmError> {
+        let timeout = self.opts.timeout;
+        let pm_size = self.opts.config.pm_size();
+        let boot = self.guest_with_blank_pm()?;
+        self.point_links_at(output)?;
+        let started = Instant::now();
+        let vm = self
+            .vm
+            .as_mut()
+            .expect("the guest was just booted or reset");
+        let config = &self.opts.config;
+        for command in [&config.mkfs, &config.mount, setup] {
+            if command.trim().is_empty() {
+                continue;
+            }
+            let out = vm.run(command, timeout)?;
+            if out.exit_code != 0 {
+                return Err(VmError::SetupFailed {
+                    command: command.to_owned(),
+                    exit_code: out.exit_code,
+                    output: out.output,
+                });
+            }
         }
+        let setup = started.elapsed();
+        self.say(format!("setup {:.2} s", setup.as_secs_f64()));
+
+        let started = Instant::now();
+        let vm = self.vm.as_mut().expect("the guest runs");
+        let out = vm.run_named(&traced_run_script(command), "the traced run", timeout)?;
+        let traced = started.elapsed();
+        self.used = true;
+        self.say(format!(
+            "traced run {:.2} s (exit code {})",
+            traced.as_secs_f64(),
+            out.exit_code
+        ));
+        let vm = self.vm.as_mut().expect("the guest runs");
+        if let Err(e) = save_symbols(vm, &self.prepared, &self.opts.cache_dir, output, timeout) {
+            self.say(format!("no symbols for the trace: {e}"));
+        }
+        Ok(TraceSummary {
+            exit_code: out.exit_code,
+            output: out.output,
+            kernel_errors: out.kernel_errors,
+            pm_base: PM_BASE,
+            pm_size,
+            boot,
+            setup,
+            traced,
+            shutdown: Duration::ZERO,
+        })
     }
-    let setup = started.elapsed();
-    say(format!("setup {:.2} s", setup.as_secs_f64()));
 
-    let started = Instant::now();
-    let out = vm.run_named(
-        &traced_run_script(&opts.command),
-        "the traced run",
-        opts.timeout,
-    )?;
-    let traced = started.elapsed();
-    say(format!(
-        "traced run {:.2} s (exit code {})",
-        traced.as_secs_f64(),
-        out.exit_code
-    ));
-
-    if let Err(e) = save_symbols(&mut vm, &prepared, opts) {
-        say(format!("no symbols for the trace: {e}"));
+    /// Boots the guest if it has none, else gives it a blank PM again; returns the boot
+    /// time (zero without a boot).
+    fn guest_with_blank_pm(&mut self) -> Result<Duration, VmError> {
+        let timeout = self.opts.timeout;
+        if let Some(vm) = &mut self.vm {
+            if self.used {
+                // At / the earlier test's mount can go; detaching destroys pmem0 and its
+                // page cache, so nothing of that test is seen through them either.
+                vm.run("cd / && persim-pmem detach", timeout)?
+                    .succeeded("persim-pmem detach")?;
+                self.pm.clear()?;
+                vm.run("persim-pmem attach", timeout)?
+                    .succeeded("persim-pmem attach")?;
+                self.used = false;
+            }
+            return Ok(Duration::ZERO);
+        }
+        self.pm.clear()?;
+        self.say(format!(
+            "booting {} (QEMU {}, kernel {})",
+            self.opts.config.name,
+            self.prepared.qemu_version,
+            self.prepared.kernel.image.display()
+        ));
+        let started = Instant::now();
+        let mut vm = Vm::boot(&self.spec, self.opts.boot_timeout)?;
+        let boot = started.elapsed();
+        self.say(format!("boot {:.2} s", boot.as_secs_f64()));
+        check_pm_range(&mut vm, self.opts.config.pm_size(), timeout)?;
+        self.vm = Some(vm);
+        self.used = false;
+        Ok(boot)
     }
 
-    let started = Instant::now();
-    vm.shutdown(opts.timeout)?;
-    let shutdown = started.elapsed();
-    say(format!("shutdown {:.2} s", shutdown.as_secs_f64()));
-    Ok(TraceSummary {
-        exit_code: out.exit_code,
-        output: out.output,
-        kernel_errors: out.kernel_errors,
-        pm_base: PM_BASE,
-        pm_size,
-        boot,
-        setup,
-        traced,
-        shutdown,
-    })
+    /// Points the plugin's trace and initial-image links at `output`'s.
+    fn point_links_at(&self, output: &Path) -> Result<(), VmError> {
+        let output = std::path::absolute(output)
+            .map_err(|e| VmError::io(format!("the trace path {}", output.display()), e))?;
+        for (link, target) in [
+            (&self.links.0, output.clone()),
+            (&self.links.1, initial_image_path(&output)),
+        ] {
+            let _ = std::fs::remove_file(link);
+            std::os::unix::fs::symlink(&target, link)
+                .map_err(|e| VmError::io(format!("linking {}", link.display()), e))?;
+        }
+        Ok(())
+    }
 }
 
 /// Saves the guest's function symbols beside the trace (`persim_trace::symbols_path`).
@@ -261,8 +377,14 @@ fn record(opts: &TraceOptions) -> Result<TraceSummary, VmError> {
 /// (about 4 MB over the serial console, 10 s) is fetched once per kernel and set of
 /// modules and cached with the load addresses it was taken at; a later trace reads only
 /// `/proc/modules` and moves the modules' functions to where this boot loaded them.
-fn save_symbols(vm: &mut Vm, prepared: &Prepared, opts: &TraceOptions) -> Result<(), VmError> {
-    let loaded = module_addresses(&vm.run("cat /proc/modules", opts.timeout)?.output);
+fn save_symbols(
+    vm: &mut Vm,
+    prepared: &Prepared,
+    cache_dir: &Path,
+    output: &Path,
+    timeout: Duration,
+) -> Result<(), VmError> {
+    let loaded = module_addresses(&vm.run("cat /proc/modules", timeout)?.output);
     let mut names: Vec<&String> = loaded.keys().collect();
     names.sort();
     let mut key = blake3::Hasher::new();
@@ -272,8 +394,8 @@ fn save_symbols(vm: &mut Vm, prepared: &Prepared, opts: &TraceOptions) -> Result
     }
     let stem = format!("kallsyms-{}", &key.finalize().to_hex()[..16]);
     let (cached, cached_modules) = (
-        opts.cache_dir.join(format!("{stem}.zst")),
-        opts.cache_dir.join(format!("{stem}.modules")),
+        cache_dir.join(format!("{stem}.zst")),
+        cache_dir.join(format!("{stem}.modules")),
     );
     let write_error = |path: &Path, e| VmError::io(format!("cannot write {}", path.display()), e);
     let fetched = match (
@@ -284,7 +406,7 @@ fn save_symbols(vm: &mut Vm, prepared: &Prepared, opts: &TraceOptions) -> Result
             symbols.with_modules_moved(&module_addresses(&modules), &loaded)
         }
         _ => {
-            let kallsyms = vm.run("cat /proc/kallsyms", opts.timeout)?;
+            let kallsyms = vm.run("cat /proc/kallsyms", timeout)?;
             let symbols = persim_trace::Symbols::from_kallsyms(&kallsyms.output);
             if symbols.is_empty() {
                 return Err(VmError::io(
@@ -302,7 +424,7 @@ fn save_symbols(vm: &mut Vm, prepared: &Prepared, opts: &TraceOptions) -> Result
             symbols
         }
     };
-    let target = persim_trace::symbols_path(&opts.output);
+    let target = persim_trace::symbols_path(output);
     fetched.save(&target).map_err(|e| write_error(&target, e))
 }
 

@@ -4,7 +4,7 @@
 //! run between `hypercall start` and `hypercall success`: one trace per image, whose
 //! loads give the PM words recovery read of the image.
 
-use super::{ExtractMode, ExtractOptions};
+use super::{DumpOptions, ExtractMode, ExtractOptions};
 use crate::console::{setup_failure, CommandOutput, Vm, BEGIN, END};
 use crate::error::VmError;
 use crate::qemu::Plugin;
@@ -17,6 +17,7 @@ use persim_abi::PluginArgs;
 use persim_trace::{Op, Reader};
 use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 const ATTACH: &str = "persim-pmem attach";
@@ -30,8 +31,8 @@ const READS_BEGIN: &str = "hypercall start";
 const READS_END: &str = "hypercall success";
 const WORD: u64 = 8;
 
-pub(super) struct Worker<'a> {
-    opts: &'a ExtractOptions,
+pub(super) struct Worker {
+    opts: Arc<ExtractOptions>,
     spec: QemuSpec,
     pm: ScratchPm,
     /// The running guest; None until the first image and after a crash or hang.
@@ -40,7 +41,7 @@ pub(super) struct Worker<'a> {
     reads_trace: Option<PathBuf>,
 }
 
-impl Drop for Worker<'_> {
+impl Drop for Worker {
     fn drop(&mut self) {
         if let Some(trace) = &self.reads_trace {
             let _ = std::fs::remove_file(trace);
@@ -56,8 +57,8 @@ enum Stop {
     Tool(VmError),
 }
 
-impl<'a> Worker<'a> {
-    pub(super) fn new(opts: &'a ExtractOptions, prepared: &Prepared) -> Result<Self, VmError> {
+impl Worker {
+    pub(super) fn new(opts: Arc<ExtractOptions>, prepared: &Prepared) -> Result<Self, VmError> {
         let pm = ScratchPm::create(&opts.cache_dir, opts.config.pm_size())?;
         let mut spec = QemuSpec::new(prepared, &opts.config, pm.path().to_owned());
         let reads_trace = opts.reads.then(|| pm.path().with_extension("reads"));
@@ -80,13 +81,14 @@ impl<'a> Worker<'a> {
         })
     }
 
-    /// The state recovered from `image`, or how recovery failed, and with `reads` the PM
-    /// words recovery read of it (None when the guest crashed or hung).
+    /// The state recovered from `image` and printed by `dump`, or how recovery failed, and
+    /// with `reads` the PM words recovery read of it (None when the guest crashed or hung).
     pub(super) fn extract(
         &mut self,
         image: &Path,
+        dump: &DumpOptions,
     ) -> Result<(Recovered, Option<Vec<u64>>), VmError> {
-        let result = self.steps(image);
+        let result = self.steps(image, dump);
         if self.opts.mode == ExtractMode::FreshBoot {
             self.vm = None;
         }
@@ -97,7 +99,11 @@ impl<'a> Worker<'a> {
         }
     }
 
-    fn steps(&mut self, image: &Path) -> Result<(Recovered, Option<Vec<u64>>), Stop> {
+    fn steps(
+        &mut self,
+        image: &Path,
+        dump: &DumpOptions,
+    ) -> Result<(Recovered, Option<Vec<u64>>), Stop> {
         let deadline = match self.opts.mode {
             ExtractMode::ReuseGuest => {
                 self.detached_guest().map_err(Stop::Tool)?;
@@ -111,7 +117,7 @@ impl<'a> Worker<'a> {
                         log_tail: out.output,
                     }));
                 }
-                expect_success(ATTACH, out).map_err(Stop::Tool)?;
+                out.succeeded(ATTACH).map_err(Stop::Tool)?;
                 deadline
             }
             ExtractMode::FreshBoot => {
@@ -126,13 +132,13 @@ impl<'a> Worker<'a> {
             // A trace of an earlier image must not stand in for this one's.
             let _ = std::fs::remove_file(trace);
             let out = self.run(READS_BEGIN, deadline)?;
-            expect_success(READS_BEGIN, out).map_err(Stop::Tool)?;
+            out.succeeded(READS_BEGIN).map_err(Stop::Tool)?;
         }
-        let recovered = self.recover_and_dump(deadline)?;
+        let recovered = self.recover_and_dump(dump, deadline)?;
         let words_read = match self.reads_trace.clone() {
             Some(trace) => {
                 let out = self.run(READS_END, deadline)?;
-                expect_success(READS_END, out).map_err(Stop::Tool)?;
+                out.succeeded(READS_END).map_err(Stop::Tool)?;
                 Some(words_read(&trace).map_err(Stop::Tool)?)
             }
             None => None,
@@ -151,19 +157,24 @@ impl<'a> Worker<'a> {
         }
         self.pm.clear()?;
         let mut vm = Vm::boot(&self.spec, self.opts.boot_timeout)?;
-        expect_success(DETACH, vm.run(DETACH, self.opts.boot_timeout)?)?;
+        vm.run(DETACH, self.opts.boot_timeout)?.succeeded(DETACH)?;
         self.vm = Some(vm);
         Ok(())
     }
 
-    fn recover_and_dump(&mut self, deadline: Instant) -> Result<Recovered, Stop> {
-        let recover = self.run(&self.opts.config.recover, deadline)?;
+    fn recover_and_dump(
+        &mut self,
+        dump: &DumpOptions,
+        deadline: Instant,
+    ) -> Result<Recovered, Stop> {
+        let opts = Arc::clone(&self.opts);
+        let recover = self.run(&opts.config.recover, deadline)?;
         if recover.exit_code != 0 {
             return Ok(Recovered::RecoveryError {
                 output: normalise(&recover.output),
             });
         }
-        let dump = self.opts.dump.command(STATE_FILE);
+        let dump = dump.command(STATE_FILE);
         let out = self.run(&format!("rm -f {STATE_FILE}\n{dump}"), deadline)?;
         if out.exit_code != 0 {
             return Ok(Recovered::RecoveryError {
@@ -174,7 +185,9 @@ impl<'a> Worker<'a> {
             });
         }
         let out = self.run(&FETCH.replace("@STATE_FILE@", STATE_FILE), deadline)?;
-        let out = expect_success("fetching the fs-dump output", out).map_err(Stop::Tool)?;
+        let out = out
+            .succeeded("fetching the fs-dump output")
+            .map_err(Stop::Tool)?;
         Ok(Recovered::state(&out.output))
     }
 
@@ -252,17 +265,6 @@ fn vm_failure(e: VmError) -> Stop {
         }),
         e => Stop::Tool(e),
     }
-}
-
-fn expect_success(command: &str, out: CommandOutput) -> Result<CommandOutput, VmError> {
-    if out.exit_code == 0 {
-        return Ok(out);
-    }
-    Err(VmError::SetupFailed {
-        command: command.to_owned(),
-        exit_code: out.exit_code,
-        output: out.output,
-    })
 }
 
 /// Console text without what differs between runs of the same image: kernel timestamps
