@@ -160,10 +160,13 @@ where
     Ok(())
 }
 
+/// The site of stores recorded without a pc (hand-written traces).
+pub(crate) const UNKNOWN_SITE: &str = "unknown code (no pc recorded)";
+
 /// `function+0xoff [module] < caller …`, or the hex pc without symbols.
 fn site(meta: Option<&Meta>, symbols: Option<&Symbols>) -> String {
     let Some(meta) = meta.filter(|m| !m.is_empty()) else {
-        return "unknown code (no pc recorded)".to_owned();
+        return UNKNOWN_SITE.to_owned();
     };
     let frames = meta.pc.iter().chain(&meta.stack).take(FRAMES);
     let names: Vec<String> = match symbols {

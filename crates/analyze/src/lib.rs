@@ -8,6 +8,7 @@ mod patterns;
 mod profile;
 mod profile_plots;
 mod report;
+mod signature;
 mod verdict;
 
 pub use culprits::{find_culprits, Culprit};
@@ -17,4 +18,5 @@ pub use patterns::{find_patterns, Finding, Kind as PatternKind, Patterns, Site};
 pub use profile::{profile, Derived, Part, Profile, Series, Stats};
 pub use profile_plots::profile_svgs;
 pub use report::{Mark, NtSummary, Report, Timings};
+pub use signature::{signature, without_numbers};
 pub use verdict::{verdicts, CheckpointVerdict, ErrorInfo, ImageOrigins, StateInfo, StateLines};

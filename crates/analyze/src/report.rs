@@ -232,7 +232,7 @@ const ERROR_LINES: usize = 4;
 /// What a person needs of a failed recovery's console output: the lines where the kernel
 /// or the recovery command say what went wrong (an oops, `EXT4-fs error`, "Structure
 /// needs cleaning"), else its first line.
-fn telling_lines(output: &str) -> Vec<&str> {
+pub(crate) fn telling_lines(output: &str) -> Vec<&str> {
     const SIGNS: [&str; 9] = [
         "error",
         "Error",

@@ -23,6 +23,7 @@ macro_rules! say {
 }
 
 mod analyze_cmd;
+mod campaign;
 mod debug_cmd;
 mod generate;
 mod images;
@@ -72,6 +73,7 @@ struct Cli {
 enum Command {
     Run(run::RunArgs),
     Suite(suite::SuiteArgs),
+    Campaign(campaign::CampaignArgs),
     Report(report_cmd::ReportArgs),
     Images(images::ImagesArgs),
     Analyze(analyze_cmd::AnalyzeArgs),
@@ -107,6 +109,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run::run(&args).map(violations),
         Command::Suite(args) => suite::run(&args).map(violations),
+        Command::Campaign(args) => campaign::run(&args).map(violations),
         Command::Report(args) => report_cmd::run(&args).map(violations),
         Command::Debug { command } => debug_cmd::run(&command).map(|()| ExitCode::SUCCESS),
         Command::Generate { command } => generate::run(&command).map(|()| ExitCode::SUCCESS),

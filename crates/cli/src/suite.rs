@@ -4,12 +4,13 @@ use crate::progress::Progress;
 use crate::run::PipelineArgs;
 use anyhow::Result;
 use clap::Args;
-use persim_tester::{run_suite, RunDir, Suite};
+use persim_tester::{run_campaign, CampaignOptions, RunDir, Suite, TestEvent};
 use std::path::PathBuf;
 
 /// Run every test of a suite (each as `persim run` would, into DIR/<test>) and print a
 /// results table: ✓ atomic, A atomicity violation, S multiple final states, E state
-/// extraction error, C recovery crash, ! the test could not be run.
+/// extraction error, C recovery crash, ! the test could not be run. The VMs boot once for
+/// all tests. For thousands of tests, several at once, or shards, see `persim campaign`.
 #[derive(Args, Debug)]
 pub struct SuiteArgs {
     /// The suite: a directory under suites/ (fs, ringbuf), or a directory of test files
@@ -30,12 +31,22 @@ pub fn run(args: &SuiteArgs) -> Result<bool> {
     let guest = p.guest()?;
     let suite = Suite::named_or_dir(&p.vm.home()?, &args.suite);
     let mut progress = Progress::new("persim suite", !p.quiet);
-    let results = run_suite(
+    let results = run_campaign(
         &p.into(),
         &guest,
         &suite,
         &args.out,
-        |i, n, name| say!("persim suite: [{}/{n}] {name}", i + 1),
+        CampaignOptions::default(),
+        |event| {
+            if let TestEvent::Started {
+                name,
+                position,
+                total,
+            } = event
+            {
+                say!("persim suite: [{}/{total}] {name}", position + 1);
+            }
+        },
         &mut progress,
     )?;
     out!("{}", results.to_text())?;

@@ -6,6 +6,7 @@
 //! What runs the guest is a [`Guest`]: the VM ([`VmGuest`]), or a fake in tests.
 
 pub mod ace;
+mod campaign;
 mod guest;
 mod home;
 mod images;
@@ -17,9 +18,11 @@ mod progress;
 mod reads;
 mod rundir;
 mod states;
-mod suite;
 mod testcase;
 
+pub use campaign::{
+    merge, run_campaign, CampaignOptions, Group, Shard, SuiteResults, TestEvent, TestResult,
+};
 pub use guest::{Guest, Recording, VmGuest};
 pub use home::Home;
 pub use images::{generate_images, ImagesSummary};
@@ -34,5 +37,4 @@ pub use pipeline::{judge, materialise_images, recorded_guidance, run_test};
 pub use progress::{Event, Observer, Stage};
 pub use rundir::RunDir;
 pub use states::{extract_missing, saved_states, SavedStates};
-pub use suite::{run_suite, SuiteResults, TestResult};
 pub use testcase::{Suite, TestCase};

@@ -81,6 +81,40 @@ fn die_with_parent(command: &mut Command) {
     }
 }
 
+/// Starts `command` so that it dies with this process but not with the calling thread:
+/// the death signal is tied to the thread that forks, so every child is forked by one
+/// launcher thread that lives as long as the process. Guests are booted on passing
+/// threads (a campaign's test threads) and used on others after those end.
+fn spawn_for_process(mut command: Command) -> std::io::Result<Child> {
+    type Request = (Command, mpsc::Sender<std::io::Result<Child>>);
+    static LAUNCHER: std::sync::OnceLock<std::sync::Mutex<mpsc::Sender<Request>>> =
+        std::sync::OnceLock::new();
+    let launcher = LAUNCHER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<Request>();
+        std::thread::Builder::new()
+            .name("persim-vm-launcher".into())
+            .spawn(move || {
+                for (mut command, reply) in rx {
+                    die_with_parent(&mut command);
+                    let _ = reply.send(command.spawn());
+                }
+            })
+            .expect("a thread can be started");
+        std::sync::Mutex::new(tx)
+    });
+    let (reply, child) = mpsc::channel();
+    let sent = launcher
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .send((std::mem::replace(&mut command, Command::new("")), reply));
+    match sent {
+        Ok(()) => child
+            .recv()
+            .unwrap_or_else(|_| Err(std::io::Error::other("the launcher thread is gone"))),
+        Err(_) => Err(std::io::Error::other("the launcher thread is gone")),
+    }
+}
+
 impl Vm {
     /// Starts QEMU and waits until the guest's init is ready for commands.
     pub fn boot(spec: &QemuSpec, timeout: Duration) -> Result<Vm, VmError> {
@@ -90,8 +124,7 @@ impl Vm {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        die_with_parent(&mut command);
-        let mut child = command.spawn().map_err(|e| VmError::QemuFailed {
+        let mut child = spawn_for_process(command).map_err(|e| VmError::QemuFailed {
             message: format!("cannot start {QEMU_BINARY}: {e}"),
             log_tail: String::new(),
         })?;
@@ -376,6 +409,23 @@ mod tests {
     fn process_state(pid: u32) -> Option<char> {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
         stat.rsplit(')').next()?.trim_start().chars().next()
+    }
+
+    #[test]
+    fn children_outlive_the_thread_that_asked_for_them() {
+        let child = std::thread::spawn(|| {
+            let mut command = Command::new("sleep");
+            command.arg("600");
+            spawn_for_process(command).unwrap()
+        })
+        .join()
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let state = process_state(child.id());
+        let mut child = child;
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(matches!(state, Some('S' | 'R')), "{state:?}");
     }
 
     #[test]

@@ -151,9 +151,9 @@ pub fn extract_states(
 /// Extraction guests kept booted from one call to the next: a campaign recovers the
 /// images of test after test without booting again, and the images of concurrent calls
 /// share the guests (one job per image). The dump, which differs between tests, is given
-/// per call; everything else of the options is the pool's. Each guest lives on a thread
-/// of the pool's own, as long as the pool: QEMU is killed when the thread that started it
-/// ends (`PR_SET_PDEATHSIG`), so guests cannot be started on a caller's passing thread.
+/// per call; everything else of the options is the pool's. Each guest is driven by a
+/// thread of the pool's own, which takes image after image from the queue, whichever
+/// call it came from.
 pub struct ExtractPool {
     jobs: Option<mpsc::Sender<Job>>,
     threads: Vec<std::thread::JoinHandle<()>>,

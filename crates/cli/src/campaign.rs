@@ -1,0 +1,125 @@
+//! `persim campaign run DIR --fs ext4 --out C` and `persim campaign merge`: thousands of
+//! generated tests on warm VMs, several at once, in shards, grouped by signature.
+
+use crate::run::PipelineArgs;
+use anyhow::Result;
+use clap::{Args, Subcommand};
+use persim_tester::{
+    merge, run_campaign, CampaignOptions, RunDir, Shard, Suite, SuiteResults, TestEvent,
+};
+use std::path::PathBuf;
+
+/// Run a directory of tests as a campaign (e.g. `persim generate ace --seq 2`), or merge
+/// the results of its shards. See docs/campaigns.md.
+#[derive(Args, Debug)]
+pub struct CampaignArgs {
+    #[command(subcommand)]
+    pub command: CampaignCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum CampaignCommand {
+    Run(RunCampaignArgs),
+    Merge(MergeArgs),
+}
+
+/// Run every test of a directory (or a shard of them) into OUT/<test>, on VMs booted once,
+/// PARALLEL tests at once, with a progress line and, at the end, the failing tests grouped
+/// by signature (kind of violation, what differs between the states, the function
+/// behind it). Started again with the same OUT, it resumes where it stopped. Exit code 1
+/// when some test failed.
+#[derive(Args, Debug)]
+pub struct RunCampaignArgs {
+    /// A directory of test files, or a suite under suites/.
+    pub tests: String,
+    #[command(flatten)]
+    pub pipeline: PipelineArgs,
+    /// Tests run at once: while one test's crash images are recovered, the next is traced.
+    /// Each traces in a VM of its own; -j sets the recovery VMs all tests share.
+    #[arg(long, default_value_t = 2)]
+    pub parallel: usize,
+    /// Run part K of N (the tests at positions K-1, K-1+N, … of the sorted names), e.g.
+    /// one task of a Slurm array or a CI matrix; `persim campaign merge` combines the parts.
+    #[arg(long, value_name = "K/N")]
+    pub shard: Option<Shard>,
+    /// Where the runs and results.json / results.txt go (an existing one is resumed).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+}
+
+/// Combine the results of a campaign's shards into one results.json / results.txt (the
+/// runs stay in the shards' directories).
+#[derive(Args, Debug)]
+pub struct MergeArgs {
+    /// The shards' output directories.
+    #[arg(required = true)]
+    pub shards: Vec<PathBuf>,
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+}
+
+/// Returns whether any test found violations or could not be run.
+pub fn run(args: &CampaignArgs) -> Result<bool> {
+    match &args.command {
+        CampaignCommand::Run(args) => run_tests(args),
+        CampaignCommand::Merge(args) => {
+            let parts = args
+                .shards
+                .iter()
+                .map(|dir| SuiteResults::load(dir))
+                .collect::<Result<Vec<_>>>()?;
+            let merged = merge(parts)?;
+            merged.save(&args.out)?;
+            out!("{}", merged.to_text())?;
+            Ok(merged.failed())
+        }
+    }
+}
+
+fn run_tests(args: &RunCampaignArgs) -> Result<bool> {
+    let p = &args.pipeline;
+    anyhow::ensure!(args.parallel >= 1, "--parallel must be at least 1");
+    RunDir::create(&args.out)?;
+    let mut guest = p.guest()?;
+    // One line per test instead of every VM's phases.
+    guest.options.progress = false;
+    let suite = Suite::named_or_dir(&p.vm.home()?, &args.tests);
+    let campaign = CampaignOptions {
+        parallel: args.parallel,
+        shard: args.shard.unwrap_or(Shard::WHOLE),
+    };
+    let mut progress = crate::progress::Progress::new("persim campaign", false);
+    let results = run_campaign(
+        &p.into(),
+        &guest,
+        &suite,
+        &args.out,
+        campaign,
+        |event| {
+            if p.quiet {
+                return;
+            }
+            if let TestEvent::Finished {
+                result,
+                done,
+                total,
+                failing,
+                left,
+            } = event
+            {
+                let secs = left.as_secs();
+                say!(
+                    "persim campaign: {done}/{total} tests, {failing} failing, ~{}:{:02} left; {} {} in {:.1} s",
+                    secs / 60,
+                    secs % 60,
+                    result.mark.symbol(),
+                    result.test,
+                    result.seconds
+                );
+            }
+        },
+        &mut progress,
+    )?;
+    out!("{}", results.to_text())?;
+    Ok(results.failed())
+}

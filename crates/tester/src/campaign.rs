@@ -1,0 +1,446 @@
+//! Every test of a suite or a generated directory, each as one run into DIR/<test>: on a
+//! shared guest (booted once), several tests at once, a deterministic shard of them, and
+//! the failing tests grouped by signature. A run directory resumes where it stopped, so a
+//! killed campaign started again redoes only what was not finished.
+
+use crate::guest::Guest;
+use crate::options::PipelineOptions;
+use crate::pipeline::run_test;
+use crate::progress::Observer;
+use crate::rundir::RunDir;
+use crate::testcase::{Suite, TestCase};
+use anyhow::{bail, Context, Result};
+use persim_analyze::{signature, without_numbers, Mark, Timings};
+use persim_model::{CacheMode, Strategy};
+use persim_trace::atomic_file::write_atomically;
+use persim_vm::Recovered;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// `results.json` of a suite or campaign.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SuiteResults {
+    pub suite: String,
+    pub fs: String,
+    pub cache: CacheMode,
+    pub strategy: Strategy,
+    /// The shards these results hold (several once merged); empty: every test.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shards: Vec<Shard>,
+    /// By name.
+    pub tests: Vec<TestResult>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TestResult {
+    pub test: String,
+    pub mark: Mark,
+    pub violations: usize,
+    pub intervals: usize,
+    pub seconds: f64,
+    /// Why the test could not be run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// What tells its problem apart (`persim_analyze::signature`); None when atomic.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
+    /// Seconds per stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timings: Option<Timings>,
+}
+
+/// Part K of N of a campaign (`--shard K/N`): the tests at positions K-1, K-1+N, … of the
+/// sorted test names. Shards of one N are disjoint and together hold every test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Shard {
+    pub index: usize,
+    pub count: usize,
+}
+
+impl Shard {
+    pub const WHOLE: Shard = Shard { index: 1, count: 1 };
+
+    pub fn holds(self, position: usize) -> bool {
+        position % self.count == self.index - 1
+    }
+}
+
+impl std::str::FromStr for Shard {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Shard, String> {
+        let parsed = text
+            .split_once('/')
+            .and_then(|(k, n)| Some((k.parse().ok()?, n.parse().ok()?)));
+        match parsed {
+            Some((index, count)) if 1 <= index && index <= count => Ok(Shard { index, count }),
+            _ => Err(format!(
+                "`{text}` is not a shard: give K/N with 1 <= K <= N, e.g. 2/8"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
+}
+
+/// How a campaign runs beside the pipeline's options.
+#[derive(Clone, Copy, Debug)]
+pub struct CampaignOptions {
+    /// Tests run at once (each traced in a VM of its own; the extraction guests are
+    /// shared). While one test's images are recovered, the next is traced.
+    pub parallel: usize,
+    pub shard: Shard,
+}
+
+impl Default for CampaignOptions {
+    fn default() -> Self {
+        CampaignOptions {
+            parallel: 1,
+            shard: Shard::WHOLE,
+        }
+    }
+}
+
+/// What a campaign reports as it goes.
+#[derive(Debug)]
+pub enum TestEvent<'a> {
+    Started {
+        name: &'a str,
+        position: usize,
+        total: usize,
+    },
+    Finished {
+        result: &'a TestResult,
+        done: usize,
+        total: usize,
+        /// Tests with violations or errors so far.
+        failing: usize,
+        /// At the mean pace so far.
+        left: Duration,
+    },
+}
+
+/// Runs the campaign's tests of `suite` into `out/<test>` and writes results.json and
+/// results.txt into `out`. With one test at a time, the stages' progress goes to
+/// `observer`; `report` hears of every test started and finished.
+pub fn run_campaign(
+    opts: &PipelineOptions,
+    guest: &(dyn Guest + Sync),
+    suite: &Suite,
+    out: &Path,
+    campaign: CampaignOptions,
+    mut report: impl FnMut(&TestEvent),
+    observer: &mut dyn Observer,
+) -> Result<SuiteResults> {
+    let tests: Vec<(String, std::path::PathBuf)> = suite
+        .tests()?
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| campaign.shard.holds(*i))
+        .map(|(_, t)| t)
+        .collect();
+    let total = tests.len();
+    let started = Instant::now();
+    let mut results: Vec<TestResult> = Vec::with_capacity(total);
+    let finished =
+        |result: TestResult, results: &mut Vec<TestResult>, report: &mut dyn FnMut(&TestEvent)| {
+            results.push(result);
+            let done = results.len();
+            let failing = results.iter().filter(|t| t.mark != Mark::Atomic).count();
+            let left = started
+                .elapsed()
+                .mul_f64((total - done) as f64 / done as f64);
+            report(&TestEvent::Finished {
+                result: results.last().expect("just pushed"),
+                done,
+                total,
+                failing,
+                left,
+            });
+        };
+    if campaign.parallel <= 1 {
+        for (position, (name, path)) in tests.iter().enumerate() {
+            report(&TestEvent::Started {
+                name,
+                position,
+                total,
+            });
+            let result = run_one(opts, guest, name, path, out, observer);
+            finished(result, &mut results, &mut report);
+        }
+    } else {
+        let next = AtomicUsize::new(0);
+        std::thread::scope(|scope| {
+            let (tx, rx) = mpsc::channel();
+            for _ in 0..campaign.parallel.min(total) {
+                let (tx, next, tests) = (tx.clone(), &next, &tests);
+                scope.spawn(move || loop {
+                    let position = next.fetch_add(1, Ordering::Relaxed);
+                    let Some((name, path)) = tests.get(position) else {
+                        return;
+                    };
+                    let _ = tx.send(Err(position));
+                    let result = run_one(opts, guest, name, path, out, &mut ());
+                    let _ = tx.send(Ok(result));
+                });
+            }
+            drop(tx);
+            for message in rx {
+                match message {
+                    Err(position) => report(&TestEvent::Started {
+                        name: &tests[position].0,
+                        position,
+                        total,
+                    }),
+                    Ok(result) => finished(result, &mut results, &mut report),
+                }
+            }
+        });
+    }
+    results.sort_by(|a, b| a.test.cmp(&b.test));
+    let results = SuiteResults {
+        suite: suite.name.clone(),
+        fs: guest.name().to_string(),
+        cache: opts.cache,
+        strategy: opts.strategy,
+        shards: if campaign.shard == Shard::WHOLE {
+            Vec::new()
+        } else {
+            vec![campaign.shard]
+        },
+        tests: results,
+    };
+    results.save(out)?;
+    Ok(results)
+}
+
+/// One test into `out/<name>`, its failure to run a result too.
+fn run_one(
+    opts: &PipelineOptions,
+    guest: &dyn Guest,
+    name: &str,
+    path: &Path,
+    out: &Path,
+    observer: &mut dyn Observer,
+) -> TestResult {
+    let started = Instant::now();
+    let outcome = TestCase::load(path).and_then(|test| {
+        let dir = RunDir::create(out.join(name))?;
+        let report = run_test(opts, guest, name, &test, &dir, observer)?;
+        Ok((report, dir))
+    });
+    let seconds = started.elapsed().as_secs_f64();
+    match outcome {
+        Ok((report, dir)) => TestResult {
+            test: name.to_owned(),
+            mark: report.mark(),
+            violations: report.violations(),
+            intervals: report.checkpoints.len(),
+            seconds,
+            error: None,
+            signature: signature(&report, |image| saved_state(&dir, image)),
+            timings: Some(report.timings),
+        },
+        Err(e) => {
+            let error = format!("{e:#}");
+            TestResult {
+                test: name.to_owned(),
+                mark: Mark::NotRun,
+                violations: 0,
+                intervals: 0,
+                seconds,
+                signature: Some(format!(
+                    "{} {}",
+                    Mark::NotRun.symbol(),
+                    without_numbers(error.lines().next().unwrap_or("")).replace(name, "<test>")
+                )),
+                error: Some(error),
+                timings: None,
+            }
+        }
+    }
+}
+
+fn saved_state(dir: &RunDir, image: &str) -> Option<Recovered> {
+    serde_json::from_slice(&std::fs::read(dir.state(image)).ok()?).ok()
+}
+
+/// Combines the results of a campaign's shards (`persim campaign merge`): same suite,
+/// machine and options, shards of one count and none twice.
+pub fn merge(parts: Vec<SuiteResults>) -> Result<SuiteResults> {
+    let Some(first) = parts.first() else {
+        bail!("nothing to merge: give the results of each shard");
+    };
+    let mut merged = SuiteResults {
+        shards: Vec::new(),
+        tests: Vec::new(),
+        ..first.clone()
+    };
+    for part in &parts {
+        let what = |r: &SuiteResults| (r.suite.clone(), r.fs.clone(), r.cache, r.strategy);
+        if what(part) != what(first) {
+            bail!(
+                "shards of different campaigns: {} on {} ({}, {}) and {} on {} ({}, {})",
+                first.suite,
+                first.fs,
+                first.cache,
+                first.strategy,
+                part.suite,
+                part.fs,
+                part.cache,
+                part.strategy
+            );
+        }
+        let shards = if part.shards.is_empty() {
+            vec![Shard::WHOLE]
+        } else {
+            part.shards.clone()
+        };
+        for shard in shards {
+            if merged.shards.contains(&shard) {
+                bail!("shard {shard} is given twice");
+            }
+            if merged
+                .shards
+                .first()
+                .is_some_and(|s| s.count != shard.count)
+            {
+                bail!(
+                    "shard {shard} is of another split than {}",
+                    merged.shards[0]
+                );
+            }
+            merged.shards.push(shard);
+        }
+        merged.tests.extend(part.tests.iter().cloned());
+    }
+    merged.shards.sort();
+    if merged.shards.len() == merged.shards[0].count {
+        merged.shards.clear(); // every shard: the whole campaign
+    }
+    merged.tests.sort_by(|a, b| a.test.cmp(&b.test));
+    Ok(merged)
+}
+
+/// Failing tests with one signature.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Group<'a> {
+    pub signature: &'a str,
+    pub tests: Vec<&'a str>,
+}
+
+impl SuiteResults {
+    /// Whether any test found violations or could not be run.
+    pub fn failed(&self) -> bool {
+        self.tests.iter().any(|t| t.mark != Mark::Atomic)
+    }
+
+    /// The failing tests by signature, the largest group first.
+    pub fn groups(&self) -> Vec<Group<'_>> {
+        let mut groups: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for test in &self.tests {
+            if let Some(signature) = &test.signature {
+                groups.entry(signature).or_default().push(&test.test);
+            }
+        }
+        let mut groups: Vec<Group> = groups
+            .into_iter()
+            .map(|(signature, tests)| Group { signature, tests })
+            .collect();
+        groups.sort_by_key(|g| std::cmp::Reverse(g.tests.len()));
+        groups
+    }
+
+    /// Reads `dir/results.json`.
+    pub fn load(dir: &Path) -> Result<SuiteResults> {
+        let path = dir.join("results.json");
+        let text =
+            std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        serde_json::from_slice(&text).with_context(|| format!("{} is malformed", path.display()))
+    }
+
+    /// Writes results.json and results.txt into `dir`.
+    pub fn save(&self, dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        write_atomically(
+            &dir.join("results.json"),
+            serde_json::to_string_pretty(self)?.as_bytes(),
+        )?;
+        write_atomically(&dir.join("results.txt"), self.to_text().as_bytes())?;
+        Ok(())
+    }
+
+    /// `results.txt`: one line per test, then the failing tests grouped by signature.
+    pub fn to_text(&self) -> String {
+        let mut t = String::new();
+        let shards: Vec<String> = self.shards.iter().map(Shard::to_string).collect();
+        let _ = writeln!(
+            t,
+            "suite {} on {} (cache {}, strategy {}){}",
+            self.suite,
+            self.fs,
+            self.cache,
+            self.strategy,
+            if shards.is_empty() {
+                String::new()
+            } else {
+                format!(", shards {}", shards.join(" "))
+            }
+        );
+        let _ = writeln!(
+            t,
+            "{:<20} {:>6} {:>10} {:>9}",
+            "test", "result", "violations", "seconds"
+        );
+        for test in &self.tests {
+            let _ = writeln!(
+                t,
+                "{:<20} {:>6} {:>10} {:>9.1}{}",
+                test.test,
+                test.mark.symbol(),
+                format!("{}/{}", test.violations, test.intervals),
+                test.seconds,
+                test.error.as_ref().map_or(String::new(), |e| format!(
+                    "  {}",
+                    e.lines().next().unwrap_or("")
+                ))
+            );
+        }
+        let groups = self.groups();
+        if !groups.is_empty() {
+            let failing: usize = groups.iter().map(|g| g.tests.len()).sum();
+            let _ = writeln!(
+                t,
+                "\n{failing} of {} tests failed, {} distinct problem(s):",
+                self.tests.len(),
+                groups.len()
+            );
+            for group in groups {
+                let shown: Vec<&str> = group.tests.iter().take(3).copied().collect();
+                let more = group.tests.len() - shown.len();
+                let _ = writeln!(
+                    t,
+                    "  {:>4} × {}\n         e.g. {}{}",
+                    group.tests.len(),
+                    group.signature,
+                    shown.join(", "),
+                    if more > 0 {
+                        format!(" and {more} more")
+                    } else {
+                        String::new()
+                    }
+                );
+            }
+        }
+        t
+    }
+}

@@ -1,0 +1,141 @@
+//! A guest without a VM for the pipeline's and campaigns' tests.
+
+use persim_tester::{Guest, Recording, TestCase};
+use persim_vm::{Extracted, Recovered};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+/// A counter the fake bumps from any thread.
+#[derive(Default)]
+pub struct Count(AtomicUsize);
+
+impl Count {
+    pub fn get(&self) -> usize {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    fn add(&self, n: usize) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// The text of examples/<example>.
+pub fn example_text(example: &str) -> &'static str {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples")
+        .join(example);
+    std::fs::read_to_string(path).unwrap().leak()
+}
+
+const PM_SIZE: u64 = 0x1000;
+
+/// Records a fixed text trace; "recovers" the redo journal of examples/journal.trace: the
+/// home values, with the logged ones applied when the commit flag is set.
+pub struct FakeGuest {
+    pub trace: &'static str,
+    /// (marker, trace): a command containing the marker records that trace instead.
+    pub other_traces: Vec<(&'static str, &'static str)>,
+    pub exit_code: i32,
+    /// Hang in the last operation: fail as the VM does, with the console output so far.
+    pub hang: bool,
+    pub records: Count,
+    pub extracted: Count,
+    /// Of those, recoveries traced for their reads.
+    pub traced_reads: Count,
+}
+
+impl FakeGuest {
+    pub fn new(example: &str) -> FakeGuest {
+        FakeGuest {
+            trace: example_text(example),
+            other_traces: Vec::new(),
+            exit_code: 0,
+            hang: false,
+            records: Count::default(),
+            extracted: Count::default(),
+            traced_reads: Count::default(),
+        }
+    }
+}
+
+impl Guest for FakeGuest {
+    fn name(&self) -> &str {
+        "fake"
+    }
+
+    fn identity(&self) -> String {
+        format!("fake\n{}", self.trace)
+    }
+
+    fn record(&self, _setup: &str, command: &str, trace: &Path) -> anyhow::Result<Recording> {
+        self.records.add(1);
+        if self.hang {
+            // what the guest's shell printed: every `echo` of the command ran
+            let printed: Vec<&str> = command
+                .lines()
+                .filter_map(|l| l.strip_prefix("echo "))
+                .filter(|l| !l.contains('$'))
+                .collect();
+            anyhow::bail!(
+                "the guest did not finish the traced run within 1 s and was killed\n\
+                 --- last console output ---\n{}",
+                printed.join("\n")
+            );
+        }
+        let text = self
+            .other_traces
+            .iter()
+            .find(|(marker, _)| command.contains(marker))
+            .map_or(self.trace, |(_, text)| text);
+        std::fs::write(trace, text)?;
+        std::fs::write(
+            persim_trace::initial_image_path(trace),
+            vec![0u8; PM_SIZE as usize],
+        )?;
+        Ok(Recording {
+            exit_code: self.exit_code,
+            output: "rm: can't remove 'x': No such file or directory\n".into(),
+            kernel_errors: Vec::new(),
+            pm_base: 0,
+            pm_size: PM_SIZE,
+            boot: Duration::ZERO,
+            setup: Duration::ZERO,
+            traced: Duration::ZERO,
+            shutdown: Duration::ZERO,
+        })
+    }
+
+    fn extract(
+        &self,
+        _test: &TestCase,
+        images: &[PathBuf],
+        reads: bool,
+        finished: &mut dyn FnMut(usize, &Extracted),
+    ) -> anyhow::Result<Vec<Extracted>> {
+        let mut states = Vec::new();
+        for (i, image) in images.iter().enumerate() {
+            let pm = std::fs::read(image)?;
+            // the log is read only when the commit flag is set
+            let (home, mut words_read) = if pm[0x40] == 1 {
+                (&pm[0..0x10], vec![0x00, 0x08, 0x40, 0x80, 0x88])
+            } else {
+                (&pm[0x80..0x90], vec![0x40, 0x80, 0x88])
+            };
+            // and a 16-byte value of its own (examples/nt-split-update.trace)
+            let value = &pm[0x100..0x110];
+            words_read.extend([0x100, 0x108]);
+            let extracted = Extracted {
+                state: Recovered::state(&format!(
+                    "{{\"home\": \"{home:02x?}\", \"value\": \"{value:02x?}\"}}"
+                )),
+                words_read: reads.then_some(words_read),
+            };
+            finished(i, &extracted);
+            states.push(extracted);
+            self.extracted.add(1);
+            self.traced_reads.add(usize::from(reads));
+        }
+        Ok(states)
+    }
+}
