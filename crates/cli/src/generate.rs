@@ -1,4 +1,4 @@
-//! `persim generate ace --seq N --out DIR`: generated tests, a suite `persim suite DIR` runs.
+//! `persim generate ace --seq N --out DIR`: generated tests, which `persim campaign run DIR` runs.
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
@@ -14,7 +14,7 @@ pub enum GenerateCommand {
     /// rename (files, over an existing file, a directory), symlink, rmdir, setxattr,
     /// removexattr over foo, bar, A/foo, A/bar; what a sequence needs first is inserted.
     /// Only the last operation lies between checkpoints, the rest run in setup. Each test
-    /// runs its operations with the guest tool fs-ops. Then: `persim suite DIR --fs ext4`.
+    /// runs its operations with the guest tool fs-ops. Then: `persim campaign run DIR --fs ext4 --out RESULTS`.
     Ace(AceArgs),
 }
 
@@ -62,7 +62,7 @@ pub fn run(command: &GenerateCommand) -> Result<()> {
     }
     say!(
         "persim generate: {} tests of {} operation(s) from {} operations in {} (run them: \
-         persim suite {} --fs ext4 --out RESULTS)",
+         persim campaign run {} --fs ext4 --out RESULTS)",
         tests.len(),
         args.seq,
         ops.len(),

@@ -396,15 +396,16 @@ impl SuiteResults {
                 format!(", shards {}", shards.join(" "))
             }
         );
+        let width = self.tests.iter().map(|t| t.test.len()).fold(20, usize::max);
         let _ = writeln!(
             t,
-            "{:<20} {:>6} {:>10} {:>9}",
+            "{:<width$} {:>6} {:>10} {:>9}",
             "test", "result", "violations", "seconds"
         );
         for test in &self.tests {
             let _ = writeln!(
                 t,
-                "{:<20} {:>6} {:>10} {:>9.1}{}",
+                "{:<width$} {:>6} {:>10} {:>9.1}{}",
                 test.test,
                 test.mark.symbol(),
                 format!("{}/{}", test.violations, test.intervals),

@@ -188,6 +188,8 @@ pub struct TracingVm {
     used: bool,
     /// Where the plugin writes: links to the current recording's trace and initial image.
     links: (PathBuf, PathBuf),
+    /// The loaded modules and the symbols file saved for them last.
+    last_symbols: Option<(HashMap<String, u64>, PathBuf)>,
 }
 
 impl Drop for TracingVm {
@@ -227,6 +229,7 @@ impl TracingVm {
             vm: None,
             used: false,
             links,
+            last_symbols: None,
         })
     }
 
@@ -304,8 +307,7 @@ impl TracingVm {
             traced.as_secs_f64(),
             out.exit_code
         ));
-        let vm = self.vm.as_mut().expect("the guest runs");
-        if let Err(e) = save_symbols(vm, &self.prepared, &self.opts.cache_dir, output, timeout) {
+        if let Err(e) = self.save_symbols(output) {
             self.say(format!("no symbols for the trace: {e}"));
         }
         Ok(TraceSummary {
@@ -355,6 +357,31 @@ impl TracingVm {
         Ok(boot)
     }
 
+    /// Saves the guest's symbols beside `output`'s trace: a hard link to the previous
+    /// recording's when the same modules are loaded at the same addresses (a campaign's
+    /// tests on one guest), else [`save_symbols`].
+    fn save_symbols(&mut self, output: &Path) -> Result<(), VmError> {
+        let vm = self.vm.as_mut().expect("the guest runs");
+        let loaded = module_addresses(&vm.run("cat /proc/modules", self.opts.timeout)?.output);
+        let target = persim_trace::symbols_path(output);
+        let _ = std::fs::remove_file(&target);
+        if let Some((modules, previous)) = &self.last_symbols {
+            if *modules == loaded && std::fs::hard_link(previous, &target).is_ok() {
+                return Ok(());
+            }
+        }
+        save_symbols(
+            vm,
+            &self.prepared,
+            &self.opts.cache_dir,
+            &loaded,
+            &target,
+            self.opts.timeout,
+        )?;
+        self.last_symbols = Some((loaded, target));
+        Ok(())
+    }
+
     /// Points the plugin's trace and initial-image links at `output`'s.
     fn point_links_at(&self, output: &Path) -> Result<(), VmError> {
         let output = std::path::absolute(output)
@@ -381,10 +408,10 @@ fn save_symbols(
     vm: &mut Vm,
     prepared: &Prepared,
     cache_dir: &Path,
-    output: &Path,
+    loaded: &HashMap<String, u64>,
+    target: &Path,
     timeout: Duration,
 ) -> Result<(), VmError> {
-    let loaded = module_addresses(&vm.run("cat /proc/modules", timeout)?.output);
     let mut names: Vec<&String> = loaded.keys().collect();
     names.sort();
     let mut key = blake3::Hasher::new();
@@ -403,7 +430,7 @@ fn save_symbols(
         std::fs::read_to_string(&cached_modules),
     ) {
         (Ok(symbols), Ok(modules)) => {
-            symbols.with_modules_moved(&module_addresses(&modules), &loaded)
+            symbols.with_modules_moved(&module_addresses(&modules), loaded)
         }
         _ => {
             let kallsyms = vm.run("cat /proc/kallsyms", timeout)?;
@@ -424,8 +451,7 @@ fn save_symbols(
             symbols
         }
     };
-    let target = persim_trace::symbols_path(output);
-    fetched.save(&target).map_err(|e| write_error(&target, e))
+    fetched.save(target).map_err(|e| write_error(target, e))
 }
 
 /// Module name -> load address from `/proc/modules` lines (`name size refs deps state
