@@ -4,8 +4,10 @@
 
 use crate::error::VmError;
 use crate::qemu::{QemuSpec, QEMU_BINARY};
+use crate::snapshot::Qmp;
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
@@ -58,6 +60,7 @@ pub struct Vm {
     lines: Receiver<String>,
     log: VecDeque<String>,
     next_id: u64,
+    restored: bool,
 }
 
 /// Makes the child get SIGKILL when the thread that starts it ends, however it ends: QEMU
@@ -116,11 +119,69 @@ fn spawn_for_process(mut command: Command) -> std::io::Result<Child> {
 }
 
 impl Vm {
-    /// Starts QEMU and waits until the guest's init is ready for commands.
+    /// Starts QEMU and waits until the guest's init is ready for commands: restored from
+    /// the booted snapshot of its kind where `spec.snapshots` allows (one is saved after a
+    /// boot when there is none yet), else booted.
     pub fn boot(spec: &QemuSpec, timeout: Duration) -> Result<Vm, VmError> {
+        let Some(dir) = &spec.snapshots else {
+            return Vm::start(spec, &[], timeout);
+        };
+        let snapshot = spec.snapshot_file(dir);
+        let socket = Qmp::socket_path();
+        let qmp_args = [
+            "-qmp".to_owned(),
+            format!("unix:{},server=on,wait=off", socket.display()),
+        ];
+        if snapshot.is_file() {
+            let incoming = [&qmp_args[..], &["-incoming".to_owned(), "defer".to_owned()]].concat();
+            match Vm::start(spec, &incoming, timeout).and_then(|mut vm| {
+                vm.restore(&socket, &snapshot, timeout)?;
+                Ok(vm)
+            }) {
+                Ok(vm) => return Ok(vm),
+                // A snapshot this QEMU cannot load (or a broken one): boot and save anew.
+                Err(_) => drop(std::fs::remove_file(&snapshot)),
+            }
+        }
+        let vm = Vm::start(spec, &qmp_args, timeout)?;
+        // Best effort: without a snapshot the next guest boots too.
+        if let Ok(mut qmp) = Qmp::connect(&socket, timeout) {
+            let _ = qmp.save(&snapshot, timeout);
+        }
+        let _ = std::fs::remove_file(&socket);
+        Ok(vm)
+    }
+
+    /// Whether this guest was restored from a booted snapshot rather than booted on its PM
+    /// (its kernel then knows the NVDIMM it was saved with: attach it again before use).
+    pub fn restored(&self) -> bool {
+        self.restored
+    }
+
+    /// Loads the snapshot into this QEMU (started with `-incoming defer`) and checks that
+    /// the guest answers.
+    fn restore(
+        &mut self,
+        socket: &Path,
+        snapshot: &Path,
+        timeout: Duration,
+    ) -> Result<(), VmError> {
+        let restored =
+            Qmp::connect(socket, timeout).and_then(|mut qmp| qmp.restore(snapshot, timeout));
+        let _ = std::fs::remove_file(socket);
+        restored?;
+        self.restored = true;
+        self.run("true", timeout)?.succeeded("true")?;
+        Ok(())
+    }
+
+    /// Starts QEMU with `extra` arguments; waits for the guest's init unless it is to be
+    /// restored (`-incoming`).
+    fn start(spec: &QemuSpec, extra: &[String], timeout: Duration) -> Result<Vm, VmError> {
         let mut command = Command::new(QEMU_BINARY);
         command
             .args(spec.args())
+            .args(extra)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -142,7 +203,11 @@ impl Vm {
             lines,
             log: VecDeque::new(),
             next_id: 0,
+            restored: false,
         };
+        if extra.iter().any(|a| a == "-incoming") {
+            return Ok(vm);
+        }
         let mut reports = Vec::new();
         vm.wait_for("boot", timeout, |line| {
             if line.contains(MODULE_FAILED) || line.contains(FSDAX_FAILED) {

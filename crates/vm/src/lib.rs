@@ -16,6 +16,7 @@ mod kernel;
 mod qemu;
 mod recovered;
 mod scratch;
+mod snapshot;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod trace;

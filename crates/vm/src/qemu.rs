@@ -36,6 +36,11 @@ pub struct QemuSpec {
     pub pm_file: PathBuf,
     pub pm_size: u64,
     pub plugin: Option<Plugin>,
+    /// Where booted snapshots are kept (`crate::snapshot`): with a directory, the guest is
+    /// restored from the snapshot of its kind if there is one, else booted and saved.
+    /// Only for guests that attach the NVDIMM again before using PM contents.
+    pub snapshots: Option<PathBuf>,
+    pub qemu_version: String,
 }
 
 impl QemuSpec {
@@ -48,11 +53,28 @@ impl QemuSpec {
             pm_file,
             pm_size: config.pm_size(),
             plugin: None,
+            snapshots: None,
+            qemu_version: prepared.qemu_version.clone(),
         }
     }
 
     /// The arguments of `qemu-system-x86_64`.
     pub fn args(&self) -> Vec<String> {
+        self.args_with(&self.pm_file, self.plugin.as_ref())
+    }
+
+    /// The booted snapshot of guests like this one: the same QEMU, machine, kernel and
+    /// initramfs, whatever their PM file and plugin (neither changes the guest's boot).
+    pub(crate) fn snapshot_file(&self, dir: &std::path::Path) -> PathBuf {
+        let mut args = self.args_with(std::path::Path::new("PM"), None);
+        // a kernel rebuilt at the same path is another kernel
+        if let Ok(meta) = std::fs::metadata(&self.kernel) {
+            args.push(format!("{:?} {}", meta.modified().ok(), meta.len()));
+        }
+        crate::snapshot::snapshot_file(dir, &self.qemu_version, &args)
+    }
+
+    fn args_with(&self, pm_file: &std::path::Path, plugin: Option<&Plugin>) -> Vec<String> {
         let pm_mib = self.pm_size >> 20;
         let maxmem_mib = (self.memory_mib + pm_mib).div_ceil(1024) * 1024 + 1024;
         let mut args: Vec<String> = [
@@ -87,7 +109,7 @@ impl QemuSpec {
         args.push("-object".into());
         args.push(format!(
             "memory-backend-file,id=pm0,share=on,mem-path={},size={}",
-            self.pm_file.display(),
+            pm_file.display(),
             self.pm_size
         ));
         args.push("-device".into());
@@ -98,7 +120,7 @@ impl QemuSpec {
         args.push(self.initramfs.display().to_string());
         args.push("-append".into());
         args.push(kernel_command_line());
-        if let Some(plugin) = &self.plugin {
+        if let Some(plugin) = plugin {
             // The plugin's messages (qemu_plugin_outs) go to stderr only with `-d plugin`.
             args.push("-d".into());
             args.push("plugin".into());
@@ -184,6 +206,8 @@ mod tests {
                 library: "/p.so".into(),
                 args: PluginArgs::new(PM_BASE, 64 << 20, "/t,1".into()),
             }),
+            snapshots: None,
+            qemu_version: "10.0.2".into(),
         };
         let args = spec.args();
         let joined = args.join(" ");

@@ -219,6 +219,7 @@ impl TracingVm {
                     ..PluginArgs::new(PM_BASE, opts.config.pm_size(), links.0.clone())
                 },
             }),
+            snapshots: Some(opts.cache_dir.clone()),
             ..QemuSpec::new(&prepared, &opts.config, pm.path().to_owned())
         };
         Ok(TracingVm {
@@ -327,33 +328,39 @@ impl TracingVm {
     /// time (zero without a boot).
     fn guest_with_blank_pm(&mut self) -> Result<Duration, VmError> {
         let timeout = self.opts.timeout;
-        if let Some(vm) = &mut self.vm {
-            if self.used {
-                // At / the earlier test's mount can go; detaching destroys pmem0 and its
-                // page cache, so nothing of that test is seen through them either.
-                vm.run("cd / && persim-pmem detach", timeout)?
-                    .succeeded("persim-pmem detach")?;
-                self.pm.clear()?;
-                vm.run("persim-pmem attach", timeout)?
-                    .succeeded("persim-pmem attach")?;
-                self.used = false;
-            }
-            return Ok(Duration::ZERO);
+        let mut boot = Duration::ZERO;
+        if self.vm.is_none() {
+            self.pm.clear()?;
+            self.say(format!(
+                "booting {} (QEMU {}, kernel {})",
+                self.opts.config.name,
+                self.prepared.qemu_version,
+                self.prepared.kernel.image.display()
+            ));
+            let started = Instant::now();
+            let mut vm = Vm::boot(&self.spec, self.opts.boot_timeout)?;
+            boot = started.elapsed();
+            self.say(format!(
+                "{} {:.2} s",
+                if vm.restored() { "restored" } else { "boot" },
+                boot.as_secs_f64()
+            ));
+            check_pm_range(&mut vm, self.opts.config.pm_size(), timeout)?;
+            // A restored kernel knows the PM it was saved with, not this blank one.
+            self.used = vm.restored();
+            self.vm = Some(vm);
         }
-        self.pm.clear()?;
-        self.say(format!(
-            "booting {} (QEMU {}, kernel {})",
-            self.opts.config.name,
-            self.prepared.qemu_version,
-            self.prepared.kernel.image.display()
-        ));
-        let started = Instant::now();
-        let mut vm = Vm::boot(&self.spec, self.opts.boot_timeout)?;
-        let boot = started.elapsed();
-        self.say(format!("boot {:.2} s", boot.as_secs_f64()));
-        check_pm_range(&mut vm, self.opts.config.pm_size(), timeout)?;
-        self.vm = Some(vm);
-        self.used = false;
+        if self.used {
+            let vm = self.vm.as_mut().expect("the guest runs");
+            // At / the earlier test's mount can go; detaching destroys pmem0 and its page
+            // cache, so nothing of that test is seen through them either.
+            vm.run("cd / && persim-pmem detach", timeout)?
+                .succeeded("persim-pmem detach")?;
+            self.pm.clear()?;
+            vm.run("persim-pmem attach", timeout)?
+                .succeeded("persim-pmem attach")?;
+            self.used = false;
+        }
         Ok(boot)
     }
 

@@ -533,3 +533,65 @@ fn bench_pmicroprofile_workload() {
         "33554432",
     );
 }
+
+#[test]
+fn a_restored_guest_answers_at_once_and_sees_its_own_pm_after_attaching() {
+    let Some(artifacts) =
+        artifacts_or_skip("a_restored_guest_answers_at_once_and_sees_its_own_pm_after_attaching")
+    else {
+        return;
+    };
+    let config = VmConfig::for_fs(&default_config_dir(), "ext4").unwrap();
+    let prepared = prepare(&config, &artifacts, &cache_dir()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let spec = |pm: &str| {
+        let pm_file = dir.path().join(pm);
+        std::fs::File::create(&pm_file)
+            .unwrap()
+            .set_len(config.pm_size())
+            .unwrap();
+        QemuSpec {
+            snapshots: Some(dir.path().join("snapshots")),
+            ..QemuSpec::new(&prepared, &config, pm_file)
+        }
+    };
+    std::fs::create_dir(dir.path().join("snapshots")).unwrap();
+    // The first guest boots and leaves its snapshot; it writes a file system to its PM.
+    let mut first = Vm::boot(&spec("a.img"), TIMEOUT).unwrap();
+    assert!(!first.restored());
+    let snapshots = std::fs::read_dir(dir.path().join("snapshots"))
+        .unwrap()
+        .count();
+    assert_eq!(snapshots, 1);
+    let written = first
+        .run(
+            &format!(
+                "{} && {} && echo one > /mnt/f && umount /mnt",
+                config.mkfs, config.mount
+            ),
+            TIMEOUT,
+        )
+        .unwrap();
+    assert_eq!(written.exit_code, 0, "{written:?}");
+    drop(first);
+    // The second is restored on another PM file holding that file system: after
+    // attaching, it sees that PM, not the blank one the snapshot was taken on.
+    let second_spec = spec("b.img");
+    std::fs::copy(dir.path().join("a.img"), &second_spec.pm_file).unwrap();
+    let started = Instant::now();
+    let mut second = Vm::boot(&second_spec, TIMEOUT).unwrap();
+    let restore = started.elapsed();
+    assert!(second.restored());
+    let read = second
+        .run(
+            &format!(
+                "persim-pmem detach && persim-pmem attach && {} && cat /mnt/f",
+                config.mount
+            ),
+            TIMEOUT,
+        )
+        .unwrap();
+    assert_eq!(read.exit_code, 0, "{read:?}");
+    assert!(read.output.lines().any(|l| l.trim() == "one"), "{read:?}");
+    eprintln!("restored in {:.2} s", restore.as_secs_f64());
+}

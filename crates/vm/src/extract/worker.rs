@@ -61,6 +61,11 @@ impl Worker {
     pub(super) fn new(opts: Arc<ExtractOptions>, prepared: &Prepared) -> Result<Self, VmError> {
         let pm = ScratchPm::create(&opts.cache_dir, opts.config.pm_size())?;
         let mut spec = QemuSpec::new(prepared, &opts.config, pm.path().to_owned());
+        if opts.mode == ExtractMode::ReuseGuest {
+            // Restored guests detach the NVDIMM first and attach each image: a fresh boot
+            // per image must boot on the image instead.
+            spec.snapshots = Some(opts.cache_dir.clone());
+        }
         let reads_trace = opts.reads.then(|| pm.path().with_extension("reads"));
         if let Some(trace) = &reads_trace {
             spec.plugin = Some(Plugin {
