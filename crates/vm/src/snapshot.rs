@@ -92,7 +92,7 @@ impl Qmp {
         }
     }
 
-    /// Waits until `query(answer)` says done, asking every few milliseconds.
+    /// Waits until `done(answer)` of `command` says so, asking every few milliseconds.
     fn poll(
         &mut self,
         command: &str,
@@ -111,6 +111,19 @@ impl Qmp {
         )))
     }
 
+    /// Waits until the migration (outgoing or incoming) has completed.
+    fn migration_done(&mut self, what: &str, timeout: Duration) -> Result<(), VmError> {
+        self.poll("query-migrate", timeout, |answer| {
+            match answer["status"].as_str() {
+                Some("completed") => Ok(true),
+                Some("failed" | "cancelled") => {
+                    Err(VmError::Protocol(format!("{what} failed: {answer}")))
+                }
+                _ => Ok(false),
+            }
+        })
+    }
+
     fn ignore_shared_memory(&mut self) -> Result<(), VmError> {
         let capability =
             json!({"capabilities": [{"capability": "x-ignore-shared", "state": true}]});
@@ -127,15 +140,7 @@ impl Qmp {
             self.execute("stop", json!({}))?;
             let uri = format!("file:{}", partial.display());
             self.execute("migrate", json!({"uri": uri}))?;
-            self.poll("query-migrate", timeout, |answer| {
-                match answer["status"].as_str() {
-                    Some("completed") => Ok(true),
-                    Some("failed" | "cancelled") => Err(VmError::Protocol(format!(
-                        "saving the booted guest failed: {answer}"
-                    ))),
-                    _ => Ok(false),
-                }
-            })?;
+            self.migration_done("saving the booted guest", timeout)?;
             std::fs::rename(&partial, file)
                 .map_err(|e| VmError::io(format!("renaming {}", partial.display()), e))
         })();
@@ -151,15 +156,7 @@ impl Qmp {
         self.ignore_shared_memory()?;
         let uri = format!("file:{}", file.display());
         self.execute("migrate-incoming", json!({"uri": uri}))?;
-        self.poll("query-migrate", timeout, |answer| {
-            match answer["status"].as_str() {
-                Some("completed") => Ok(true),
-                Some("failed" | "cancelled") => Err(VmError::Protocol(format!(
-                    "restoring the booted guest failed: {answer}"
-                ))),
-                _ => Ok(false),
-            }
-        })?;
+        self.migration_done("restoring the booted guest", timeout)?;
         self.execute("cont", json!({})).map(drop)
     }
 }
@@ -176,9 +173,8 @@ fn partial_path(file: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// The snapshot file of guests started with these QEMU arguments, where `without` lists
-/// the arguments that differ between guests of one kind (their PM file, QMP socket and
-/// plugin) and do not change the guest's state at boot.
+/// The snapshot file of guests started with these QEMU arguments (those of one kind: what
+/// differs between such guests, their PM file and plugin, left out by the caller).
 pub(crate) fn snapshot_file(dir: &Path, qemu_version: &str, args: &[String]) -> PathBuf {
     let mut key = blake3::Hasher::new();
     key.update(qemu_version.as_bytes());
