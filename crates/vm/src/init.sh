@@ -8,6 +8,9 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 mkdir -p /tmp /mnt
+# No address-space randomisation: programs under test load at the same addresses in every
+# run, so their pcs and stacks in traces compare between runs.
+echo 0 >/proc/sys/kernel/randomize_va_space
 for m in $(cat /etc/persim/modules); do
     insmod "/lib/persim-modules/$m" || echo "@@PERSIM-MODULE-FAILED $m"
 done
