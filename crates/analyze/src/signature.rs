@@ -28,7 +28,11 @@ pub fn signature(report: &Report, state_of: impl Fn(&str) -> Option<Recovered>) 
                 _ => None,
             })
             .collect();
-        let fields = differing_fields(&dumps);
+        // A failed recovery is the problem, whatever else the states differ in.
+        let fields = match interval.errors.is_empty() {
+            true => differing_fields(&dumps),
+            false => BTreeSet::new(),
+        };
         if !fields.is_empty() {
             part.push(format!(
                 "states differ in {}",
@@ -127,6 +131,8 @@ pub fn without_numbers(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{CheckpointVerdict, Culprit, ErrorInfo, StateInfo};
+    use persim_vm::Outcome;
 
     #[test]
     fn fields_name_what_differs_whatever_the_file_names() {
@@ -150,6 +156,75 @@ mod tests {
                 .collect::<Vec<_>>(),
             ["state"]
         );
+    }
+
+    fn report(errors: Vec<ErrorInfo>) -> Report {
+        let state = |name: &str, image: &str| StateInfo {
+            name: name.into(),
+            outcome: Outcome::State,
+            partial_only: false,
+            failure_points: vec![1],
+            images: vec![image.into()],
+            lines: None,
+        };
+        Report {
+            test: "t".into(),
+            fs: "ext4-dax".into(),
+            cache: persim_model::CacheMode::Volatile,
+            strategy: persim_model::Strategy::ProgramOrder,
+            checkpoints: vec![CheckpointVerdict {
+                from: 1,
+                to: 2,
+                states: vec![state("c1s0", "a"), state("c1s1", "b"), state("c1s2", "c")],
+                final_states: vec!["c1s1".into()],
+                single_final_state: true,
+                atomic: false,
+                errors,
+                culprits: vec![Culprit {
+                    what: "not flushed".into(),
+                    site: "dax_zero_range+0x221 < ext4_truncate+0x47e [ext4]".into(),
+                    stores: 1,
+                    entries: vec![7],
+                    lines: vec![0x40],
+                }],
+            }],
+            nt_prefixes: None,
+            timings: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_signature_names_the_differing_fields_or_else_the_failed_recovery() {
+        let state = |image: &str| {
+            let size = match image {
+                "a" => 1,
+                "b" => 2,
+                _ => 3,
+            };
+            Some(Recovered::state(&format!(
+                r#"{{"/mnt/foo": {{"size": {size}}}}}"#
+            )))
+        };
+        assert_eq!(
+            signature(&report(Vec::new()), state).as_deref(),
+            Some("A states differ in size; code dax_zero_range")
+        );
+        let failed = ErrorInfo {
+            state: "c1s2".into(),
+            outcome: Outcome::RecoveryError,
+            output: "EXT4-fs (pmem0): group descriptors corrupted!\nmount: failed".into(),
+        };
+        let with_error = report(vec![failed]);
+        assert_eq!(
+            signature(&with_error, state).as_deref(),
+            Some(&*format!(
+                "{} recovery-error: EXT#-fs (pmem#): group descriptors corrupted!; code dax_zero_range",
+                with_error.mark().symbol()
+            ))
+        );
+        let mut atomic = report(Vec::new());
+        atomic.checkpoints[0].atomic = true;
+        assert_eq!(signature(&atomic, state), None);
     }
 
     #[test]
