@@ -106,24 +106,25 @@ impl Guest for VmGuest {
     }
 
     fn record(&self, setup: &str, command: &str, trace: &Path) -> Result<Recording> {
-        let o = &self.options;
-        let options = TraceOptions {
-            config: o.config.clone(),
-            command: command.to_string(),
-            setup: setup.to_string(),
-            output: trace.to_path_buf(),
-            reads: self.reads,
-            stack_traces: self.stack_traces,
-            timeout: o.timeout,
-            boot_timeout: o.boot_timeout,
-            cache_dir: o.cache_dir.clone(),
-            artifacts: o.artifacts.clone(),
-            progress: o.progress,
-        };
         let idle = self.tracers.lock().unwrap_or_else(|e| e.into_inner()).pop();
         let mut tracer = match idle {
             Some(tracer) => tracer,
-            None => TracingVm::new(&options)?,
+            None => {
+                let o = &self.options;
+                TracingVm::new(&TraceOptions {
+                    config: o.config.clone(),
+                    command: command.to_string(),
+                    setup: setup.to_string(),
+                    output: trace.to_path_buf(),
+                    reads: self.reads,
+                    stack_traces: self.stack_traces,
+                    timeout: o.timeout,
+                    boot_timeout: o.boot_timeout,
+                    cache_dir: o.cache_dir.clone(),
+                    artifacts: o.artifacts.clone(),
+                    progress: o.progress,
+                })?
+            }
         };
         let recording = tracer.record(setup, command, trace)?;
         self.tracers

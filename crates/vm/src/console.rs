@@ -88,7 +88,7 @@ fn die_with_parent(command: &mut Command) {
 /// the death signal is tied to the thread that forks, so every child is forked by one
 /// launcher thread that lives as long as the process. Guests are booted on passing
 /// threads (a campaign's test threads) and used on others after those end.
-fn spawn_for_process(mut command: Command) -> std::io::Result<Child> {
+fn spawn_for_process(command: Command) -> std::io::Result<Child> {
     type Request = (Command, mpsc::Sender<std::io::Result<Child>>);
     static LAUNCHER: std::sync::OnceLock<std::sync::Mutex<mpsc::Sender<Request>>> =
         std::sync::OnceLock::new();
@@ -109,7 +109,7 @@ fn spawn_for_process(mut command: Command) -> std::io::Result<Child> {
     let sent = launcher
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .send((std::mem::replace(&mut command, Command::new("")), reply));
+        .send((command, reply));
     match sent {
         Ok(()) => child
             .recv()
@@ -118,32 +118,35 @@ fn spawn_for_process(mut command: Command) -> std::io::Result<Child> {
     }
 }
 
+/// How a guest with a QMP socket starts.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Start {
+    /// Boots, to be saved as a snapshot.
+    Boot,
+    /// Waits for a snapshot to load (`-incoming defer`).
+    Incoming,
+}
+
 impl Vm {
     /// Starts QEMU and waits until the guest's init is ready for commands: restored from
     /// the booted snapshot of its kind where `spec.snapshots` allows (one is saved after a
     /// boot when there is none yet), else booted.
     pub fn boot(spec: &QemuSpec, timeout: Duration) -> Result<Vm, VmError> {
         let Some(dir) = &spec.snapshots else {
-            return Vm::start(spec, &[], timeout);
+            return Vm::start(spec, None, timeout);
         };
         let snapshot = spec.snapshot_file(dir);
         let socket = Qmp::socket_path();
-        let qmp_args = [
-            "-qmp".to_owned(),
-            format!("unix:{},server=on,wait=off", socket.display()),
-        ];
         if snapshot.is_file() {
-            let incoming = [&qmp_args[..], &["-incoming".to_owned(), "defer".to_owned()]].concat();
-            match Vm::start(spec, &incoming, timeout).and_then(|mut vm| {
-                vm.restore(&socket, &snapshot, timeout)?;
-                Ok(vm)
-            }) {
+            let restored = Vm::start(spec, Some((&socket, Start::Incoming)), timeout)
+                .and_then(|mut vm| vm.restore(&socket, &snapshot, timeout).map(|()| vm));
+            match restored {
                 Ok(vm) => return Ok(vm),
                 // A snapshot this QEMU cannot load (or a broken one): boot and save anew.
                 Err(_) => drop(std::fs::remove_file(&snapshot)),
             }
         }
-        let vm = Vm::start(spec, &qmp_args, timeout)?;
+        let vm = Vm::start(spec, Some((&socket, Start::Boot)), timeout)?;
         // Best effort: without a snapshot the next guest boots too.
         if let Ok(mut qmp) = Qmp::connect(&socket, timeout) {
             let _ = qmp.save(&snapshot, timeout);
@@ -175,13 +178,23 @@ impl Vm {
         Ok(())
     }
 
-    /// Starts QEMU with `extra` arguments; waits for the guest's init unless it is to be
-    /// restored (`-incoming`).
-    fn start(spec: &QemuSpec, extra: &[String], timeout: Duration) -> Result<Vm, VmError> {
+    /// Starts QEMU, with `qmp` a QMP socket and how the guest starts; waits for the guest's
+    /// init unless it is to be restored.
+    fn start(
+        spec: &QemuSpec,
+        qmp: Option<(&Path, Start)>,
+        timeout: Duration,
+    ) -> Result<Vm, VmError> {
         let mut command = Command::new(QEMU_BINARY);
+        command.args(spec.args());
+        if let Some((socket, start)) = qmp {
+            command.arg("-qmp");
+            command.arg(format!("unix:{},server=on,wait=off", socket.display()));
+            if start == Start::Incoming {
+                command.args(["-incoming", "defer"]);
+            }
+        }
         command
-            .args(spec.args())
-            .args(extra)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -205,7 +218,7 @@ impl Vm {
             next_id: 0,
             restored: false,
         };
-        if extra.iter().any(|a| a == "-incoming") {
+        if matches!(qmp, Some((_, Start::Incoming))) {
             return Ok(vm);
         }
         let mut reports = Vec::new();
