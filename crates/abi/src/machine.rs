@@ -13,6 +13,10 @@ pub const PM_BASE: u64 = 1 << 32;
 /// translate virtual addresses itself.
 pub const KERNEL_NOKASLR: &str = "nokaslr";
 
+/// Must be on the guest kernel's command line too: with 5-level paging (which QEMU's
+/// `-cpu max` offers) the direct map starts elsewhere than [`DIRECT_MAP_BASE`].
+pub const KERNEL_4_LEVEL_PAGING: &str = "no5lvl";
+
 /// The x86-64 kernel's direct map of all physical memory with [`KERNEL_NOKASLR`] and
 /// 4-level paging: physical address `p` is virtual `DIRECT_MAP_BASE + p`.
 pub const DIRECT_MAP_BASE: u64 = 0xffff_8880_0000_0000;

@@ -27,6 +27,11 @@ pub struct PluginArgs {
     /// path is a symbolic link, each `start` writes where it then points (a warm tracing
     /// VM records one test after another into each test's run directory).
     pub repeat: bool,
+    /// Size of the emulated NVMe namespace (0: none); its commands are recorded as block
+    /// entries.
+    pub blk_size: u64,
+    /// The host file behind the NVMe namespace and where to copy it at `hypercall start`.
+    pub blk_initial: Option<(PathBuf, PathBuf)>,
 }
 
 /// How the plugin finds the stack trace it records with each entry (docs/tracer.md).
@@ -76,6 +81,8 @@ impl PluginArgs {
             tracing: true,
             initial: None,
             repeat: false,
+            blk_size: 0,
+            blk_initial: None,
         }
     }
 
@@ -95,6 +102,13 @@ impl PluginArgs {
             args.push(format!("pm_file={}", pm_file.display()));
             args.push(format!("initial={}", initial.display()));
         }
+        if self.blk_size > 0 {
+            args.push(format!("blk_size={:#x}", self.blk_size));
+        }
+        if let Some((blk_file, initial)) = &self.blk_initial {
+            args.push(format!("blk_file={}", blk_file.display()));
+            args.push(format!("blk_initial={}", initial.display()));
+        }
         args
     }
 
@@ -103,6 +117,7 @@ impl PluginArgs {
         let (mut reads, mut tracing, mut repeat) = (false, true, false);
         let mut stacks = Stacks::Off;
         let (mut pm_file, mut initial) = (None, None);
+        let (mut blk_size, mut blk_file, mut blk_initial) = (0, None, None);
         for arg in raw {
             let (key, value) = arg
                 .split_once('=')
@@ -114,6 +129,9 @@ impl PluginArgs {
                 "reads" => reads = parse_bool(key, value)?,
                 "pm_file" => pm_file = Some(PathBuf::from(value)),
                 "initial" => initial = Some(PathBuf::from(value)),
+                "blk_size" => blk_size = parse_u64(key, value)?,
+                "blk_file" => blk_file = Some(PathBuf::from(value)),
+                "blk_initial" => blk_initial = Some(PathBuf::from(value)),
                 "stacks" => {
                     stacks = Stacks::from_name(value).ok_or_else(|| {
                         format!(
@@ -142,6 +160,12 @@ impl PluginArgs {
                 (Some(pm_file), Some(initial)) => Some((pm_file, initial)),
                 (None, None) => None,
                 _ => return Err("`pm_file` and `initial` go together".into()),
+            },
+            blk_size,
+            blk_initial: match (blk_file, blk_initial) {
+                (Some(file), Some(initial)) if blk_size > 0 => Some((file, initial)),
+                (None, None) => None,
+                _ => return Err("`blk_file` and `blk_initial` go together, with `blk_size`".into()),
             },
         })
     }
@@ -182,6 +206,8 @@ mod tests {
             tracing: false,
             initial: Some(("/c/pm-1-0.img".into(), "/t/x.initial".into())),
             repeat: true,
+            blk_size: 1 << 20,
+            blk_initial: Some(("/c/blk.img".into(), "/t/x.blk-initial".into())),
             ..plain.clone()
         };
         assert_eq!(round_trip(&full), full);
@@ -197,6 +223,9 @@ mod tests {
                 "repeat=on",
                 "pm_file=/c/pm-1-0.img",
                 "initial=/t/x.initial",
+                "blk_size=0x100000",
+                "blk_file=/c/blk.img",
+                "blk_initial=/t/x.blk-initial",
             ]
         );
     }

@@ -3,8 +3,10 @@
 
 use crate::decode::{classify, Class, MemOperand, Segment};
 use crate::hypercall;
+use crate::nvme::{NvmeDecoder, PhysMemory};
 use crate::stack::{self, ShadowStacks, StackKey};
 use crate::tracer::{Next, Store, Tracer};
+use persim_abi::machine::DIRECT_MAP_BASE;
 use persim_abi::{PluginArgs, Stacks};
 use persim_trace::{FenceKind, FlushKind};
 use qemu_plugin::plugin::{HasCallbacks, Register};
@@ -47,7 +49,19 @@ struct State {
     id: PluginId,
     tracer: Tracer,
     registers: Registers,
+    /// With an NVMe namespace (`blk_size`): its commands, from the driver's register
+    /// stores, and the guest memory they name.
+    nvme: Option<(NvmeDecoder, GuestMemory)>,
 }
+
+/// The name of the NVMe controller's register region in QEMU's memory map.
+const NVME_REGISTERS: &str = "nvme";
+/// PCI places a BAR at a multiple of its (power-of-two) size, and QEMU's NVMe BAR holds its
+/// registers and doorbells (< 8 KiB with 64 queue pairs) at its start: the low bits of a
+/// physical address are the register offset.
+const NVME_REGISTER_SPAN: u64 = 0x2000;
+/// The namespace's logical block size, as the VM configures it (`logical_block_size`).
+const NVME_LBA_SIZE: u64 = 512;
 
 /// Handles of the registers the plugin reads: the 16 GPRs in encoding order, fs/gs bases.
 #[derive(Default)]
@@ -255,6 +269,25 @@ impl GuestMemory {
     }
 }
 
+impl PhysMemory for GuestMemory {
+    /// Through the kernel's direct map (the guest runs with `nokaslr`): the NVMe
+    /// registers are written by the driver, in kernel mode, where the map is present.
+    fn read(&mut self, paddr: u64, buf: &mut [u8]) -> bool {
+        // SAFETY: `self.0` is a live GByteArray; QEMU sets its size on success.
+        unsafe {
+            if !qemu_plugin_read_memory_vaddr(DIRECT_MAP_BASE + paddr, self.0, buf.len()) {
+                return false;
+            }
+            let bytes = std::slice::from_raw_parts((*self.0).data, (*self.0).len as usize);
+            if bytes.len() != buf.len() {
+                return false;
+            }
+            buf.copy_from_slice(bytes);
+        }
+        true
+    }
+}
+
 fn state() -> MutexGuard<'static, State> {
     let state = STATE
         .get()
@@ -283,10 +316,17 @@ impl Register for PersimPlugin {
         })?;
         PM_BASE.store(args.pm_base, Ordering::Relaxed);
         PM_SIZE.store(args.pm_size, Ordering::Relaxed);
+        let nvme = (args.blk_size > 0).then(|| {
+            (
+                NvmeDecoder::new(NVME_LBA_SIZE, args.reads),
+                GuestMemory::new(),
+            )
+        });
         let state = State {
             id,
             tracer: Tracer::new(args),
             registers: Registers::default(),
+            nvme,
         };
         if STATE.set(Mutex::new(state)).is_err() {
             return Err(qemu_plugin::Error::PluginInstanceSetError);
@@ -459,6 +499,9 @@ fn on_access(pc: u64, store: Store, info: &MemoryInfo, vaddr: u64) {
         return;
     };
     if hwaddr.is_io() {
+        if info.is_store() {
+            on_io_store(pc, &hwaddr, info);
+        }
         return;
     }
     let paddr = hwaddr.hwaddr();
@@ -470,6 +513,32 @@ fn on_access(pc: u64, store: Store, info: &MemoryInfo, vaddr: u64) {
         .is_store()
         .then(|| value_bytes(info.value(), size as usize));
     state().tracer.access(pc, vaddr, paddr, size, data, store);
+}
+
+/// A store to a device: the NVMe controller's registers feed the decoder.
+fn on_io_store(pc: u64, hwaddr: &qemu_plugin::HwAddr, info: &MemoryInfo) {
+    let mut s = state();
+    let State { tracer, nvme, .. } = &mut *s;
+    let Some((decoder, memory)) = nvme else {
+        return;
+    };
+    if hwaddr.device_name().ok().flatten().as_deref() != Some(NVME_REGISTERS) {
+        return;
+    }
+    let size = 1u64 << info.size_shift();
+    let value = match info.value() {
+        MemValue::U8(v) => u64::from(v),
+        MemValue::U16(v) => u64::from(v),
+        MemValue::U32(v) => u64::from(v),
+        MemValue::U64(v) => v,
+        MemValue::U128(v) => v as u64,
+    };
+    let offset = hwaddr.hwaddr() & (NVME_REGISTER_SPAN - 1);
+    let ops = decoder.register_write(offset, value, size, memory);
+    for problem in decoder.problems.drain(..) {
+        say(&format!("NVMe: {problem}"));
+    }
+    tracer.block(pc, ops);
 }
 
 /// A store's value as the bytes it puts in memory (x86 is little-endian).
@@ -516,6 +585,7 @@ fn on_cpuid(pc: u64) {
 
 fn on_exit() {
     let mut s = state();
+
     let unresolved = s.tracer.unresolved_flushes;
     if unresolved > 0 {
         say(&format!(

@@ -103,12 +103,15 @@ impl Tracer {
                 let header = Header {
                     pm_base: self.args.pm_base,
                     pm_size: self.args.pm_size,
+                    blk_size: self.args.blk_size,
                     flags: flag(self.args.reads, Header::FLAG_READS)
                         | flag(self.args.stacks.on(), Header::FLAG_STACKS),
-                    ..Header::default()
                 };
                 if let Some((pm_file, initial)) = &self.args.initial {
                     snapshot(pm_file, &followed(initial))?;
+                }
+                if let Some((blk_file, initial)) = &self.args.blk_initial {
+                    snapshot(blk_file, &followed(initial))?;
                 }
                 let trace = followed(&self.args.trace);
                 let writer = BackgroundWriter::spawn(&trace, &header)
@@ -237,6 +240,14 @@ impl Tracer {
         }
     }
 
+    /// Block-device entries decoded from the guest's NVMe commands (`crate::nvme`). A
+    /// block flush is not a PM fence: the stores and flushes before it stay unordered.
+    pub fn block(&mut self, pc: u64, ops: Vec<Op>) {
+        for op in ops {
+            self.emit(op, pc);
+        }
+    }
+
     /// Ends the trace (at success/fail, or when QEMU exits without them).
     pub fn finish(&mut self) -> Result<(), String> {
         self.end_string_write();
@@ -292,7 +303,7 @@ fn followed(path: &std::path::Path) -> std::path::PathBuf {
     }
 }
 
-/// Copies the PM backing file while the (single) vCPU is stopped in the `start` hypercall,
+/// Copies a backing file (PM or block device) while the (single) vCPU is stopped in the `start` hypercall,
 /// so the copy is exactly the state the trace starts from. Written atomically and sparse:
 /// a freshly made file system is mostly zeros (64 MiB of PM, 53 KB not zero after mkfs.ext4).
 fn snapshot(pm_file: &std::path::Path, to: &std::path::Path) -> Result<(), String> {
@@ -312,16 +323,7 @@ mod tests {
     const BASE: u64 = 1 << 32;
 
     fn args(dir: &tempfile::TempDir) -> PluginArgs {
-        PluginArgs {
-            pm_base: BASE,
-            pm_size: 1 << 20,
-            trace: dir.path().join("t"),
-            reads: false,
-            stacks: Stacks::Off,
-            tracing: true,
-            initial: None,
-            repeat: false,
-        }
+        PluginArgs::new(BASE, 1 << 20, dir.path().join("t"))
     }
 
     fn tracer(dir: &tempfile::TempDir) -> Tracer {

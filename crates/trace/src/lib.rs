@@ -33,14 +33,23 @@ pub fn initial_image_path(trace: &std::path::Path) -> std::path::PathBuf {
     name.into()
 }
 
+/// Where the block device's contents at the start of a recorded trace are kept (traces
+/// with `blk-size`), next to the trace.
+pub fn initial_block_image_path(trace: &std::path::Path) -> std::path::PathBuf {
+    let mut name = trace.as_os_str().to_owned();
+    name.push(".blk-initial");
+    name.into()
+}
+
 /// Removes a recorded trace and everything a recording leaves beside it: its initial
-/// image and the temporary files of writers that never finished (a guest killed on a hang
+/// images and the temporary files of writers that never finished (a guest killed on a hang
 /// or panic). Best effort: what cannot be removed stays.
 pub fn remove_recording(trace: &std::path::Path) {
     let _ = std::fs::remove_file(trace);
-    let initial = initial_image_path(trace);
-    let _ = std::fs::remove_file(&initial);
     let _ = std::fs::remove_file(symbols_path(trace));
     atomic_file::remove_temporaries(trace);
-    atomic_file::remove_temporaries(&initial);
+    for initial in [initial_image_path(trace), initial_block_image_path(trace)] {
+        let _ = std::fs::remove_file(&initial);
+        atomic_file::remove_temporaries(&initial);
+    }
 }

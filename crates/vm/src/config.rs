@@ -16,6 +16,10 @@ pub struct VmConfig {
     pub memory_mib: u64,
     /// Size of the emulated NVDIMM.
     pub pm_size_mib: u64,
+    /// Size of an emulated NVMe SSD (`/dev/nvme0n1`; 0: none), a worst-case device:
+    /// volatile write cache, 512-byte blocks. Its commands are traced as block entries.
+    #[serde(default)]
+    pub nvme_size_mib: u64,
     /// Kernel modules (names as in modules.dep, `-` or `_` alike), loaded in this order
     /// after their dependencies.
     #[serde(default)]
@@ -145,6 +149,11 @@ impl VmConfig {
 
     pub fn pm_size(&self) -> u64 {
         self.pm_size_mib << 20
+    }
+
+    /// The NVMe namespace's size in bytes (0: none).
+    pub fn blk_size(&self) -> u64 {
+        self.nvme_size_mib << 20
     }
 }
 

@@ -3,7 +3,7 @@
 use crate::config::VmConfig;
 use crate::error::VmError;
 use crate::trace::Prepared;
-use persim_abi::machine::{KERNEL_NOKASLR, PM_BASE};
+use persim_abi::machine::{KERNEL_4_LEVEL_PAGING, KERNEL_NOKASLR, PM_BASE};
 use persim_abi::PluginArgs;
 use std::path::PathBuf;
 use std::process::Command;
@@ -35,6 +35,8 @@ pub struct QemuSpec {
     pub memory_mib: u64,
     pub pm_file: PathBuf,
     pub pm_size: u64,
+    /// The host file behind the NVMe namespace, with the configuration's `nvme_size_mib`.
+    pub blk_file: Option<PathBuf>,
     pub plugin: Option<Plugin>,
     /// Where booted snapshots are kept (`crate::snapshot`): with a directory, the guest is
     /// restored from the snapshot of its kind if there is one, else booted and saved.
@@ -52,6 +54,7 @@ impl QemuSpec {
             memory_mib: config.memory_mib,
             pm_file,
             pm_size: config.pm_size(),
+            blk_file: None,
             plugin: None,
             snapshots: None,
             qemu_version: prepared.qemu_version.clone(),
@@ -114,12 +117,33 @@ impl QemuSpec {
         ));
         args.push("-device".into());
         args.push("nvdimm,id=nvdimm0,memdev=pm0".into());
+        if let Some(blk_file) = &self.blk_file {
+            // The thesis' worst-case SSD: a volatile write cache (flushes matter) and
+            // 512-byte atomic blocks. `dbcs=off`: without shadow doorbells every submission
+            // and completion is a register store the tracing plugin sees.
+            args.push("-drive".into());
+            args.push(format!(
+                "file={},if=none,id=nvm,format=raw,cache=writeback",
+                blk_file.display()
+            ));
+            args.push("-device".into());
+            args.push(
+                "nvme,serial=persim,drive=nvm,dbcs=off,write-cache=on,\
+                 logical_block_size=512,physical_block_size=512"
+                    .into(),
+            );
+        }
         args.push("-kernel".into());
         args.push(self.kernel.display().to_string());
         args.push("-initrd".into());
         args.push(self.initramfs.display().to_string());
         args.push("-append".into());
-        args.push(kernel_command_line());
+        let mut command_line = kernel_command_line();
+        if self.blk_file.is_some() {
+            // PRPs only: the plugin decodes no scatter-gather lists.
+            command_line.push_str(" nvme.sgl_threshold=0");
+        }
+        args.push(command_line);
         if let Some(plugin) = plugin {
             // The plugin's messages (qemu_plugin_outs) go to stderr only with `-d plugin`.
             args.push("-d".into());
@@ -138,9 +162,13 @@ impl QemuSpec {
 }
 
 /// panic=-1 with -no-reboot turns a guest panic into a QEMU exit instead of a hang; the
-/// tracing plugin's address arithmetic needs [`KERNEL_NOKASLR`] (see there).
+/// tracing plugin's address arithmetic needs [`KERNEL_NOKASLR`] and 4-level paging (see
+/// there; `-cpu max` offers 5-level paging, which moves the direct map).
 fn kernel_command_line() -> String {
-    format!("console=ttyS0 panic=-1 loglevel=4 {KERNEL_NOKASLR} no_timer_check rdinit=/init")
+    format!(
+        "console=ttyS0 panic=-1 loglevel=4 {KERNEL_NOKASLR} {KERNEL_4_LEVEL_PAGING} \
+         no_timer_check rdinit=/init"
+    )
 }
 
 /// Fails with a clear message unless QEMU >= 10 is installed.
@@ -202,6 +230,7 @@ mod tests {
             memory_mib: 512,
             pm_file: "/tmp/pm".into(),
             pm_size: 64 << 20,
+            blk_file: Some("/tmp/blk".into()),
             plugin: Some(Plugin {
                 library: "/p.so".into(),
                 args: PluginArgs::new(PM_BASE, 64 << 20, "/t,1".into()),
@@ -225,5 +254,8 @@ mod tests {
         ));
         let append = args.iter().position(|a| a == "-append").unwrap();
         assert!(args[append + 1].split(' ').any(|w| w == KERNEL_NOKASLR));
+        assert!(args[append + 1].ends_with(" nvme.sgl_threshold=0"));
+        assert!(joined.contains("-drive file=/tmp/blk,if=none,id=nvm,format=raw"));
+        assert!(joined.contains("-device nvme,serial=persim,drive=nvm,dbcs=off,write-cache=on,"));
     }
 }

@@ -10,7 +10,7 @@ use crate::qemu::{check_version, Plugin, QemuSpec, MAX_MEMORY_MIB};
 use crate::scratch::ScratchPm;
 use persim_abi::machine::PM_BASE;
 use persim_abi::{PluginArgs, Stacks};
-use persim_trace::initial_image_path;
+use persim_trace::{initial_block_image_path, initial_image_path};
 use std::collections::HashMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -183,6 +183,9 @@ pub struct TracingVm {
     prepared: Prepared,
     spec: QemuSpec,
     pm: ScratchPm,
+    /// The NVMe namespace's file, with the plugin's link to its initial copy. A guest with
+    /// one records a single test: the block device and the controller start blank at boot.
+    blk: Option<(ScratchPm, PathBuf)>,
     vm: Option<Vm>,
     /// Whether the guest's PM holds an earlier recording's file system.
     used: bool,
@@ -196,6 +199,9 @@ impl Drop for TracingVm {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.links.0);
         let _ = std::fs::remove_file(&self.links.1);
+        if let Some((_, link)) = &self.blk {
+            let _ = std::fs::remove_file(link);
+        }
     }
 }
 
@@ -208,6 +214,14 @@ impl TracingVm {
             pm.path().with_extension("trace"),
             pm.path().with_extension("initial"),
         );
+        let blk_size = opts.config.blk_size();
+        let blk = if blk_size > 0 {
+            let file = ScratchPm::create(&opts.cache_dir, blk_size)?;
+            let link = pm.path().with_extension("blk-initial");
+            Some((file, link))
+        } else {
+            None
+        };
         let spec = QemuSpec {
             plugin: Some(Plugin {
                 library: opts.artifacts.plugin.clone(),
@@ -216,10 +230,16 @@ impl TracingVm {
                     stacks: opts.stack_traces,
                     initial: Some((pm.path().to_owned(), links.1.clone())),
                     repeat: true,
+                    blk_size,
+                    blk_initial: blk
+                        .as_ref()
+                        .map(|(file, link)| (file.path().to_owned(), link.clone())),
                     ..PluginArgs::new(PM_BASE, opts.config.pm_size(), links.0.clone())
                 },
             }),
-            snapshots: Some(opts.cache_dir.clone()),
+            // A booted snapshot holds no disk contents and a controller that has run.
+            snapshots: blk.is_none().then(|| opts.cache_dir.clone()),
+            blk_file: blk.as_ref().map(|(file, _)| file.path().to_owned()),
             ..QemuSpec::new(&prepared, &opts.config, pm.path().to_owned())
         };
         Ok(TracingVm {
@@ -227,6 +247,7 @@ impl TracingVm {
             prepared,
             spec,
             pm,
+            blk,
             vm: None,
             used: false,
             links,
@@ -311,6 +332,10 @@ impl TracingVm {
         if let Err(e) = self.save_symbols(output) {
             self.say(format!("no symbols for the trace: {e}"));
         }
+        if self.blk.is_some() {
+            // The next recording boots on a blank block device.
+            self.vm = None;
+        }
         Ok(TraceSummary {
             exit_code: out.exit_code,
             output: out.output,
@@ -331,6 +356,9 @@ impl TracingVm {
         let mut boot = Duration::ZERO;
         if self.vm.is_none() {
             self.pm.clear()?;
+            if let Some((blk, _)) = &self.blk {
+                blk.clear()?;
+            }
             self.say(format!(
                 "booting {} (QEMU {}, kernel {})",
                 self.opts.config.name,
@@ -393,10 +421,17 @@ impl TracingVm {
     fn point_links_at(&self, output: &Path) -> Result<(), VmError> {
         let output = std::path::absolute(output)
             .map_err(|e| VmError::io(format!("the trace path {}", output.display()), e))?;
+        let blk_link = self
+            .blk
+            .as_ref()
+            .map(|(_, link)| (link, initial_block_image_path(&output)));
         for (link, target) in [
             (&self.links.0, output.clone()),
             (&self.links.1, initial_image_path(&output)),
-        ] {
+        ]
+        .into_iter()
+        .chain(blk_link)
+        {
             let _ = std::fs::remove_file(link);
             std::os::unix::fs::symlink(&target, link)
                 .map_err(|e| VmError::io(format!("linking {}", link.display()), e))?;
@@ -526,7 +561,10 @@ mod tests {
             body,
             [
                 "cd /mnt",
+                "nvme_reset=/sys/class/nvme/nvme0/reset_controller",
+                "[ -e $nvme_reset ] && sync",
                 "hypercall start",
+                "[ -e $nvme_reset ] && echo 1 >$nvme_reset",
                 "(",
                 "echo @COMMAND@",
                 "exit 3",

@@ -3,7 +3,13 @@
 # The placeholder line in the subshell is replaced with the commands (the only place the
 # placeholder may appear: commands are multi-line); the subshell keeps `exit` and `cd` inside.
 cd /mnt
+# With an NVMe SSD: what setup wrote is on it before the initial copy is taken at `start`,
+# and a controller reset right after `start` lets the plugin, tracing from then on, see the
+# queues being created (it decodes commands from them: docs/tracer.md, "Block devices").
+nvme_reset=/sys/class/nvme/nvme0/reset_controller
+[ -e $nvme_reset ] && sync
 hypercall start
+[ -e $nvme_reset ] && echo 1 >$nvme_reset
 (
 @COMMAND@
 )

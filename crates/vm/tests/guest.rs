@@ -595,3 +595,101 @@ fn a_restored_guest_answers_at_once_and_sees_its_own_pm_after_attaching() {
     assert!(read.output.lines().any(|l| l.trim() == "one"), "{read:?}");
     eprintln!("restored in {:.2} s", restore.as_secs_f64());
 }
+
+/// The bytes of blk-probe's write `k` (targets/guest-subjects/src/bin/blk-probe.rs).
+fn blk_pattern(k: u8, len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i as u8).wrapping_mul(31) ^ k).collect()
+}
+
+#[test]
+fn nvme_writes_flushes_and_forced_writes_are_traced_in_order_with_pm() {
+    const TEST: &str = "nvme_writes_flushes_and_forced_writes_are_traced_in_order_with_pm";
+    let Some(mut artifacts) = artifacts_or_skip(TEST) else {
+        return;
+    };
+    let probe = artifacts.guest_tools[0].with_file_name("blk-probe");
+    assert!(
+        probe.is_file(),
+        "{} is missing (run scripts/setup.sh)",
+        probe.display()
+    );
+    artifacts.guest_tools.push(probe);
+    // PM and an NVMe SSD, neither with a file system: the probe writes both devices raw.
+    let config = VmConfig::parse(
+        r#"
+        name = "nvme-probe"
+        memory_mib = 512
+        pm_size_mib = 64
+        nvme_size_mib = 16
+        modules = ["nfit", "nd_pmem", "nvme"]
+        mkfs = "true"
+        mount = "true"
+        recover = "true"
+        "#,
+        &default_config_dir().join("nvme-probe.toml"),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("probe.trace");
+    let opts = TraceOptions {
+        config,
+        ..trace_options(
+            "ext4",
+            "blk-probe /dev/nvme0n1 /dev/pmem0",
+            output.clone(),
+            artifacts,
+        )
+    };
+    let summary = persim_vm::trace(&opts).unwrap();
+    assert_eq!(summary.exit_code, 0, "{}", summary.output);
+    let (header, entries) = persim_trace::read_all(&output).unwrap();
+    assert_eq!(header.blk_size, 16 << 20);
+    // The disk was blank when tracing started.
+    let initial = std::fs::read(persim_trace::initial_block_image_path(&output)).unwrap();
+    assert_eq!(initial.len(), 16 << 20);
+    assert!(initial.iter().all(|b| *b == 0));
+
+    // Block entries as (offset, which pattern the data is), `None` for a flush.
+    let blocks = |n| -> Vec<Option<(u64, Option<u8>)>> {
+        between_checkpoints(&entries, n)
+            .iter()
+            .filter_map(|e| match &e.op {
+                Op::BlkWrite { offset, data } => Some(Some((
+                    *offset,
+                    (1..10).find(|k| *data == blk_pattern(*k, data.len())),
+                ))),
+                Op::BlkFlush => Some(None),
+                _ => None,
+            })
+            .collect()
+    };
+    let write = |offset: u64, k: u8| Some((offset, Some(k)));
+    let lengths: Vec<usize> = entries
+        .iter()
+        .filter_map(|e| match &e.op {
+            Op::BlkWrite { data, .. } => Some(data.len()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(lengths, [12 << 10, 4096, 4096]);
+    assert_eq!(blocks(1), [write(64 << 10, 1)]);
+    // RWF_DSYNC: a write with Force Unit Access (durable at its completion), then the
+    // kernel's flush of the device.
+    assert_eq!(blocks(2), [write(0, 2), None, None]);
+    assert_eq!(blocks(3), [write(8 << 10, 3), None]);
+    // The PM write comes before the forced block write, in program order.
+    let between = between_checkpoints(&entries, 2);
+    let pm_pattern = blk_pattern(9, 512);
+    let last_pm = between
+        .iter()
+        .rposition(|e| matches!(&e.op, Op::Write { data, .. } if pm_pattern.windows(data.len()).any(|w| w == data.as_slice()) && data.len() >= 8))
+        .expect("the PM write is traced");
+    let first_blk = between
+        .iter()
+        .position(|e| matches!(e.op, Op::BlkWrite { .. }))
+        .unwrap();
+    assert!(
+        last_pm < first_blk,
+        "PM entries at ..={last_pm}, block write at {first_blk}"
+    );
+}
