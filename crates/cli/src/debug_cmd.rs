@@ -79,9 +79,7 @@ pub fn run(command: &DebugCommand) -> Result<()> {
         } => {
             let trace = RunDir::trace_of(dir);
             let reader = Reader::open(&trace)?;
-            // a hand-written trace may not say its PM size; any size holds its stores
-            let pm_size = Some(reader.header().pm_size).filter(|&s| s > 0);
-            let mut config = Config::new(pm_size.unwrap_or(u64::MAX / 2));
+            let mut config = Config::of_header(&reader.header());
             config.cache = match cache {
                 Some(cache) => *cache,
                 None => RunDir::recorded_cache(dir)?,

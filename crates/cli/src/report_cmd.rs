@@ -76,7 +76,7 @@ pub fn run(args: &ReportArgs) -> Result<bool> {
 /// durability decides between the final states. Replayed with the run's cache mode.
 fn print_dirty_lines(dir: &RunDir, report: &Report, to: u64) -> Result<()> {
     let reader = Reader::open(&dir.trace())?;
-    let mut config = Config::new(reader.header().pm_size);
+    let mut config = Config::of_header(&reader.header());
     config.cache = report.cache;
     let index_path = dir.images_index();
     let index = ImagesIndex::read(&index_path)?

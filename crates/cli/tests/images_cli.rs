@@ -329,3 +329,50 @@ fn a_failed_generation_leaves_valid_json_and_no_orphan_images() {
         assert!(index.get(&hash).is_some(), "{hash}.img is not in the index");
     }
 }
+
+/// A trace recorded with an NVMe disk has two initial images beside it: crash images are
+/// PM followed by the disk, each part starting from its own initial contents.
+#[test]
+fn a_recorded_disk_is_the_block_part_of_every_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.trace");
+    let new_block = "bb".repeat(512);
+    std::fs::write(
+        &trace,
+        format!(
+            "# persim-trace pm-size=0x1000 blk-size=0x400\nwrite 0x0 01\nblkwrite 0x200 {new_block}\nblkflush\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("t.trace.initial"), [7u8; 0x1000]).unwrap();
+    std::fs::write(dir.path().join("t.trace.blk-initial"), [0xaau8; 0x400]).unwrap();
+    let v = json(&["images", trace.to_str().unwrap(), "--json", "--hex"]);
+    let images: Vec<Vec<u8>> = v["images"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|i| hex_decode(i["hex"].as_str().unwrap()))
+        .collect();
+    let mut everything = vec![7u8; 0x1000];
+    everything[0] = 1;
+    everything.extend([0xaa; 0x200]);
+    everything.extend([0xbb; 0x200]);
+    assert!(
+        images.contains(&everything),
+        "PM written, then the disk's blocks"
+    );
+    assert!(images.iter().all(|i| i[0x1000..0x1200] == [0xaa; 0x200]));
+
+    // A disk image of the wrong size is refused, naming it.
+    std::fs::write(dir.path().join("t.trace.blk-initial"), [0u8; 16]).unwrap();
+    let out = persim()
+        .args(["images", trace.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("t.trace.blk-initial has 16 bytes, but the block device has 1024 bytes"),
+        "{err}"
+    );
+}

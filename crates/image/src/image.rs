@@ -45,34 +45,49 @@ impl Image {
     /// An image of `len` bytes holding the contents of the file at `path`, zero-padded if the
     /// file is shorter. A file longer than `len` is an error.
     pub fn from_file(path: impl AsRef<Path>, len: u64) -> io::Result<Image> {
-        let path = path.as_ref();
-        let context = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
-        let file = File::open(path).map_err(context)?;
-        let file_len = file.metadata().map_err(context)?.len();
-        if file_len > len {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "{} has {file_len} bytes, more than the image size of {len} bytes; \
-                     give the image size of at least the file size",
-                    path.display()
-                ),
-            ));
+        Image::from_files(&[(path.as_ref(), len)])
+    }
+
+    /// An image made of consecutive parts, each the contents of a file zero-padded to the
+    /// part's length (a machine's PM, then its block device). A file longer than its part is
+    /// an error.
+    pub fn from_files(parts: &[(&Path, u64)]) -> io::Result<Image> {
+        let mut image = Image::zeroed(parts.iter().map(|(_, len)| len).sum());
+        let mut start = 0;
+        for &(path, len) in parts {
+            let context =
+                |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
+            let file = File::open(path).map_err(context)?;
+            let file_len = file.metadata().map_err(context)?.len();
+            if file_len > len {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "{} has {file_len} bytes, more than the image size of {len} bytes; \
+                         give the image size of at least the file size",
+                        path.display()
+                    ),
+                ));
+            }
+            image.fill_from(file, start, file_len).map_err(context)?;
+            start += len;
         }
-        let mut image = Image::zeroed(len);
-        image.fill_from(file, file_len).map_err(context)?;
         Ok(image)
     }
 
-    /// Copies `len` bytes from `reader` leaf by leaf, leaving all-zero leaves unstored.
-    fn fill_from(&mut self, mut reader: impl Read, len: u64) -> io::Result<()> {
+    /// Copies `len` bytes from `reader` to `start` leaf by leaf, leaving all-zero leaves
+    /// unstored.
+    fn fill_from(&mut self, mut reader: impl Read, start: u64, len: u64) -> io::Result<()> {
         let mut buf = vec![0; self.leaf_len() as usize];
         let mut offset = 0;
         while offset < len {
-            let piece = &mut buf[..(len - offset).min(self.leaf_len()) as usize];
+            // Leaf-aligned pieces in the image, wherever the part starts.
+            let at = start + offset;
+            let room = self.leaf_len() - at % self.leaf_len();
+            let piece = &mut buf[..(len - offset).min(room) as usize];
             reader.read_exact(piece)?;
             if piece.iter().any(|&b| b != 0) {
-                self.write(offset, piece);
+                self.write(at, piece);
             }
             offset += piece.len() as u64;
         }
@@ -295,6 +310,25 @@ mod tests {
             panic!("a written 1 GiB image has a parent at the root");
         };
         assert!(Arc::ptr_eq(a, b), "the unwritten left half is shared");
+    }
+
+    #[test]
+    fn an_image_of_parts_pads_each_file_to_its_part() {
+        let dir = tempfile::tempdir().unwrap();
+        let (pm, disk) = (dir.path().join("pm"), dir.path().join("disk"));
+        // A part that does not end on a leaf boundary, so the second starts inside a leaf.
+        let pm_len = 3000;
+        std::fs::write(&pm, [1u8; 2000]).unwrap();
+        std::fs::write(&disk, [2u8; 1500]).unwrap();
+        let image = Image::from_files(&[(&pm, pm_len), (&disk, 4096)]).unwrap();
+        let mut want = vec![0u8; 3000 + 4096];
+        want[..2000].fill(1);
+        want[3000..4500].fill(2);
+        let mut got = vec![0u8; want.len()];
+        image.read(0, &mut got);
+        assert_eq!(got, want);
+        let e = Image::from_files(&[(&pm, 1000)]).unwrap_err().to_string();
+        assert!(e.contains("2000 bytes"), "{e}");
     }
 
     #[test]

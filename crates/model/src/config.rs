@@ -67,6 +67,21 @@ impl Config {
         }
     }
 
+    /// The defaults for replaying a recorded trace of a machine with the sizes its header
+    /// gives; a hand-written trace that does not say its PM size gets one that holds any
+    /// store.
+    pub fn of_header(header: &persim_trace::Header) -> Config {
+        let pm_size = if header.pm_size > 0 {
+            header.pm_size
+        } else {
+            u64::MAX / 2
+        };
+        Config {
+            blk_size: header.blk_size,
+            ..Config::new(pm_size)
+        }
+    }
+
     /// Length of a crash image: PM followed by the block device.
     pub fn image_len(&self) -> u64 {
         self.pm_size + self.blk_size

@@ -8,7 +8,7 @@ use crate::progress::{Event, Observer};
 use anyhow::{bail, Context, Result};
 use persim_image::{Image, ImageStore};
 use persim_model::{Config, CrashImages, FailureView, Origin, ReadGuide, Replay, Sink};
-use persim_trace::{initial_image_path, Reader};
+use persim_trace::{initial_block_image_path, initial_image_path, Reader};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::io;
@@ -136,35 +136,52 @@ pub fn generate_images(
     })
 }
 
-/// The persisted image the trace starts from: the given or recorded initial contents,
-/// which must be exactly as long as PM (and block device), or zeros.
+/// The persisted image the trace starts from: the given initial image (PM, then the block
+/// device), or the recorded ones beside the trace (`TRACE.initial`, and
+/// `TRACE.blk-initial` with a block device), or zeros. Each must be exactly as long as
+/// its medium.
 fn initial_image(opts: &ImagesOptions, trace: &Path, config: &Config) -> Result<Image> {
-    let recorded = initial_image_path(trace);
-    let path = opts
-        .initial
-        .clone()
-        .or_else(|| recorded.is_file().then_some(recorded));
-    let Some(path) = path else {
-        return Ok(Image::zeroed(config.image_len()));
-    };
-    let len = std::fs::metadata(&path)
-        .with_context(|| format!("cannot read the initial image {}", path.display()))?
-        .len();
-    if len != config.image_len() {
-        bail!(
-            "the initial image {} has {len} bytes, but PM{} has {} bytes: give the initial \
-             image of this trace (or --pm-size/--blk-size of its machine)",
-            path.display(),
+    let parts = match &opts.initial {
+        Some(path) => vec![(path.clone(), config.image_len(), "PM and block device")],
+        None => {
+            let pm = initial_image_path(trace);
+            if !pm.is_file() {
+                return Ok(Image::zeroed(config.image_len()));
+            }
+            let mut parts = vec![(pm, config.pm_size, "PM")];
             if config.blk_size > 0 {
-                " and block device"
-            } else {
-                ""
-            },
-            config.image_len()
-        );
+                let blk = initial_block_image_path(trace);
+                if blk.is_file() {
+                    parts.push((blk, config.blk_size, "the block device"));
+                } else {
+                    // A hand-made PM initial image for a trace with a block device.
+                    parts[0].1 = config.image_len();
+                }
+            }
+            parts
+        }
+    };
+    for (path, want, what) in &parts {
+        let len = std::fs::metadata(path)
+            .with_context(|| format!("cannot read the initial image {}", path.display()))?
+            .len();
+        if len != *want {
+            let what = if config.blk_size == 0 { "PM" } else { what };
+            bail!(
+                "the initial image {} has {len} bytes, but {what} has {want} bytes: give the \
+                 initial image of this trace (or --pm-size/--blk-size of its machine)",
+                path.display(),
+            );
+        }
     }
-    Image::from_file(&path, len)
-        .with_context(|| format!("reading the initial image {}", path.display()))
+    let parts: Vec<(&Path, u64)> = parts
+        .iter()
+        .map(|(p, len, _)| (p.as_path(), *len))
+        .collect();
+    Image::from_files(&parts).with_context(|| {
+        let names: Vec<String> = parts.iter().map(|(p, _)| p.display().to_string()).collect();
+        format!("reading the initial image {}", names.join(" and "))
+    })
 }
 
 /// Keeps the persisted image, materialises each crash image on top of it, records it and

@@ -200,6 +200,7 @@ fn record_stage(
         // The workload did not run as written: nothing of it is a result.
         let _ = std::fs::remove_file(dir.trace());
         let _ = std::fs::remove_file(dir.initial_image());
+        let _ = std::fs::remove_file(dir.initial_block_image());
         bail!("{}", test.failure(recording.exit_code, &recording.output));
     }
     let took = stage.elapsed();
@@ -268,9 +269,7 @@ fn explain(
     checkpoints: &mut [CheckpointVerdict],
 ) -> Result<()> {
     let trace = dir.trace();
-    // a hand-written trace may not say its PM size; any size holds its stores
-    let pm_size = Some(Reader::open(&trace)?.header().pm_size).filter(|&s| s > 0);
-    let mut config = Config::new(pm_size.unwrap_or(u64::MAX / 2));
+    let mut config = Config::of_header(&Reader::open(&trace)?.header());
     config.cache = opts.cache;
     let symbols = Symbols::of_trace(&trace);
     let reads: BTreeMap<u64, PointReads> = ImagesIndex::read(&dir.images_index())

@@ -71,6 +71,11 @@ impl RunDir {
         persim_trace::initial_image_path(&self.trace())
     }
 
+    /// The block device's contents at the trace's start (a machine with a disk).
+    pub fn initial_block_image(&self) -> PathBuf {
+        persim_trace::initial_block_image_path(&self.trace())
+    }
+
     pub fn images_index(&self) -> PathBuf {
         self.root.join("images.json")
     }
@@ -160,6 +165,7 @@ impl RunDir {
         for path in [
             self.trace(),
             self.initial_image(),
+            self.initial_block_image(),
             self.output(),
             self.test(),
             self.inputs(),
@@ -202,6 +208,9 @@ impl RunDir {
             (source.output(), self.output()),
         ] {
             link_or_copy(&from, &to)?;
+        }
+        if source.initial_block_image().is_file() {
+            link_or_copy(&source.initial_block_image(), &self.initial_block_image())?;
         }
         std::fs::create_dir_all(self.states())
             .with_context(|| format!("cannot create {}", self.states().display()))?;

@@ -157,7 +157,8 @@ pub fn extract_states(
 pub struct ExtractPool {
     jobs: Option<mpsc::Sender<Job>>,
     threads: Vec<std::thread::JoinHandle<()>>,
-    pm_size: u64,
+    /// PM plus block device: the length of every crash image.
+    image_len: u64,
 }
 
 /// One image to recover, and where its result goes.
@@ -175,7 +176,7 @@ impl ExtractPool {
     /// guest when its first image comes.
     pub fn new(opts: ExtractOptions) -> Result<ExtractPool, VmError> {
         let prepared = Arc::new(prepare(&opts.config, &opts.artifacts, &opts.cache_dir)?);
-        let pm_size = opts.config.pm_size();
+        let image_len = opts.config.pm_size() + opts.config.blk_size();
         let opts = Arc::new(opts);
         let (jobs, queue) = mpsc::channel::<Job>();
         let queue = Arc::new(Mutex::new(queue));
@@ -189,7 +190,7 @@ impl ExtractPool {
         Ok(ExtractPool {
             jobs: Some(jobs),
             threads,
-            pm_size,
+            image_len,
         })
     }
 
@@ -201,7 +202,7 @@ impl ExtractPool {
         mut finished: impl FnMut(usize, &Extracted),
     ) -> Result<Vec<Extracted>, VmError> {
         for image in images {
-            check_image(image, self.pm_size)?;
+            check_image(image, self.image_len)?;
         }
         let (results_tx, results_rx) = mpsc::channel();
         let cancelled = Arc::new(AtomicBool::new(false));
@@ -276,18 +277,20 @@ fn serve(opts: &Arc<ExtractOptions>, prepared: &Prepared, queue: &Mutex<mpsc::Re
     }
 }
 
-/// Images must be readable files of exactly the configuration's PM size.
-fn check_image(image: &Path, pm_size: u64) -> Result<(), VmError> {
+/// Images must be readable files of exactly the configuration's PM size (plus its block
+/// device's).
+fn check_image(image: &Path, image_len: u64) -> Result<(), VmError> {
     let context = || format!("crash image {}", image.display());
     let meta = std::fs::metadata(image).map_err(|e| VmError::io(context(), e))?;
-    if !meta.is_file() || meta.len() != pm_size {
+    if !meta.is_file() || meta.len() != image_len {
         return Err(VmError::io(
             context(),
             std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
                 format!(
-                    "is not a PM image of {pm_size} bytes (the VM configuration's pm_size_mib); \
-                     extract with the configuration the trace was recorded with"
+                    "is not a crash image of {image_len} bytes (the VM configuration's \
+                     pm_size_mib and nvme_size_mib); extract with the configuration the \
+                     trace was recorded with"
                 ),
             ),
         ));

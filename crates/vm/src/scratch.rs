@@ -1,5 +1,5 @@
-//! The host file behind a guest's NVDIMM: sparse, of the configuration's PM size, private
-//! to one process and removed when dropped. A traced run boots on an empty one; an
+//! The host file behind a guest's NVDIMM (or NVMe namespace): sparse, of the
+//! configuration's size, private to one process and removed when dropped. A traced run boots on an empty one; an
 //! extraction worker copies each image into its own, never attaching the image itself, so
 //! what recovery writes lands here and image files stay untouched.
 //!
@@ -71,12 +71,17 @@ impl ScratchPm {
             .map(drop)
     }
 
-    /// Makes the file's contents equal to `image`, writing only the blocks that differ
+    /// Makes the file's contents equal to the bytes of `image` from `offset` on (a crash
+    /// image holds PM, then the block device), writing only the blocks that differ
     /// (consecutive images differ in few blocks). Returns the number of blocks written.
     /// The guest maps the file shared, so it sees the new contents without any copy.
-    pub(crate) fn load(&mut self, image: &Path) -> Result<u64, VmError> {
+    pub(crate) fn load(&mut self, image: &Path, offset: u64) -> Result<u64, VmError> {
+        use std::io::{Seek, SeekFrom};
         let mut source = File::open(image)
             .map_err(|e| VmError::io(format!("opening {}", image.display()), e))?;
+        source
+            .seek(SeekFrom::Start(offset))
+            .map_err(|e| VmError::io(format!("reading {}", image.display()), e))?;
         self.fill_from(&mut source, image)
     }
 
@@ -183,8 +188,10 @@ mod tests {
 
     const SIZE: u64 = 3 * CHUNK as u64;
 
+    /// SIZE bytes, or up to the last block given, with those blocks filled.
     fn image(dir: &Path, name: &str, blocks: &[(usize, u8)]) -> PathBuf {
-        let mut data = vec![0u8; SIZE as usize];
+        let end = blocks.iter().map(|(b, _)| (b + 1) * BLOCK).max();
+        let mut data = vec![0u8; end.unwrap_or(0).max(SIZE as usize)];
         for &(block, byte) in blocks {
             data[block * BLOCK..(block + 1) * BLOCK].fill(byte);
         }
@@ -206,13 +213,13 @@ mod tests {
         let b = image(dir.path(), "b.img", &[(0, 1), (1, 2), (2, 2), (300, 7)]);
         let (a_bytes, b_bytes) = (std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
 
-        assert_eq!(scratch.load(&a).unwrap(), 5);
+        assert_eq!(scratch.load(&a, 0).unwrap(), 5);
         assert_eq!(std::fs::read(scratch.path()).unwrap(), a_bytes);
         // A guest write between images is undone too.
         scratch.file.write_all_at(&[5], 40 * BLOCK as u64).unwrap();
-        assert_eq!(scratch.load(&b).unwrap(), 2 + 1 + 1);
+        assert_eq!(scratch.load(&b, 0).unwrap(), 2 + 1 + 1);
         assert_eq!(std::fs::read(scratch.path()).unwrap(), b_bytes);
-        assert_eq!(scratch.load(&b).unwrap(), 0);
+        assert_eq!(scratch.load(&b, 0).unwrap(), 0);
         assert_eq!(std::fs::read(&a).unwrap(), a_bytes);
 
         scratch.clear().unwrap();
@@ -223,6 +230,21 @@ mod tests {
         let path = scratch.path().to_owned();
         drop(scratch);
         assert!(!path.exists());
+    }
+
+    #[test]
+    fn a_part_of_a_combined_image_is_loaded_from_its_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut pm = ScratchPm::create(dir.path(), SIZE).unwrap();
+        let mut disk = ScratchPm::create(dir.path(), 2 * BLOCK as u64).unwrap();
+        let blocks = SIZE as usize / BLOCK;
+        // PM with block 3 set, then the disk with its second block set.
+        let combined = image(dir.path(), "pm-and-disk.img", &[(3, 4), (blocks + 1, 6)]);
+        assert_eq!(pm.load(&combined, 0).unwrap(), 1);
+        assert_eq!(disk.load(&combined, SIZE).unwrap(), 1);
+        let bytes = std::fs::read(&combined).unwrap();
+        assert_eq!(std::fs::read(pm.path()).unwrap(), bytes[..SIZE as usize]);
+        assert_eq!(std::fs::read(disk.path()).unwrap(), bytes[SIZE as usize..]);
     }
 
     #[test]
@@ -262,7 +284,7 @@ mod tests {
         let mut scratch = ScratchPm::create(dir.path(), SIZE).unwrap();
         let short = dir.path().join("short.img");
         std::fs::write(&short, [1u8; 100]).unwrap();
-        let e = scratch.load(&short).unwrap_err().to_string();
+        let e = scratch.load(&short, 0).unwrap_err().to_string();
         assert!(e.contains("short.img"), "{e}");
     }
 }

@@ -1,8 +1,9 @@
 #!/bin/busybox sh
 # Attaches the NVDIMM as /dev/pmem0 in fsdax mode, and detaches it again.
 #   persim-pmem fsdax    give a raw namespace a pfn device (at boot, and after attach)
-#   persim-pmem detach   unmount everything on /dev/pmem0 and unbind region0: the namespace,
-#                        the pfn device and pmem0 with its page cache are destroyed
+#   persim-pmem detach   unmount everything on /dev/nvme0n1 and /dev/pmem0, drop the NVMe
+#                        disk's cached blocks and unbind region0: the namespace, the pfn
+#                        device and pmem0 with its page cache are destroyed
 #   persim-pmem attach   bind region0 again: the kernel probes the namespace as at boot
 #                        (finding the pfn info block of the PM contents), then fsdax
 region=/sys/bus/nd/devices/region0
@@ -25,9 +26,14 @@ fsdax() {
 }
 
 detach() {
-    for m in $(awk '$1 == "/dev/pmem0" { print $2 }' /proc/mounts); do
-        umount "$m" || return 1
+    # The NVMe disk's mounts first: a file system there may keep its journal on pmem0.
+    for dev in /dev/nvme0n1 /dev/pmem0; do
+        for m in $(awk -v dev=$dev '$1 == dev { print $2 }' /proc/mounts); do
+            umount "$m" || return 1
+        done
     done
+    # The next image's disk contents are read from the device, not from this one's cache.
+    if [ -e /dev/nvme0n1 ]; then blockdev --flushbufs /dev/nvme0n1 || return 1; fi
     echo region0 >/sys/bus/nd/drivers/nd_region/unbind
 }
 

@@ -35,6 +35,8 @@ pub(super) struct Worker {
     opts: Arc<ExtractOptions>,
     spec: QemuSpec,
     pm: ScratchPm,
+    /// The NVMe namespace's file, with configurations that have one.
+    blk: Option<ScratchPm>,
     /// The running guest; None until the first image and after a crash or hang.
     vm: Option<Vm>,
     /// With `reads`: the trace the plugin writes for each image.
@@ -61,7 +63,13 @@ impl Worker {
     pub(super) fn new(opts: Arc<ExtractOptions>, prepared: &Prepared) -> Result<Self, VmError> {
         let pm = ScratchPm::create(&opts.cache_dir, opts.config.pm_size())?;
         let mut spec = QemuSpec::new(prepared, &opts.config, pm.path().to_owned());
-        if opts.mode == ExtractMode::ReuseGuest {
+        let blk = match opts.config.blk_size() {
+            0 => None,
+            size => Some(ScratchPm::create(&opts.cache_dir, size)?),
+        };
+        spec.blk_file = blk.as_ref().map(|b| b.path().to_owned());
+        // QEMU cannot migrate an NVMe controller, and a snapshot would not hold the disk.
+        if opts.mode == ExtractMode::ReuseGuest && blk.is_none() {
             // Restored guests detach the NVDIMM first and attach each image: a fresh boot
             // per image must boot on the image instead.
             spec.snapshots = Some(opts.cache_dir.clone());
@@ -81,6 +89,7 @@ impl Worker {
             opts,
             spec,
             pm,
+            blk,
             vm: None,
             reads_trace,
         })
@@ -112,7 +121,7 @@ impl Worker {
         let deadline = match self.opts.mode {
             ExtractMode::ReuseGuest => {
                 self.detached_guest().map_err(Stop::Tool)?;
-                self.pm.load(image).map_err(Stop::Tool)?;
+                self.load(image).map_err(Stop::Tool)?;
                 let deadline = Instant::now() + self.opts.timeout;
                 self.vm_mut().clear_log();
                 let out = self.run(ATTACH, deadline)?;
@@ -126,7 +135,7 @@ impl Worker {
                 deadline
             }
             ExtractMode::FreshBoot => {
-                self.pm.load(image).map_err(Stop::Tool)?;
+                self.load(image).map_err(Stop::Tool)?;
                 let vm = Vm::boot(&self.spec, self.opts.boot_timeout).map_err(vm_failure)?;
                 self.vm = Some(vm);
                 self.vm_mut().clear_log();
@@ -155,12 +164,24 @@ impl Worker {
         Ok((recovered, words_read))
     }
 
+    /// Puts `image` (PM, then the block device if there is one) into the guest's files.
+    fn load(&mut self, image: &Path) -> Result<(), VmError> {
+        self.pm.load(image, 0)?;
+        if let Some(blk) = &mut self.blk {
+            blk.load(image, self.opts.config.pm_size())?;
+        }
+        Ok(())
+    }
+
     /// Boots the worker's guest if it has none (on an all-zero PM) and detaches the NVDIMM.
     fn detached_guest(&mut self) -> Result<(), VmError> {
         if self.vm.is_some() {
             return Ok(());
         }
         self.pm.clear()?;
+        if let Some(blk) = &self.blk {
+            blk.clear()?;
+        }
         let mut vm = Vm::boot(&self.spec, self.opts.boot_timeout)?;
         vm.run(DETACH, self.opts.boot_timeout)?.succeeded(DETACH)?;
         self.vm = Some(vm);
