@@ -1,9 +1,9 @@
 #!/bin/busybox sh
 # Attaches the NVDIMM as /dev/pmem0 in fsdax mode, and detaches it again.
 #   persim-pmem fsdax    give a raw namespace a pfn device (at boot, and after attach)
-#   persim-pmem detach   unmount everything on /dev/nvme0n1 and /dev/pmem0, drop the NVMe
-#                        disk's cached blocks and unbind region0: the namespace, the pfn
-#                        device and pmem0 with its page cache are destroyed
+#   persim-pmem detach   unmount /mnt and everything on /dev/pmem0, remove device-mapper
+#                        devices, drop the NVMe disk's cached blocks and unbind region0: the
+#                        namespace, the pfn device and pmem0 with its page cache are destroyed
 #   persim-pmem attach   bind region0 again: the kernel probes the namespace as at boot
 #                        (finding the pfn info block of the PM contents), then fsdax
 region=/sys/bus/nd/devices/region0
@@ -26,12 +26,13 @@ fsdax() {
 }
 
 detach() {
-    # The NVMe disk's mounts first: a file system there may keep its journal on pmem0.
-    for dev in /dev/nvme0n1 /dev/pmem0; do
-        for m in $(awk -v dev=$dev '$1 == dev { print $2 }' /proc/mounts); do
-            umount "$m" || return 1
-        done
+    # Whatever is mounted on /mnt first (it may be on the NVMe disk with its journal on
+    # pmem0, or on a device-mapper device over both), then what remains on pmem0.
+    for m in $(awk '$2 == "/mnt" || $1 == "/dev/pmem0" { print $2 }' /proc/mounts); do
+        umount "$m" || return 1
     done
+    # Device-mapper devices (dm-writecache) hold pmem0 and the disk open.
+    if command -v dmsetup >/dev/null; then dmsetup remove_all || return 1; fi
     # The next image's disk contents are read from the device, not from this one's cache.
     if [ -e /dev/nvme0n1 ]; then blockdev --flushbufs /dev/nvme0n1 || return 1; fi
     echo region0 >/sys/bus/nd/drivers/nd_region/unbind
