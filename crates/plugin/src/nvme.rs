@@ -136,26 +136,15 @@ impl NvmeDecoder {
     }
 
     fn submitted(&mut self, qid: u16, tail: u64, mem: &mut impl PhysMemory, ops: &mut Vec<Op>) {
-        let Some(sq) = self.sqs.get(&qid).copied() else {
-            if self.enabled_once {
-                self.problem(format!("doorbell of unknown submission queue {qid}"));
-            }
-            return;
+        let Some(sq) = self.sqs.get_mut(&qid) else {
+            return self.unknown("submission", qid);
         };
-        let mut next = sq.next;
-        while next != tail % sq.entries {
-            let mut entry = [0u8; SQ_ENTRY as usize];
-            if !mem.read(sq.base + next * SQ_ENTRY, &mut entry) {
-                self.problem(format!("cannot read submission queue {qid} entry {next}"));
-            } else if qid == 0 {
-                self.admin_command(&Command(entry));
-            } else {
-                self.io_command(qid, &Command(entry), mem, ops);
+        for (index, entry) in sq.advance::<{ SQ_ENTRY as usize }>(tail, mem) {
+            match entry {
+                None => self.problem(format!("cannot read submission queue {qid} entry {index}")),
+                Some(entry) if qid == 0 => self.admin_command(&Command(entry)),
+                Some(entry) => self.io_command(qid, &Command(entry), mem, ops),
             }
-            next = (next + 1) % sq.entries;
-        }
-        if let Some(sq) = self.sqs.get_mut(&qid) {
-            sq.next = next;
         }
     }
 
@@ -217,35 +206,53 @@ impl NvmeDecoder {
     }
 
     fn completed(&mut self, qid: u16, head: u64, mem: &mut impl PhysMemory, ops: &mut Vec<Op>) {
-        let Some(cq) = self.cqs.get(&qid).copied() else {
-            if self.enabled_once {
-                self.problem(format!("doorbell of unknown completion queue {qid}"));
-            }
-            return;
+        let Some(cq) = self.cqs.get_mut(&qid) else {
+            return self.unknown("completion", qid);
         };
-        let mut next = cq.next;
-        while next != head % cq.entries {
-            let mut entry = [0u8; CQ_ENTRY as usize];
-            if mem.read(cq.base + next * CQ_ENTRY, &mut entry) {
-                let sqid = u16::from_le_bytes([entry[10], entry[11]]);
-                let cid = u16::from_le_bytes([entry[12], entry[13]]);
-                let failed = u16::from_le_bytes([entry[14], entry[15]]) >> 1 != 0;
-                // A failed flush makes nothing durable; a failed write stays pending.
-                if self.durable_at_completion.remove(&(sqid, cid)) && !failed {
-                    ops.push(Op::BlkFlush);
-                }
-            } else {
-                self.problem(format!("cannot read completion queue {qid} entry {next}"));
+        for (index, entry) in cq.advance::<{ CQ_ENTRY as usize }>(head, mem) {
+            let Some(entry) = entry else {
+                self.problem(format!("cannot read completion queue {qid} entry {index}"));
+                continue;
+            };
+            let sqid = u16::from_le_bytes([entry[10], entry[11]]);
+            let cid = u16::from_le_bytes([entry[12], entry[13]]);
+            let failed = u16::from_le_bytes([entry[14], entry[15]]) >> 1 != 0;
+            // A failed flush makes nothing durable; a failed write stays pending.
+            if self.durable_at_completion.remove(&(sqid, cid)) && !failed {
+                ops.push(Op::BlkFlush);
             }
-            next = (next + 1) % cq.entries;
         }
-        if let Some(cq) = self.cqs.get_mut(&qid) {
-            cq.next = next;
+    }
+
+    /// A doorbell of a queue the decoder does not know: expected before the controller
+    /// was first seen enabled.
+    fn unknown(&mut self, kind: &str, qid: u16) {
+        if self.enabled_once {
+            self.problem(format!("doorbell of unknown {kind} queue {qid}"));
         }
     }
 
     fn problem(&mut self, message: String) {
         self.problems.push(message);
+    }
+}
+
+impl Queue {
+    /// The entries from the last one seen up to `to` (a doorbell's new tail or head), with
+    /// their positions, `None` for one that cannot be read; `to` becomes the last seen.
+    fn advance<const N: usize>(
+        &mut self,
+        to: u64,
+        mem: &mut impl PhysMemory,
+    ) -> Vec<(u64, Option<[u8; N]>)> {
+        let mut entries = Vec::new();
+        while self.next != to % self.entries {
+            let mut entry = [0u8; N];
+            let read = mem.read(self.base + self.next * N as u64, &mut entry);
+            entries.push((self.next, read.then_some(entry)));
+            self.next = (self.next + 1) % self.entries;
+        }
+        entries
     }
 }
 
