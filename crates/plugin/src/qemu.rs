@@ -526,13 +526,10 @@ fn on_io_store(pc: u64, hwaddr: &qemu_plugin::HwAddr, info: &MemoryInfo) {
         return;
     }
     let size = 1u64 << info.size_shift();
-    let value = match info.value() {
-        MemValue::U8(v) => u64::from(v),
-        MemValue::U16(v) => u64::from(v),
-        MemValue::U32(v) => u64::from(v),
-        MemValue::U64(v) => v,
-        MemValue::U128(v) => v as u64,
-    };
+    let mut value = [0u8; 8];
+    let bytes = value_bytes(info.value(), size.min(8) as usize);
+    value[..bytes.len()].copy_from_slice(&bytes);
+    let value = u64::from_le_bytes(value);
     let offset = hwaddr.hwaddr() & (NVME_REGISTER_SPAN - 1);
     let ops = decoder.register_write(offset, value, size, memory);
     for problem in decoder.problems.drain(..) {
@@ -585,7 +582,6 @@ fn on_cpuid(pc: u64) {
 
 fn on_exit() {
     let mut s = state();
-
     let unresolved = s.tracer.unresolved_flushes;
     if unresolved > 0 {
         say(&format!(

@@ -303,17 +303,12 @@ fn followed(path: &std::path::Path) -> std::path::PathBuf {
     }
 }
 
-/// Copies a backing file (PM or block device) while the (single) vCPU is stopped in the `start` hypercall,
-/// so the copy is exactly the state the trace starts from. Written atomically and sparse:
+/// Copies a backing file (PM or block device) while the (single) vCPU is stopped in the
+/// `start` hypercall, so the copy is exactly the state the trace starts from. Written atomically and sparse:
 /// a freshly made file system is mostly zeros (64 MiB of PM, 53 KB not zero after mkfs.ext4).
-fn snapshot(pm_file: &std::path::Path, to: &std::path::Path) -> Result<(), String> {
-    persim_trace::atomic_file::copy_sparse_atomically(pm_file, to).map_err(|e| {
-        format!(
-            "cannot copy PM {} to {}: {e}",
-            pm_file.display(),
-            to.display()
-        )
-    })
+fn snapshot(file: &std::path::Path, to: &std::path::Path) -> Result<(), String> {
+    persim_trace::atomic_file::copy_sparse_atomically(file, to)
+        .map_err(|e| format!("cannot copy {} to {}: {e}", file.display(), to.display()))
 }
 
 #[cfg(test)]
