@@ -1,5 +1,6 @@
-//! Code shared by Persim's own static guest tools (hypercall, fs-dump, fs-ops).
+//! Code shared by Persim's own static guest tools (hypercall, fs-dump, fs-ops, fw-cfg).
 
 pub mod command_line;
 pub mod fs_ops;
+pub mod fw_cfg;
 pub mod hypercall;

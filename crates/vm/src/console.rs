@@ -4,6 +4,7 @@
 
 use crate::error::VmError;
 use crate::qemu::{QemuSpec, QEMU_BINARY};
+use crate::scratch::ScratchPm;
 use crate::snapshot::Qmp;
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -13,6 +14,9 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
 const READY: &str = "@@PERSIM-READY";
+/// The fw_cfg file with the commands a guest runs first (init.sh), and its first line.
+const FIRST_COMMANDS: &str = "opt/persim/commands";
+const FIRST_COMMANDS_HEADER: &str = "@@PERSIM-COMMANDS\n";
 pub(crate) const BEGIN: &str = "@@PERSIM-BEGIN ";
 pub(crate) const END: &str = "@@PERSIM-END ";
 /// init.sh could not load a module (its name follows).
@@ -61,6 +65,8 @@ pub struct Vm {
     log: VecDeque<String>,
     next_id: u64,
     restored: bool,
+    /// The commands given at the start (ids and scripts) whose results are still to come.
+    first: VecDeque<(u64, String)>,
 }
 
 /// Makes the child get SIGKILL when the thread that starts it ends, however it ends: QEMU
@@ -129,30 +135,65 @@ enum Start {
 
 impl Vm {
     /// Starts QEMU and waits until the guest's init is ready for commands: restored from
-    /// the booted snapshot of its kind where `spec.snapshots` allows (one is saved after a
-    /// boot when there is none yet), else booted.
+    /// the booted snapshot of its kind where `spec.snapshots` allows (one is made first when
+    /// there is none yet), else booted.
     pub fn boot(spec: &QemuSpec, timeout: Duration) -> Result<Vm, VmError> {
+        Vm::boot_running(spec, &[], timeout)
+    }
+
+    /// [`Vm::boot`], and the guest runs `first` before it reads its console: `run` of
+    /// these scripts, in this order, then only collects their results. Nothing from outside
+    /// reaches the guest meanwhile, so under `-icount` they run the same instructions in
+    /// every run of a guest restored from the same snapshot (docs/tracer.md,
+    /// "Reproducibility"). They end at the first that fails.
+    pub fn boot_running(
+        spec: &QemuSpec,
+        first: &[String],
+        timeout: Duration,
+    ) -> Result<Vm, VmError> {
         let Some(dir) = &spec.snapshots else {
-            return Vm::start(spec, None, timeout);
+            return Vm::start(spec, None, Some(first), timeout);
         };
         let snapshot = spec.snapshot_file(dir);
-        let socket = Qmp::socket_path();
+        if !snapshot.is_file() {
+            Vm::make_snapshot(spec, &snapshot, timeout)?;
+        }
         if snapshot.is_file() {
-            let restored = Vm::start(spec, Some((&socket, Start::Incoming)), timeout)
+            let socket = Qmp::socket_path();
+            let restored = Vm::start(spec, Some((&socket, Start::Incoming)), Some(first), timeout)
                 .and_then(|mut vm| vm.restore(&socket, &snapshot, timeout).map(|()| vm));
             match restored {
                 Ok(vm) => return Ok(vm),
-                // A snapshot this QEMU cannot load (or a broken one): boot and save anew.
+                // A snapshot this QEMU cannot load (or a broken one): boot, and save anew
+                // next time.
                 Err(_) => drop(std::fs::remove_file(&snapshot)),
             }
         }
-        let vm = Vm::start(spec, Some((&socket, Start::Boot)), timeout)?;
-        // Best effort: without a snapshot the next guest boots too.
-        if let Ok(mut qmp) = Qmp::connect(&socket, timeout) {
-            let _ = qmp.save(&snapshot, timeout);
+        Vm::start(spec, None, Some(first), timeout)
+    }
+
+    /// Boots a guest that waits for its first commands and saves it as `snapshot` (best
+    /// effort: without one, guests boot). The guest is then killed: every guest that runs
+    /// commands is restored, the first one too, so all start from the same state. It boots
+    /// without the plugin and on a PM file of its own, which the snapshot leaves out, so
+    /// that `spec`'s PM is as its owner left it.
+    fn make_snapshot(spec: &QemuSpec, snapshot: &Path, timeout: Duration) -> Result<(), VmError> {
+        let dir = snapshot.parent().unwrap_or(Path::new("."));
+        let pm = ScratchPm::create(dir, spec.pm_size)?;
+        let maker_spec = QemuSpec {
+            pm_file: pm.path().to_owned(),
+            plugin: None,
+            ..spec.clone()
+        };
+        let socket = Qmp::socket_path();
+        let maker = Vm::start(&maker_spec, Some((&socket, Start::Boot)), None, timeout);
+        if maker.is_ok() {
+            if let Ok(mut qmp) = Qmp::connect(&socket, timeout) {
+                let _ = qmp.save(snapshot, timeout);
+            }
         }
         let _ = std::fs::remove_file(&socket);
-        Ok(vm)
+        maker.map(drop)
     }
 
     /// Whether this guest was restored from a booted snapshot rather than booted on its PM
@@ -174,19 +215,41 @@ impl Vm {
         let _ = std::fs::remove_file(socket);
         restored?;
         self.restored = true;
-        self.run("true", timeout)?.succeeded("true")?;
+        if self.first.is_empty() {
+            self.run("true", timeout)?.succeeded("true")?;
+        }
         Ok(())
     }
 
-    /// Starts QEMU, with `qmp` a QMP socket and how the guest starts; waits for the guest's
-    /// init unless it is to be restored.
+    /// Starts QEMU, with `qmp` a QMP socket and how the guest starts, and the commands the
+    /// guest runs first (`None`: a guest that waits for them, to be saved as a snapshot);
+    /// waits for the guest's init unless it is to be restored.
     fn start(
         spec: &QemuSpec,
         qmp: Option<(&Path, Start)>,
+        first: Option<&[String]>,
         timeout: Duration,
     ) -> Result<Vm, VmError> {
         let mut command = Command::new(QEMU_BINARY);
         command.args(spec.args());
+        let first: VecDeque<(u64, String)> = first
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+            .map(|(id, script)| (id as u64, script.clone()))
+            .collect();
+        if qmp.is_none_or(|(_, start)| start == Start::Incoming) {
+            let mut commands = FIRST_COMMANDS_HEADER.to_owned();
+            for (id, script) in &first {
+                commands.push_str(&frame(*id, script));
+            }
+            command.arg("-fw_cfg");
+            // QEMU's option syntax: a comma within a value is written twice.
+            command.arg(format!(
+                "name={FIRST_COMMANDS},string={}",
+                commands.replace(',', ",,")
+            ));
+        }
         if let Some((socket, start)) = qmp {
             command.arg("-qmp");
             command.arg(format!("unix:{},server=on,wait=off", socket.display()));
@@ -215,8 +278,9 @@ impl Vm {
             stdin,
             lines,
             log: VecDeque::new(),
-            next_id: 0,
+            next_id: first.len() as u64,
             restored: false,
+            first,
         };
         if matches!(qmp, Some((_, Start::Incoming))) {
             return Ok(vm);
@@ -250,11 +314,48 @@ impl Vm {
         what: &str,
         timeout: Duration,
     ) -> Result<CommandOutput, VmError> {
-        let id = self.send(script).map_err(|e| VmError::QemuFailed {
-            message: format!("writing to the serial console: {e}"),
-            log_tail: self.log_tail(),
-        })?;
+        let (id, first) = match self.first.front() {
+            Some((id, first)) if first == script => {
+                let id = *id;
+                self.first.pop_front();
+                (id, true)
+            }
+            _ => {
+                // Console input would reach the guest while it runs its first commands.
+                self.settle_first(timeout)?;
+                let id = self.send(script).map_err(|e| VmError::QemuFailed {
+                    message: format!("writing to the serial console: {e}"),
+                    log_tail: self.log_tail(),
+                })?;
+                (id, false)
+            }
+        };
+        let out = self.result_of(id, what, timeout)?;
+        if first && out.exit_code != 0 {
+            // The guest skips the first commands after one that fails.
+            self.first.clear();
+        }
+        Ok(out)
+    }
 
+    /// Waits for the results of the first commands that have not been asked for.
+    fn settle_first(&mut self, timeout: Duration) -> Result<(), VmError> {
+        while let Some((id, script)) = self.first.pop_front() {
+            let what = format!("command `{}`", first_line(&script));
+            if self.result_of(id, &what, timeout)?.exit_code != 0 {
+                self.first.clear();
+            }
+        }
+        Ok(())
+    }
+
+    /// The output and exit code of the command `id`, named `what` in errors.
+    fn result_of(
+        &mut self,
+        id: u64,
+        what: &str,
+        timeout: Duration,
+    ) -> Result<CommandOutput, VmError> {
         let begin = format!("{BEGIN}{id}");
         let end = format!("{END}{id} ");
         self.wait_for(what, timeout, |line| line.contains(&begin))?;

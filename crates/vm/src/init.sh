@@ -1,7 +1,12 @@
 #!/bin/busybox sh
-# PID 1 of the Persim guest: loads the modules, then runs commands from the serial console.
+# PID 1 of the Persim guest: loads the modules, then runs commands: first those QEMU's
+# command line gave it (fw_cfg file opt/persim/commands), then those from the serial console.
 # Protocol (runner -> guest): "@@RUN <id>", base64 lines of a shell script, ".".
 # Guest -> runner: "@@PERSIM-BEGIN <id>", the script's output, "@@PERSIM-END <id> <exit code>".
+# The first commands end at the first that fails. They run before any console input, so
+# under -icount a test set up and traced by them runs the same instructions in every run
+# (docs/tracer.md, "Reproducibility"); a guest saved as a booted snapshot waits for them in
+# `fw-cfg --wait`, which the QEMU it is restored in answers.
 /bin/busybox --install -s /bin
 export PATH=/bin:/usr/sbin:/usr/bin:/sbin
 mount -t proc proc /proc
@@ -19,15 +24,23 @@ persim-pmem fsdax || echo "@@PERSIM-FSDAX-FAILED"
 exec </dev/ttyS0 >/dev/ttyS0 2>&1
 stty -echo -onlcr
 echo "@@PERSIM-READY"
-while read -r tag id; do
-    [ "$tag" = "@@RUN" ] || continue
-    : >/tmp/cmd.b64
-    while read -r line; do
-        [ "$line" = "." ] && break
-        echo "$line" >>/tmp/cmd.b64
+# Runs the framed commands on stdin; with "first", stops after one that fails.
+run_commands() {
+    while read -r tag id; do
+        [ "$tag" = "@@RUN" ] || continue
+        : >/tmp/cmd.b64
+        while read -r line; do
+            [ "$line" = "." ] && break
+            echo "$line" >>/tmp/cmd.b64
+        done
+        base64 -d /tmp/cmd.b64 >/tmp/cmd.sh
+        echo "@@PERSIM-BEGIN $id"
+        sh /tmp/cmd.sh </dev/null
+        rc=$?
+        echo "@@PERSIM-END $id $rc"
+        [ "$1" = first ] && [ $rc -ne 0 ] && break
     done
-    base64 -d /tmp/cmd.b64 >/tmp/cmd.sh
-    echo "@@PERSIM-BEGIN $id"
-    sh /tmp/cmd.sh </dev/null
-    echo "@@PERSIM-END $id $?"
-done
+}
+fw-cfg --wait opt/persim/commands >/tmp/first-commands
+run_commands first </tmp/first-commands
+run_commands

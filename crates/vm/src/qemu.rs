@@ -12,6 +12,8 @@ pub const QEMU_BINARY: &str = "qemu-system-x86_64";
 
 /// The guest's wall clock at boot; it then runs with the VM.
 const GUEST_CLOCK_BASE: &str = "base=2026-01-01T00:00:00,clock=vm";
+/// A fixed shift: `auto` adapts to the host's speed, which differs between runs.
+const GUEST_ICOUNT: &str = "shift=3";
 
 /// The TCG plugin API the plugin is built against (qemu-plugin feature plugin-api-v4)
 /// ships with QEMU 10.0.
@@ -98,12 +100,16 @@ impl QemuSpec {
             "-serial",
             "stdio",
             "-no-reboot",
-            // Fewer differences between runs (docs/tracer.md, "Reproducibility"): the guest's
-            // clock starts at a fixed date, and RDRAND under TCG is a seeded generator.
+            // The same run twice (docs/tracer.md, "Reproducibility"): the guest's clock
+            // starts at a fixed date, RDRAND under TCG is a seeded generator, and guest time
+            // counts instructions (8 ns each), not the host's time. An idle guest still sleeps
+            // (a timer's deadline in instructions ends the sleep, as it would end the run).
             "-rtc",
             GUEST_CLOCK_BASE,
             "-seed",
             "1",
+            "-icount",
+            GUEST_ICOUNT,
         ]
         .map(str::to_owned)
         .into();
@@ -243,7 +249,7 @@ mod tests {
         assert!(joined.contains("-machine pc,nvdimm=on"), "{joined}");
         assert!(joined.contains("-nic none"));
         assert!(
-            joined.contains("-rtc base=2026-01-01T00:00:00,clock=vm -seed 1"),
+            joined.contains("-rtc base=2026-01-01T00:00:00,clock=vm -seed 1 -icount shift=3"),
             "{joined}"
         );
         assert!(joined.contains("-m 512M,slots=2,maxmem=2048M"), "{joined}");

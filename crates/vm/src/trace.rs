@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 /// Persim's own guest tools (package persim-guest) and the ring buffer's (persim-subjects),
 /// all built into one target directory by `cargo guest-tools` (.cargo/config.toml).
-const GUEST_TOOLS: [&str; 4] = ["hypercall", "fs-dump", "fs-ops", "ringbuf-tool"];
+const GUEST_TOOLS: [&str; 5] = ["hypercall", "fs-dump", "fs-ops", "fw-cfg", "ringbuf-tool"];
 const PLUGIN_FILE: &str = "libpersim_plugin.so";
 /// The traced run's script; `@COMMAND@` stands for the user's commands.
 const TRACED_RUN: &str = include_str!("traced-run.sh");
@@ -295,18 +295,27 @@ impl TracingVm {
     ) -> Result<TraceSummary, VmError> {
         let timeout = self.opts.timeout;
         let pm_size = self.opts.config.pm_size();
-        let boot = self.guest_with_blank_pm()?;
+        let config = &self.opts.config;
+        let setup_commands: Vec<String> = [config.mkfs.as_str(), &config.mount, setup]
+            .into_iter()
+            .filter(|command| !command.trim().is_empty())
+            .map(str::to_owned)
+            .collect();
+        let traced_run = traced_run_script(command);
+        // The links first: a guest started now runs the whole recording at once.
         self.point_links_at(output)?;
+        let recording: Vec<String> = setup_commands
+            .iter()
+            .cloned()
+            .chain([traced_run.clone()])
+            .collect();
+        let boot = self.guest_with_blank_pm(&recording)?;
         let started = Instant::now();
         let vm = self
             .vm
             .as_mut()
             .expect("the guest was just booted or reset");
-        let config = &self.opts.config;
-        for command in [&config.mkfs, &config.mount, setup] {
-            if command.trim().is_empty() {
-                continue;
-            }
+        for command in &setup_commands {
             let out = vm.run(command, timeout)?;
             if out.exit_code != 0 {
                 return Err(VmError::SetupFailed {
@@ -321,7 +330,7 @@ impl TracingVm {
 
         let started = Instant::now();
         let vm = self.vm.as_mut().expect("the guest runs");
-        let out = vm.run_named(&traced_run_script(command), "the traced run", timeout)?;
+        let out = vm.run_named(&traced_run, "the traced run", timeout)?;
         let traced = started.elapsed();
         self.used = true;
         self.say(format!(
@@ -350,8 +359,11 @@ impl TracingVm {
     }
 
     /// Boots the guest if it has none, else gives it a blank PM again; returns the boot
-    /// time (zero without a boot).
-    fn guest_with_blank_pm(&mut self) -> Result<Duration, VmError> {
+    /// time (zero without a boot). A guest started now runs `recording` (the recording's
+    /// commands) at once, before any console input: so a test's first recording in a
+    /// fresh guest runs the same instructions every time (docs/tracer.md,
+    /// "Reproducibility").
+    fn guest_with_blank_pm(&mut self, recording: &[String]) -> Result<Duration, VmError> {
         let timeout = self.opts.timeout;
         let mut boot = Duration::ZERO;
         if self.vm.is_none() {
@@ -365,17 +377,27 @@ impl TracingVm {
                 self.prepared.qemu_version,
                 self.prepared.kernel.image.display()
             ));
+            // A restored kernel knows the PM it was saved with, not this blank one.
+            let reattach = self.spec.snapshots.is_some().then_some(REATTACH.to_owned());
+            let first: Vec<String> = reattach
+                .iter()
+                .cloned()
+                .chain([PM_RANGE.to_owned()])
+                .chain(recording.iter().cloned())
+                .collect();
             let started = Instant::now();
-            let mut vm = Vm::boot(&self.spec, self.opts.boot_timeout)?;
+            let mut vm = Vm::boot_running(&self.spec, &first, self.opts.boot_timeout)?;
             boot = started.elapsed();
             self.say(format!(
                 "{} {:.2} s",
                 if vm.restored() { "restored" } else { "boot" },
                 boot.as_secs_f64()
             ));
+            if let Some(reattach) = &reattach {
+                vm.run(reattach, timeout)?.succeeded(reattach)?;
+            }
             check_pm_range(&mut vm, self.opts.config.pm_size(), timeout)?;
-            // A restored kernel knows the PM it was saved with, not this blank one.
-            self.used = vm.restored();
+            self.used = false;
             self.vm = Some(vm);
         }
         if self.used {
@@ -511,10 +533,7 @@ fn module_addresses(text: &str) -> HashMap<String, u64> {
 /// The plugin is told where PM is from the machine layout; the guest kernel's view of the
 /// NVDIMM region (from the NFIT) must agree, or the trace would record the wrong memory.
 fn check_pm_range(vm: &mut Vm, pm_size: u64, timeout: Duration) -> Result<(), VmError> {
-    let out = vm.run(
-        "cat /sys/bus/nd/devices/region0/resource /sys/bus/nd/devices/region0/size",
-        timeout,
-    )?;
+    let out = vm.run(PM_RANGE, timeout)?;
     let mut values = out.output.lines().filter_map(|l| {
         let l = l.trim();
         match l.strip_prefix("0x") {
@@ -530,6 +549,12 @@ fn check_pm_range(vm: &mut Vm, pm_size: u64, timeout: Duration) -> Result<(), Vm
         _ => Err(VmError::Protocol(format!("the guest has no NVDIMM region: {}", out.output))),
     }
 }
+
+/// Where the guest kernel sees the NVDIMM region: its base and size.
+const PM_RANGE: &str = "cat /sys/bus/nd/devices/region0/resource /sys/bus/nd/devices/region0/size";
+/// Gives a restored guest's kernel the PM it runs on (blank at the start): at / because
+/// detaching destroys pmem0 with its mounts.
+const REATTACH: &str = "cd / && persim-pmem detach && persim-pmem attach";
 
 /// The guest script of the traced run of `command`.
 fn traced_run_script(command: &str) -> String {
