@@ -670,3 +670,71 @@ fn a_cross_media_file_system_is_recovered_from_pm_and_disk_together() {
         "{dumps:?}"
     );
 }
+
+/// The same test twice gives the same trace, initial image, crash images, states and
+/// report, byte for byte, timings aside (docs/tracer.md, "Reproducibility"); the first
+/// run may make the booted snapshot that the second restores.
+#[test]
+fn the_same_test_twice_gives_identical_traces_images_states_and_reports() {
+    if !vm_ready("the_same_test_twice_gives_identical_traces_images_states_and_reports") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for fs in ["ext4", "xfs"] {
+        let runs = ["a", "b"].map(|name| {
+            let out = dir.path().join(format!("{fs}-{name}"));
+            let run = persim(&[
+                "run",
+                "--fs",
+                fs,
+                "--test",
+                "hello-world",
+                "--out",
+                out.to_str().unwrap(),
+                "-q",
+            ]);
+            assert_eq!(run.status.code(), Some(0), "{fs}: {run:?}");
+            out
+        });
+        let read = |run: &Path, file: &str| std::fs::read(run.join(file)).unwrap();
+        for file in ["trace.ptrace", "trace.ptrace.initial", "images.json"] {
+            assert!(
+                read(&runs[0], file) == read(&runs[1], file),
+                "{fs}: {file} differs between two runs"
+            );
+        }
+        let states = |run: &Path| {
+            let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(run.join("states"))
+                .unwrap()
+                .map(|e| {
+                    let e = e.unwrap();
+                    (
+                        e.file_name().into_string().unwrap(),
+                        std::fs::read(e.path()).unwrap(),
+                    )
+                })
+                .collect();
+            files.sort();
+            files
+        };
+        let first_states = states(&runs[0]);
+        assert!(!first_states.is_empty());
+        assert!(first_states == states(&runs[1]), "{fs}: the states differ");
+        let without_timings = |run: &Path| {
+            let mut report = report(run);
+            report.as_object_mut().unwrap().remove("timings");
+            let text = String::from_utf8(read(run, "report.txt")).unwrap();
+            let text: Vec<String> = text
+                .lines()
+                .filter(|l| !l.starts_with("timings:"))
+                .map(str::to_owned)
+                .collect();
+            (report, text)
+        };
+        assert_eq!(
+            without_timings(&runs[0]),
+            without_timings(&runs[1]),
+            "{fs}: the reports differ"
+        );
+    }
+}

@@ -576,17 +576,19 @@ fn a_restored_guest_answers_at_once_and_sees_its_own_pm_after_attaching() {
         }
     };
     std::fs::create_dir(dir.path().join("snapshots")).unwrap();
-    // The first guest boots and leaves its snapshot; it writes a file system to its PM.
+    // A guest booted on a PM of its own leaves the snapshot, and the first guest is
+    // restored from it like every later one; it writes a file system to its PM.
     let mut first = Vm::boot(&spec("a.img"), TIMEOUT).unwrap();
-    assert!(!first.restored());
-    let snapshots = std::fs::read_dir(dir.path().join("snapshots"))
+    assert!(first.restored());
+    let snapshots: Vec<_> = std::fs::read_dir(dir.path().join("snapshots"))
         .unwrap()
-        .count();
-    assert_eq!(snapshots, 1);
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(snapshots.len(), 1, "{snapshots:?}");
     let written = first
         .run(
             &format!(
-                "{} && {} && echo one > /mnt/f && umount /mnt",
+                "persim-pmem detach && persim-pmem attach && {} && {} && echo one > /mnt/f && umount /mnt",
                 config.mkfs, config.mount
             ),
             TIMEOUT,
@@ -614,6 +616,47 @@ fn a_restored_guest_answers_at_once_and_sees_its_own_pm_after_attaching() {
     assert_eq!(read.exit_code, 0, "{read:?}");
     assert!(read.output.lines().any(|l| l.trim() == "one"), "{read:?}");
     eprintln!("restored in {:.2} s", restore.as_secs_f64());
+}
+
+#[test]
+fn first_commands_run_before_the_console_and_end_at_a_failure() {
+    let Some(artifacts) =
+        artifacts_or_skip("first_commands_run_before_the_console_and_end_at_a_failure")
+    else {
+        return;
+    };
+    let config = VmConfig::for_fs(&default_config_dir(), "ext4").unwrap();
+    let prepared = prepare(&config, &artifacts, &cache_dir()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let pm_file = dir.path().join("pm.img");
+    std::fs::File::create(&pm_file)
+        .unwrap()
+        .set_len(config.pm_size())
+        .unwrap();
+    let first = [
+        "echo a > /tmp/first".to_owned(),
+        "false".to_owned(),
+        "echo c >> /tmp/first".to_owned(),
+    ];
+    // Booted, and restored from the booted snapshot the test's cache keeps.
+    for snapshots in [None, Some(cache_dir())] {
+        let spec = QemuSpec {
+            snapshots: snapshots.clone(),
+            ..QemuSpec::new(&prepared, &config, pm_file.clone())
+        };
+        let mut vm = Vm::boot_running(&spec, &first, TIMEOUT).unwrap();
+        assert_eq!(vm.restored(), snapshots.is_some());
+        // The guest ran the first two on its own; the third, after a failure, it skipped.
+        let out = vm.run("echo a > /tmp/first", TIMEOUT).unwrap();
+        assert_eq!(out.exit_code, 0, "{out:?}");
+        assert_eq!(vm.run("false", TIMEOUT).unwrap().exit_code, 1);
+        let out = vm.run("cat /tmp/first", TIMEOUT).unwrap();
+        assert_eq!((out.exit_code, out.output.trim()), (0, "a"), "{out:?}");
+        // A command other than the next first one waits for the first ones to end.
+        let mut vm = Vm::boot_running(&spec, &first[..1], TIMEOUT).unwrap();
+        let out = vm.run("cat /tmp/first", TIMEOUT).unwrap();
+        assert_eq!((out.exit_code, out.output.trim()), (0, "a"), "{out:?}");
+    }
 }
 
 /// The bytes of blk-probe's write `k` (targets/guest-subjects/src/bin/blk-probe.rs).
