@@ -1,4 +1,4 @@
-//! Code shared by Persim's own static guest tools (hypercall, fs-dump, fs-ops, fw-cfg).
+//! Code shared by Persim's own static guest tools (hypercall, fs-dump, fs-ops, fw-cfg, stay-busy).
 
 pub mod command_line;
 pub mod fs_ops;

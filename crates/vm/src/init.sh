@@ -42,5 +42,9 @@ run_commands() {
     done
 }
 fw-cfg --wait opt/persim/commands >/tmp/first-commands
+# The CPU must not halt while they run (see stay-busy).
+stay-busy &
+busy=$!
 run_commands first </tmp/first-commands
+kill $busy
 run_commands

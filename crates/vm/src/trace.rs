@@ -18,7 +18,14 @@ use std::time::{Duration, Instant};
 
 /// Persim's own guest tools (package persim-guest) and the ring buffer's (persim-subjects),
 /// all built into one target directory by `cargo guest-tools` (.cargo/config.toml).
-const GUEST_TOOLS: [&str; 5] = ["hypercall", "fs-dump", "fs-ops", "fw-cfg", "ringbuf-tool"];
+const GUEST_TOOLS: [&str; 6] = [
+    "hypercall",
+    "fs-dump",
+    "fs-ops",
+    "fw-cfg",
+    "stay-busy",
+    "ringbuf-tool",
+];
 const PLUGIN_FILE: &str = "libpersim_plugin.so";
 /// The traced run's script; `@COMMAND@` stands for the user's commands.
 const TRACED_RUN: &str = include_str!("traced-run.sh");
