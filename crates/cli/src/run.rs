@@ -107,13 +107,18 @@ pub struct RunArgs {
 /// Returns whether violations were found.
 pub fn run(args: &RunArgs) -> Result<bool> {
     let p = &args.pipeline;
+    // A bad test is refused before the run directory exists: nothing is left behind.
+    let given = match &args.test {
+        Some(test) => {
+            let (name, path) = Suite::resolve(&p.vm.home()?, test)?;
+            Some((name, TestCase::load(&path)?))
+        }
+        None => None,
+    };
     let dir = RunDir::create(&args.out)?;
     let guest = p.guest()?;
-    let (name, test) = match (&args.test, &args.trace_from) {
-        (Some(test), _) => {
-            let (name, path) = Suite::resolve(&p.vm.home()?, test)?;
-            (name, TestCase::load(&path)?)
-        }
+    let (name, test) = match (given, &args.trace_from) {
+        (Some(given), _) => given,
         (None, Some(source)) => {
             let source = RunDir::new(source);
             dir.adopt_trace_from(&source)?;

@@ -3,15 +3,9 @@
 
 mod common;
 
-use common::persim;
+use common::{persim, vm_ready};
 use serde_json::Value;
 use std::path::Path;
-
-/// Whether the VM can run here; under CI it must.
-fn vm_ready(test: &str) -> bool {
-    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../vm/ext4-dax.toml");
-    persim_vm::testing::vm_ready(test, &persim_vm::VmConfig::load(&config).unwrap()).is_some()
-}
 
 fn report(dir: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(dir.join("report.json")).unwrap()).unwrap()
@@ -173,48 +167,6 @@ fn hello_world_is_atomic_on_ext4_dax() {
         stderr.contains("holds a run of test `hello-world`") && stderr.contains("--force"),
         "{stderr}"
     );
-}
-
-#[test]
-fn a_failing_operation_fails_the_test_with_the_guest_error() {
-    if !vm_ready("a_failing_operation_fails_the_test_with_the_guest_error") {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("run");
-    let run = run_test_file("failing-op.toml", &out, &[]);
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert_eq!(run.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("operation 2 (`cat /nonexistent`) failed")
-            && stderr.contains("nonexistent"),
-        "{stderr}"
-    );
-    assert!(!out.join("report.json").exists() && !out.join("trace.ptrace").exists());
-}
-
-#[test]
-fn a_hang_names_the_operation_and_leaves_no_partial_trace() {
-    if !vm_ready("a_hang_names_the_operation_and_leaves_no_partial_trace") {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("run");
-    let run = run_test_file("hanging-op.toml", &out, &["--timeout", "30"]);
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert_eq!(run.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("the traced run stopped in operation 2 (`sleep 600`)")
-            && stderr.contains("did not finish the traced run within 30 s"),
-        "{stderr}"
-    );
-    // the plugin's unfinished trace and the initial image of a run that never ended
-    let left: Vec<String> = std::fs::read_dir(&out)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|name| name.contains("trace"))
-        .collect();
-    assert!(left.is_empty(), "{left:?}");
 }
 
 #[test]

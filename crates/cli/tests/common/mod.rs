@@ -1,4 +1,5 @@
-//! What the command-line tests share.
+//! What the command-line tests share (each test crate uses a part of it).
+#![allow(dead_code)]
 
 use assert_cmd::Command;
 
@@ -9,4 +10,10 @@ pub fn persim(args: &[&str]) -> std::process::Output {
         .args(args)
         .output()
         .unwrap()
+}
+
+/// Whether the VM can run here (ext4-DAX's configuration); under CI it must.
+pub fn vm_ready(test: &str) -> bool {
+    let config = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../vm/ext4-dax.toml");
+    persim_vm::testing::vm_ready(test, &persim_vm::VmConfig::load(&config).unwrap()).is_some()
 }
