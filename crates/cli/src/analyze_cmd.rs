@@ -48,7 +48,7 @@ pub fn run(args: &AnalyzeArgs) -> Result<bool> {
         None => RunDir::recorded_cache(&args.trace)?,
     };
     let trace = RunDir::trace_of(&args.trace);
-    let patterns = find_patterns(Reader::open(&trace)?, cache)?;
+    let patterns = find_patterns(Reader::open(&trace)?.read_ahead(), cache)?;
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&patterns)?)?;
     } else {

@@ -35,7 +35,10 @@ pub struct ProfileArgs {
 
 pub fn run(args: &ProfileArgs) -> Result<()> {
     let trace = RunDir::trace_of(&args.trace);
-    let profile = profile(Reader::open(&trace)?, Symbols::of_trace(&trace).as_ref())?;
+    let profile = profile(
+        Reader::open(&trace)?.read_ahead(),
+        Symbols::of_trace(&trace).as_ref(),
+    )?;
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&profile)?)?;
     } else {

@@ -283,3 +283,71 @@ fn an_index_beyond_the_trace_is_an_error_that_gives_its_length() {
         "{out:?}"
     );
 }
+
+/// The scratch files (PM and disk behind the guests) of a `persim` killed with SIGKILL,
+/// which gives it no chance to clean up, are removed by the next run.
+#[test]
+fn scratch_files_of_a_killed_run_are_removed_by_the_next() {
+    if !vm_ready("scratch_files_of_a_killed_run_are_removed_by_the_next") {
+        return;
+    }
+    let cache = std::env::var_os("PERSIM_CACHE").map_or_else(
+        || Path::new(&std::env::var_os("HOME").unwrap()).join(".cache/persim"),
+        PathBuf::from,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_persim"))
+        .args([
+            "run",
+            "--fs",
+            "ext4",
+            "--test",
+            "hello-world",
+            "-q",
+            "--out",
+        ])
+        .arg(dir.path().join("killed"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let prefix = format!("pm-{}-", child.id());
+    let scratch_of_child = || -> Vec<PathBuf> {
+        std::fs::read_dir(&cache)
+            .map(|entries| {
+                entries
+                    .map(|e| e.unwrap().path())
+                    .filter(|p| {
+                        let name = p.file_name().unwrap().to_string_lossy();
+                        name.starts_with(&prefix) && name.ends_with(".img")
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while scratch_of_child().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let left = scratch_of_child();
+    assert!(
+        !left.is_empty(),
+        "the killed run made no scratch file in {}",
+        cache.display()
+    );
+    let next = persim(&[
+        "run",
+        "--fs",
+        "ext4",
+        "--test",
+        "hello-world",
+        "-q",
+        "--out",
+        dir.path().join("next").to_str().unwrap(),
+    ]);
+    assert_eq!(next.status.code(), Some(0), "{next:?}");
+    let still = scratch_of_child();
+    assert!(still.is_empty(), "left behind: {still:?}");
+}

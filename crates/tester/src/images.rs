@@ -105,7 +105,7 @@ pub fn generate_images(
     let mut entries = 0u64;
     let replayed = (|| -> Result<()> {
         let mut replay = Replay::new(config.clone());
-        for entry in reader {
+        for entry in reader.read_ahead() {
             replay
                 .step(&entry?, &mut materialiser)
                 .with_context(|| format!("replaying {}", trace.display()))?;

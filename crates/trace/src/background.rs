@@ -11,9 +11,9 @@ use crate::atomic_file::temporary_path;
 use crate::binary::BinaryWriter;
 use crate::entry::{Entry, Header};
 
-/// Entries handed to the writer thread at once; large enough that channel costs vanish,
+/// Entries handed to the writer thread (or from the reader thread) at once; large enough that channel costs vanish,
 /// small enough that a batch is a few hundred KiB.
-const BATCH_LEN: usize = 4096;
+pub(crate) const BATCH_LEN: usize = 4096;
 /// Batches in flight. The producer waits only when the writer falls this far behind.
 const CHANNEL_BATCHES: usize = 16;
 

@@ -1,7 +1,8 @@
 //! Persim traces: the entries a traced run records, the human-readable text form
 //! (docs/trace-format.md) and the compact, compressed binary form (docs/trace-format.md).
 //!
-//! [`Reader`] reads either form, chosen by content; [`TextWriter`], [`BinaryWriter`] and
+//! [`Reader`] reads either form, chosen by content (on a thread of its own:
+//! [`Reader::read_ahead`]); [`TextWriter`], [`BinaryWriter`] and
 //! [`BackgroundWriter`] write them.
 
 pub mod atomic_file;
@@ -9,6 +10,7 @@ mod background;
 mod binary;
 mod entry;
 mod error;
+mod read_ahead;
 mod reader;
 mod symbols;
 pub mod synthetic;
@@ -21,6 +23,7 @@ pub use entry::{
     MAX_STACK_DEPTH, MAX_WRITE_LEN,
 };
 pub use error::{TraceError, TraceErrorKind};
+pub use read_ahead::ReadAhead;
 pub use reader::{read_all, Format, Reader};
 pub use symbols::{symbols_path, Location, Symbols};
 pub use text::{ParseEntryError, TextWriter};
