@@ -33,6 +33,10 @@ pub struct RecordArgs {
     #[arg(long, value_name = "HOW", num_args = 0..=1, default_missing_value = "shadow",
           value_parser = parse_stacks)]
     pub stack_traces: Option<Stacks>,
+    /// Record so that another run gives the same trace, byte for byte (see `persim run
+    /// --reproducible`).
+    #[arg(long)]
+    pub reproducible: bool,
     /// No progress lines on stderr.
     #[arg(long, short)]
     pub quiet: bool,
@@ -45,6 +49,7 @@ pub fn run(args: &RecordArgs) -> Result<()> {
     let mut guest = VmGuest::new(args.vm.options(None, !args.quiet)?);
     guest.reads = args.reads;
     guest.stack_traces = args.stack_traces.unwrap_or(Stacks::Off);
+    guest.reproducible = args.reproducible;
     let summary = guest.record(&args.setup, command, out)?;
     out!("{}", summary.output)?;
     for error in &summary.kernel_errors {

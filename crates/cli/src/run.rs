@@ -102,6 +102,12 @@ pub struct RunArgs {
     /// The run directory (created; an existing one is resumed).
     #[arg(long, value_name = "DIR")]
     pub out: std::path::PathBuf,
+    /// Record so that another run gives the same trace, byte for byte, and so the same
+    /// images, states and report: the guest's time counts instructions (QEMU `-icount`)
+    /// and nothing from outside reaches it while it runs the test (docs/tracer.md,
+    /// "Reproducibility"). The traced run takes about 1.2x as long.
+    #[arg(long)]
+    pub reproducible: bool,
 }
 
 /// Returns whether violations were found.
@@ -116,7 +122,8 @@ pub fn run(args: &RunArgs) -> Result<bool> {
         None => None,
     };
     let dir = RunDir::create(&args.out)?;
-    let guest = p.guest()?;
+    let mut guest = p.guest()?;
+    guest.reproducible = args.reproducible;
     let (name, test) = match (given, &args.trace_from) {
         (Some(given), _) => given,
         (None, Some(source)) => {

@@ -623,12 +623,12 @@ fn a_cross_media_file_system_is_recovered_from_pm_and_disk_together() {
     );
 }
 
-/// The same test twice gives the same trace, initial image, crash images, states and
-/// report, byte for byte, timings aside (docs/tracer.md, "Reproducibility"); the first
-/// run may make the booted snapshot that the second restores.
+/// With `--reproducible`, the same test twice gives the same trace, initial image, crash
+/// images, states and report, byte for byte, timings aside (docs/tracer.md,
+/// "Reproducibility"); the first run may make the booted snapshot that the second restores.
 #[test]
-fn the_same_test_twice_gives_identical_traces_images_states_and_reports() {
-    if !vm_ready("the_same_test_twice_gives_identical_traces_images_states_and_reports") {
+fn a_reproducible_run_twice_gives_identical_traces_images_states_and_reports() {
+    if !vm_ready("a_reproducible_run_twice_gives_identical_traces_images_states_and_reports") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -641,6 +641,7 @@ fn the_same_test_twice_gives_identical_traces_images_states_and_reports() {
                 fs,
                 "--test",
                 "hello-world",
+                "--reproducible",
                 "--out",
                 out.to_str().unwrap(),
                 "-q",

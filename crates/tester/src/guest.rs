@@ -46,6 +46,9 @@ pub struct VmGuest {
     pub reads: bool,
     /// Attach a stack trace to every entry, and how.
     pub stack_traces: persim_vm::Stacks,
+    /// Record in guests whose time counts instructions: a test traced first in a fresh
+    /// guest (every `persim run`) gives the same trace in every run.
+    pub reproducible: bool,
     /// Idle tracing VMs.
     tracers: Mutex<Vec<TracingVm>>,
     /// The extraction pools without and with read tracing, made when first needed.
@@ -58,6 +61,7 @@ impl VmGuest {
             options,
             reads: false,
             stack_traces: persim_vm::Stacks::Off,
+            reproducible: false,
             tracers: Mutex::default(),
             pools: Mutex::default(),
         }
@@ -118,6 +122,7 @@ impl Guest for VmGuest {
                     output: trace.to_path_buf(),
                     reads: self.reads,
                     stack_traces: self.stack_traces,
+                    reproducible: self.reproducible,
                     timeout: o.timeout,
                     boot_timeout: o.boot_timeout,
                     cache_dir: o.cache_dir.clone(),

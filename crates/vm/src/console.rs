@@ -14,9 +14,10 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
 const READY: &str = "@@PERSIM-READY";
-/// The fw_cfg file with the commands a guest runs first (init.sh), and its first line.
+/// The fw_cfg file with the commands a guest runs first (init.sh), and its first line,
+/// which asks for `stay-busy` beside them under `-icount`.
 const FIRST_COMMANDS: &str = "opt/persim/commands";
-const FIRST_COMMANDS_HEADER: &str = "@@PERSIM-COMMANDS\n";
+const FIRST_COMMANDS_HEADER: &str = "@@PERSIM-COMMANDS";
 pub(crate) const BEGIN: &str = "@@PERSIM-BEGIN ";
 pub(crate) const END: &str = "@@PERSIM-END ";
 /// init.sh could not load a module (its name follows).
@@ -239,7 +240,8 @@ impl Vm {
             .map(|(id, script)| (id as u64, script.clone()))
             .collect();
         if qmp.is_none_or(|(_, start)| start == Start::Incoming) {
-            let mut commands = FIRST_COMMANDS_HEADER.to_owned();
+            let busy = if spec.icount { " stay-busy" } else { "" };
+            let mut commands = format!("{FIRST_COMMANDS_HEADER}{busy}\n");
             for (id, script) in &first {
                 commands.push_str(&frame(*id, script));
             }

@@ -44,6 +44,9 @@ pub struct QemuSpec {
     /// restored from the snapshot of its kind if there is one, else booted and saved.
     /// Only for guests that attach the NVDIMM again before using PM contents.
     pub snapshots: Option<PathBuf>,
+    /// Guest time counts instructions (`-icount`): with the first commands a guest runs
+    /// (`Vm::boot_running`), a reproducible run (docs/tracer.md, "Reproducibility").
+    pub icount: bool,
     pub qemu_version: String,
 }
 
@@ -59,6 +62,7 @@ impl QemuSpec {
             blk_file: None,
             plugin: None,
             snapshots: None,
+            icount: false,
             qemu_version: prepared.qemu_version.clone(),
         }
     }
@@ -100,19 +104,20 @@ impl QemuSpec {
             "-serial",
             "stdio",
             "-no-reboot",
-            // The same run twice (docs/tracer.md, "Reproducibility"): the guest's clock
-            // starts at a fixed date, RDRAND under TCG is a seeded generator, and guest time
-            // counts instructions (8 ns each), not the host's time. An idle guest still sleeps
-            // (a timer's deadline in instructions ends the sleep, as it would end the run).
+            // Fewer differences between runs (docs/tracer.md, "Reproducibility"): the guest's
+            // clock starts at a fixed date, and RDRAND under TCG is a seeded generator.
             "-rtc",
             GUEST_CLOCK_BASE,
             "-seed",
             "1",
-            "-icount",
-            GUEST_ICOUNT,
         ]
         .map(str::to_owned)
         .into();
+        if self.icount {
+            // Guest time counts instructions (8 ns each), not the host's time.
+            args.push("-icount".into());
+            args.push(GUEST_ICOUNT.into());
+        }
         args.push("-m".into());
         args.push(format!("{}M,slots=2,maxmem={maxmem_mib}M", self.memory_mib));
         args.push("-object".into());
@@ -242,6 +247,7 @@ mod tests {
                 args: PluginArgs::new(PM_BASE, 64 << 20, "/t,1".into()),
             }),
             snapshots: None,
+            icount: false,
             qemu_version: "10.0.2".into(),
         };
         let args = spec.args();
@@ -249,9 +255,15 @@ mod tests {
         assert!(joined.contains("-machine pc,nvdimm=on"), "{joined}");
         assert!(joined.contains("-nic none"));
         assert!(
-            joined.contains("-rtc base=2026-01-01T00:00:00,clock=vm -seed 1 -icount shift=3"),
+            joined.contains("-rtc base=2026-01-01T00:00:00,clock=vm -seed 1"),
             "{joined}"
         );
+        assert!(!joined.contains("-icount"), "{joined}");
+        let counted = QemuSpec {
+            icount: true,
+            ..spec.clone()
+        };
+        assert!(counted.args().join(" ").contains(" -icount shift=3 "));
         assert!(joined.contains("-m 512M,slots=2,maxmem=2048M"), "{joined}");
         assert!(joined.contains("mem-path=/tmp/pm,size=67108864"));
         assert!(args.contains(

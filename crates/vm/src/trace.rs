@@ -143,6 +143,9 @@ pub struct TraceOptions {
     pub reads: bool,
     /// A stack trace with every entry, and how it is found.
     pub stack_traces: Stacks,
+    /// Guest time counts instructions (`-icount`), so a recording in a fresh guest gives
+    /// the same trace in every run (docs/tracer.md, "Reproducibility").
+    pub reproducible: bool,
     /// Limit for each phase after the boot (setup, traced run, shutdown).
     pub timeout: Duration,
     /// Limit for booting the guest.
@@ -247,6 +250,7 @@ impl TracingVm {
             // A booted snapshot holds no disk contents and a controller that has run.
             snapshots: blk.is_none().then(|| opts.cache_dir.clone()),
             blk_file: blk.as_ref().map(|(file, _)| file.path().to_owned()),
+            icount: opts.reproducible,
             ..QemuSpec::new(&prepared, &opts.config, pm.path().to_owned())
         };
         Ok(TracingVm {

@@ -80,6 +80,7 @@ fn trace_options(fs: &str, command: &str, output: PathBuf, artifacts: Artifacts)
         output,
         reads: false,
         stack_traces: Stacks::Off,
+        reproducible: false,
         timeout: TIMEOUT,
         boot_timeout: TIMEOUT,
         cache_dir: cache_dir(),
