@@ -7,7 +7,7 @@
 mod common;
 
 use assert_cmd::Command;
-use common::{persim, vm_ready};
+use common::{persim, run_test_file, vm_ready};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -19,17 +19,6 @@ fn example(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../examples")
         .join(name)
-}
-
-/// `persim run --fs ext4` of `tests/data/<file>` with `extra` arguments, into `out`.
-fn run_test_file(file: &str, out: &Path, extra: &[&str]) -> std::process::Output {
-    let test = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data")
-        .join(file);
-    let mut args = vec!["run", "--fs", "ext4", "--test", test.to_str().unwrap()];
-    args.extend(extra);
-    args.extend(["--out", out.to_str().unwrap(), "-q"]);
-    persim(&args)
 }
 
 fn stderr(out: &std::process::Output) -> String {
@@ -284,8 +273,9 @@ fn an_index_beyond_the_trace_is_an_error_that_gives_its_length() {
     );
 }
 
-/// The scratch files (PM and disk behind the guests) of a `persim` killed with SIGKILL,
-/// which gives it no chance to clean up, are removed by the next run.
+/// The scratch files (PM and disk behind the guests, the plugin's links to the trace) of a
+/// `persim` killed with SIGKILL, which gives it no chance to clean up, are removed by the
+/// next run.
 #[test]
 fn scratch_files_of_a_killed_run_are_removed_by_the_next() {
     if !vm_ready("scratch_files_of_a_killed_run_are_removed_by_the_next") {
@@ -319,21 +309,27 @@ fn scratch_files_of_a_killed_run_are_removed_by_the_next() {
                     .map(|e| e.unwrap().path())
                     .filter(|p| {
                         let name = p.file_name().unwrap().to_string_lossy();
-                        name.starts_with(&prefix) && name.ends_with(".img")
+                        name.starts_with(&prefix)
                     })
                     .collect()
             })
             .unwrap_or_default()
     };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    while scratch_of_child().is_empty() && std::time::Instant::now() < deadline {
+    // Killed once the tracing VM has its PM file and the plugin's links.
+    let traced = |files: Vec<PathBuf>| {
+        files
+            .iter()
+            .any(|p| p.extension() == Some("trace".as_ref()))
+    };
+    while !traced(scratch_of_child()) && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     child.kill().unwrap();
     child.wait().unwrap();
     let left = scratch_of_child();
     assert!(
-        !left.is_empty(),
+        traced(left.clone()) && left.iter().any(|p| p.extension() == Some("img".as_ref())),
         "the killed run made no scratch file in {}",
         cache.display()
     );

@@ -3,23 +3,12 @@
 
 mod common;
 
-use common::{persim, vm_ready};
+use common::{persim, run_test_file, vm_ready};
 use serde_json::Value;
 use std::path::Path;
 
 fn report(dir: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(dir.join("report.json")).unwrap()).unwrap()
-}
-
-/// `persim run --fs ext4` of `tests/data/<file>` with `extra` arguments, into `out`.
-fn run_test_file(file: &str, out: &Path, extra: &[&str]) -> std::process::Output {
-    let test = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data")
-        .join(file);
-    let mut args = vec!["run", "--fs", "ext4", "--test", test.to_str().unwrap()];
-    args.extend(extra);
-    args.extend(["--out", out.to_str().unwrap(), "-q"]);
-    persim(&args)
 }
 
 #[test]

@@ -135,9 +135,16 @@ impl Drop for ScratchPm {
 
 const PREFIX: &str = "pm-";
 const SUFFIX: &str = ".img";
-/// Names of scratch files, `<prefix><pid>-<n><suffix>`: the current one, and that of
-/// extraction workers' files from before traced runs and workers shared this type.
-const NAMES: [(&str, &str); 2] = [(PREFIX, SUFFIX), ("extract-", ".pm")];
+/// Names of scratch files, `<prefix><pid>-<n><suffix>`: the current one, the tracing
+/// plugin's links beside a tracing VM's PM file (`persim_vm::TracingVm`), and extraction
+/// workers' files from before traced runs and workers shared this type.
+const NAMES: [(&str, &str); 5] = [
+    (PREFIX, SUFFIX),
+    (PREFIX, ".trace"),
+    (PREFIX, ".initial"),
+    (PREFIX, ".blk-initial"),
+    ("extract-", ".pm"),
+];
 
 /// The pid in a scratch file's name, or None for any other file of the cache directory.
 fn owner(name: &str) -> Option<u32> {
@@ -260,6 +267,9 @@ mod tests {
         };
         let stale = [
             file(&format!("pm-{dead}-3.img")),
+            file(&format!("pm-{dead}-3.trace")),
+            file(&format!("pm-{dead}-3.initial")),
+            file(&format!("pm-{dead}-4.blk-initial")),
             file(&format!("extract-{dead}-0.pm")),
         ];
         let running = file(&format!("pm-{}-99.img", std::process::id()));

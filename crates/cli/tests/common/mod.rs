@@ -17,3 +17,14 @@ pub fn vm_ready(test: &str) -> bool {
     let config = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../vm/ext4-dax.toml");
     persim_vm::testing::vm_ready(test, &persim_vm::VmConfig::load(&config).unwrap()).is_some()
 }
+
+/// `persim run --fs ext4` of `tests/data/<file>` with `extra` arguments, into `out`.
+pub fn run_test_file(file: &str, out: &std::path::Path, extra: &[&str]) -> std::process::Output {
+    let test = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(file);
+    let mut args = vec!["run", "--fs", "ext4", "--test", test.to_str().unwrap()];
+    args.extend(extra);
+    args.extend(["--out", out.to_str().unwrap(), "-q"]);
+    persim(&args)
+}
