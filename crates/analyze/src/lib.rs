@@ -4,6 +4,7 @@
 mod culprits;
 mod debug;
 mod diff;
+mod line_table;
 mod patterns;
 mod profile;
 mod profile_plots;

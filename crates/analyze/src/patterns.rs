@@ -4,6 +4,7 @@
 //! its line and a later fence, an NT store after a fence (which also drains the line's
 //! earlier cached data); with persistent caches every store needs only a fence.
 
+use crate::line_table::LineTable;
 use persim_model::CacheMode;
 use persim_trace::{Entry, Hypercall, Meta, Op, Symbols, TraceError};
 use rustc_hash::FxHashMap;
@@ -207,7 +208,8 @@ struct SiteAcc {
 
 struct Scan {
     cache: CacheMode,
-    lines: FxHashMap<u64, LineState>,
+    /// By line number (address / 64).
+    lines: LineTable<LineState>,
     /// Lines with something a fence makes durable.
     awaiting: Vec<u64>,
     /// Lines that may hold bytes that are not durable: what a barrier looks at, so that
@@ -228,7 +230,7 @@ impl Scan {
     fn new(cache: CacheMode) -> Scan {
         Scan {
             cache,
-            lines: FxHashMap::default(),
+            lines: LineTable::new(),
             awaiting: Vec::new(),
             undurable: Vec::new(),
             activity: false,
@@ -260,7 +262,7 @@ impl Scan {
             let line = start & !(LINE - 1);
             let piece_end = end.min(line + LINE);
             let mask = byte_mask(start - line, piece_end - start);
-            let state = self.lines.entry(line).or_default();
+            let state = self.lines.get_or_default(line / LINE);
             let overwritten = state.not_durable() & mask;
             state.written = true;
             state.reported = false;
@@ -299,7 +301,7 @@ impl Scan {
         let line = addr & !(LINE - 1);
         let persistent = self.cache == CacheMode::Persistent;
         let epoch = self.epoch;
-        let Some(state) = self.lines.get_mut(&line).filter(|s| s.written) else {
+        let Some(state) = self.lines.get_mut(line / LINE).filter(|s| s.written) else {
             return self.report(Kind::FlushUnwritten, Some(addr), meta, || {
                 "no store in the trace wrote this line".to_string()
             });
@@ -338,7 +340,10 @@ impl Scan {
         }
         let persistent = self.cache == CacheMode::Persistent;
         for line in self.awaiting.drain(..) {
-            let state = self.lines.get_mut(&line).expect("awaiting lines are known");
+            let state = self
+                .lines
+                .get_mut(line / LINE)
+                .expect("awaiting lines are known");
             state.unfenced = 0;
             if persistent {
                 state.cached = 0;
@@ -356,7 +361,9 @@ impl Scan {
         let mut missing: Vec<(u64, u64, (u64, u64, Meta))> = Vec::new();
         let lines = &mut self.lines;
         self.undurable.retain(|line| {
-            let state = lines.get_mut(line).expect("undurable lines are known");
+            let state = lines
+                .get_mut(line / LINE)
+                .expect("undurable lines are known");
             if state.not_durable() == 0 {
                 state.undurable = false;
                 return false;

@@ -347,3 +347,42 @@ fn scratch_files_of_a_killed_run_are_removed_by_the_next() {
     let still = scratch_of_child();
     assert!(still.is_empty(), "left behind: {still:?}");
 }
+
+/// A run directory that holds a run of another test is refused before any work, with
+/// `--force` named, and left as it was.
+#[test]
+fn a_run_directory_of_another_test_is_refused_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    let inputs = r#"{"persim": "0.1.0", "test": "hello-world", "machine": "ext4-dax",
+        "strategy": "program-order", "cache": "volatile", "max_images": 4096,
+        "nt_prefixes": "auto", "trace_key": "k", "images_key": "k", "states_key": "k"}"#;
+    std::fs::write(run.join("inputs.json"), inputs).unwrap();
+    std::fs::write(run.join("trace.ptrace"), "write 0x0 01\n").unwrap();
+    let out = persim(&[
+        "run",
+        "--fs",
+        "ext4",
+        "--test",
+        "rename-overwrite",
+        "--out",
+        run.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        stderr(&out).contains("holds a run of test `hello-world` on ext4-dax")
+            && stderr(&out).contains("pass --force"),
+        "{out:?}"
+    );
+    let mut left: Vec<String> = std::fs::read_dir(&run)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["inputs.json", "trace.ptrace"]);
+    assert_eq!(
+        std::fs::read_to_string(run.join("inputs.json")).unwrap(),
+        inputs
+    );
+}
