@@ -24,9 +24,10 @@ pub struct VmArgs {
     /// Seconds a guest may take to boot (under TCG on a loaded machine, tens of seconds).
     #[arg(long, default_value_t = 120, value_name = "SECONDS")]
     pub boot_timeout: u64,
-    /// Take the static guest tools (hypercall, fs-dump, ringbuf-tool) from DIR instead of
-    /// this build's, e.g. a ringbuf-tool built with a mutant feature into another target
-    /// directory (DIR = <target>/x86_64-unknown-linux-gnu/release).
+    /// Take the static guest tools (hypercall, fs-dump, fs-ops, fw-cfg, stay-busy,
+    /// ringbuf-tool) from DIR instead of this build's, e.g. a ringbuf-tool built with a
+    /// mutant feature into another target directory (DIR =
+    /// <target>/x86_64-unknown-linux-gnu/release).
     #[arg(long, value_name = "DIR")]
     pub guest_tools: Option<PathBuf>,
     /// Where Persim's suites, VM configurations, plugin and guest tools are: a source tree
