@@ -25,7 +25,7 @@ impl Reader {
     /// Decodes this trace on a thread of its own, [`BATCH_LEN`] entries at a time.
     pub fn read_ahead(self) -> ReadAhead {
         let (sender, batches) = mpsc::sync_channel(BATCHES_AHEAD);
-        // Without a thread (none can be started) the consumer decodes: same entries.
+        // A thread that cannot be started is the first item the consumer gets.
         let thread = std::thread::Builder::new()
             .name("persim-trace-reader".to_owned())
             .spawn({

@@ -307,26 +307,23 @@ impl TracingVm {
         let timeout = self.opts.timeout;
         let pm_size = self.opts.config.pm_size();
         let config = &self.opts.config;
-        let setup_commands: Vec<String> = [config.mkfs.as_str(), &config.mount, setup]
+        // The setup commands, then the traced run.
+        let recording: Vec<String> = [config.mkfs.as_str(), &config.mount, setup]
             .into_iter()
             .filter(|command| !command.trim().is_empty())
             .map(str::to_owned)
+            .chain([traced_run_script(command)])
             .collect();
-        let traced_run = traced_run_script(command);
+        let (traced_run, setup_commands) = recording.split_last().expect("the traced run");
         // The links first: a guest started now runs the whole recording at once.
         self.point_links_at(output)?;
-        let recording: Vec<String> = setup_commands
-            .iter()
-            .cloned()
-            .chain([traced_run.clone()])
-            .collect();
         let boot = self.guest_with_blank_pm(&recording)?;
         let started = Instant::now();
         let vm = self
             .vm
             .as_mut()
             .expect("the guest was just booted or reset");
-        for command in &setup_commands {
+        for command in setup_commands {
             let out = vm.run(command, timeout)?;
             if out.exit_code != 0 {
                 return Err(VmError::SetupFailed {
@@ -341,7 +338,7 @@ impl TracingVm {
 
         let started = Instant::now();
         let vm = self.vm.as_mut().expect("the guest runs");
-        let out = vm.run_named(&traced_run, "the traced run", timeout)?;
+        let out = vm.run_named(traced_run, "the traced run", timeout)?;
         let traced = started.elapsed();
         self.used = true;
         self.say(format!(
