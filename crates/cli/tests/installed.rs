@@ -55,10 +55,12 @@ fn an_installed_persim_runs_a_test_from_another_directory() {
         "run",
         "-q",
     ]);
+    // The report too: a violation here (exit 1) must say which states it found.
     assert_eq!(
         run.status.code(),
         Some(0),
-        "{}",
+        "{}{}",
+        String::from_utf8_lossy(&run.stdout),
         String::from_utf8_lossy(&run.stderr)
     );
     assert!(elsewhere.path().join("run/report.json").is_file());
