@@ -10,7 +10,7 @@
 //! completed. What that ordering means for the crash model is in docs/tracer.md
 //! ("Block devices").
 
-use persim_trace::Op;
+use persim_trace::{Op, MAX_BLK_WRITE_LEN};
 use std::collections::{HashMap, HashSet};
 
 /// The controller's memory page size: Linux sets `CC.MPS` to 4 KiB.
@@ -35,6 +35,12 @@ const NVM_FLUSH: u8 = 0x00;
 const NVM_WRITE: u8 = 0x01;
 const NVM_READ: u8 = 0x02;
 const NVM_WRITE_ZEROES: u8 = 0x08;
+const NVM_DATASET_MANAGEMENT: u8 = 0x09;
+/// Dataset Management's Deallocate attribute (CDW11 bit 2); the other bits are hints.
+const DEALLOCATE: u32 = 1 << 2;
+/// A Dataset Management range: context attributes (u32), length in blocks (u32, not
+/// 0-based), starting block (u64).
+const DSM_RANGE: usize = 16;
 
 /// Reads guest-physical memory (the queues and the data pages of commands).
 pub trait PhysMemory {
@@ -178,7 +184,8 @@ impl NvmeDecoder {
         let offset = cmd.qword(10) * self.lba_size;
         let len = (u64::from(cmd.dword(12) & 0xffff) + 1) * self.lba_size;
         let opcode = cmd.opcode();
-        if cmd.dword(0) >> 14 & 3 != 0 && matches!(opcode, NVM_WRITE | NVM_READ) {
+        let deallocates = opcode == NVM_DATASET_MANAGEMENT && cmd.dword(11) & DEALLOCATE != 0;
+        if cmd.dword(0) >> 14 & 3 != 0 && (matches!(opcode, NVM_WRITE | NVM_READ) || deallocates) {
             // The VM turns scatter-gather lists off (`nvme.sgl_threshold=0`).
             self.problem(format!("command {opcode:#x} with an SGL is not decoded"));
             return;
@@ -196,12 +203,29 @@ impl NvmeDecoder {
                 }
                 None => self.problem(format!("cannot read the data of a write at {offset:#x}")),
             },
-            NVM_WRITE_ZEROES => ops.push(Op::BlkWrite {
-                offset,
-                data: vec![0; len as usize],
-            }),
+            NVM_WRITE_ZEROES => zeros(offset, len, ops),
+            NVM_DATASET_MANAGEMENT if deallocates => self.deallocate(cmd, mem, ops),
             NVM_READ if self.reads => ops.push(Op::BlkRead { offset, size: len }),
             _ => {}
+        }
+    }
+
+    /// Dataset Management with Deallocate: each range becomes a write of zeros, what
+    /// QEMU's controller then reads back (DLFEAT, docs/tracer.md "Block devices").
+    fn deallocate(&mut self, cmd: &Command, mem: &mut impl PhysMemory, ops: &mut Vec<Op>) {
+        let ranges = (cmd.dword(10) & 0xff) as usize + 1;
+        let len = (ranges * DSM_RANGE) as u64;
+        let Some(list) = read_prps(mem, cmd.prp1(), cmd.prp2(), len) else {
+            return self.problem(format!("cannot read the {ranges} ranges of a deallocation"));
+        };
+        for range in list.chunks_exact(DSM_RANGE) {
+            let blocks = u32::from_le_bytes(range[4..8].try_into().unwrap());
+            let start = u64::from_le_bytes(range[8..16].try_into().unwrap());
+            zeros(
+                start * self.lba_size,
+                u64::from(blocks) * self.lba_size,
+                ops,
+            );
         }
     }
 
@@ -253,6 +277,18 @@ impl Queue {
             self.next = (self.next + 1) % self.entries;
         }
         entries
+    }
+}
+
+/// Zeros over `len` bytes at `offset`, in writes no longer than a trace holds (Write Zeroes
+/// covers up to 32 MiB, a deallocated range up to the whole disk).
+fn zeros(offset: u64, len: u64, ops: &mut Vec<Op>) {
+    let max = MAX_BLK_WRITE_LEN as u64;
+    for at in (0..len).step_by(max as usize) {
+        ops.push(Op::BlkWrite {
+            offset: offset + at,
+            data: vec![0; (len - at).min(max) as usize],
+        });
     }
 }
 
@@ -462,6 +498,14 @@ mod tests {
         }
     }
 
+    /// A Dataset Management range as the driver lays it out.
+    fn range(context: u32, blocks: u32, start: u64) -> Vec<u8> {
+        let mut r = context.to_le_bytes().to_vec();
+        r.extend(blocks.to_le_bytes());
+        r.extend(start.to_le_bytes());
+        r
+    }
+
     fn pattern(len: usize, seed: u8) -> Vec<u8> {
         (0..len).map(|i| (i as u8).wrapping_mul(7) ^ seed).collect()
     }
@@ -583,6 +627,75 @@ mod tests {
         assert_eq!(
             d.nvme.problems,
             vec!["command 0x1 with an SGL is not decoded"]
+        );
+    }
+
+    #[test]
+    fn deallocated_ranges_are_writes_of_zeros_and_hints_alone_are_nothing() {
+        let mut d = Driver::new(false);
+        // Two ranges (NR = 1), the second on PRP2's page: the list starts 16 bytes before
+        // its first page ends. Context attributes are hints, not part of a range.
+        let (list, second) = (0x30_0ff0u64, 0x50_0000u64);
+        d.mem.put(list, &range(0x0300_0001, 3, 40));
+        d.mem.put(second, &range(0x0300_0001, 8, 0x1_0000_0002));
+        let dsm = |id, attributes| {
+            entry(
+                NVM_DATASET_MANAGEMENT,
+                id,
+                &[
+                    (6, list as u32),
+                    (8, second as u32),
+                    (10, 1),
+                    (11, attributes),
+                ],
+            )
+        };
+        assert_eq!(
+            d.submit(1, dsm(20, DEALLOCATE)),
+            vec![
+                Op::BlkWrite {
+                    offset: 40 * 512,
+                    data: vec![0; 3 * 512]
+                },
+                Op::BlkWrite {
+                    offset: 0x1_0000_0002 * 512,
+                    data: vec![0; 8 * 512]
+                }
+            ]
+        );
+        // Integral Dataset for Read and Write (bits 0 and 1), without Deallocate.
+        assert_eq!(d.submit(1, dsm(21, 0b11)), vec![]);
+        assert!(d.nvme.problems.is_empty(), "{:?}", d.nvme.problems);
+    }
+
+    #[test]
+    fn a_deallocation_longer_than_a_trace_holds_in_one_write_is_cut() {
+        let mut d = Driver::new(false);
+        // 40 MiB from block 8: writes of 16, 16 and 8 MiB.
+        d.mem.put(0x30_0000, &range(0, (40 << 20) / 512, 8));
+        let dsm = entry(
+            NVM_DATASET_MANAGEMENT,
+            22,
+            &[(6, 0x30_0000), (10, 0), (11, DEALLOCATE)],
+        );
+        let writes: Vec<(u64, usize)> = d
+            .submit(1, dsm)
+            .into_iter()
+            .map(|op| match op {
+                Op::BlkWrite { offset, data } if data.iter().all(|&b| b == 0) => {
+                    (offset, data.len())
+                }
+                other => panic!("not a write of zeros: {other:?}"),
+            })
+            .collect();
+        let start = 8 * 512;
+        assert_eq!(
+            writes,
+            [
+                (start, 16 << 20),
+                (start + (16 << 20), 16 << 20),
+                (start + (32 << 20), 8 << 20)
+            ]
         );
     }
 }

@@ -131,10 +131,12 @@ impl QemuSpec {
         if let Some(blk_file) = &self.blk_file {
             // The thesis' worst-case SSD: a volatile write cache (flushes matter) and
             // 512-byte atomic blocks. `dbcs=off`: without shadow doorbells every submission
-            // and completion is a register store the tracing plugin sees.
+            // and completion is a register store the tracing plugin sees. `discard=unmap`:
+            // a deallocated block then reads as zeros, as the controller says (DLFEAT) and
+            // the trace records it; QEMU ignores discards by default and keeps the data.
             args.push("-drive".into());
             args.push(format!(
-                "file={},if=none,id=nvm,format=raw,cache=writeback",
+                "file={},if=none,id=nvm,format=raw,cache=writeback,discard=unmap",
                 blk_file.display()
             ));
             args.push("-device".into());
@@ -273,7 +275,9 @@ mod tests {
         let append = args.iter().position(|a| a == "-append").unwrap();
         assert!(args[append + 1].split(' ').any(|w| w == KERNEL_NOKASLR));
         assert!(args[append + 1].ends_with(" nvme.sgl_threshold=0"));
-        assert!(joined.contains("-drive file=/tmp/blk,if=none,id=nvm,format=raw"));
+        assert!(joined.contains(
+            "-drive file=/tmp/blk,if=none,id=nvm,format=raw,cache=writeback,discard=unmap "
+        ));
         assert!(joined.contains("-device nvme,serial=persim,drive=nvm,dbcs=off,write-cache=on,"));
     }
 }
