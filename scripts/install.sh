@@ -15,15 +15,18 @@ case $prefix in
 esac
 home=$prefix/share/persim
 guest=target/x86_64-unknown-linux-gnu/release
-for built in target/release/persim target/release/libpersim_plugin.so \
-    "$guest/hypercall" "$guest/fs-dump" "$guest/fs-ops" "$guest/fw-cfg" "$guest/stay-busy" "$guest/ringbuf-tool"; do
+tools=()
+for tool in hypercall fs-dump fs-ops fw-cfg stay-busy user-maps ringbuf-tool; do
+    tools+=("$guest/$tool")
+done
+for built in target/release/persim target/release/libpersim_plugin.so "${tools[@]}"; do
     [[ -f $built ]] || { echo "install.sh: $built is missing: build first (scripts/setup.sh)" >&2; exit 2; }
 done
 
 install -d "$prefix/bin" "$home/lib" "$home/guest"
 install -m 755 target/release/persim "$prefix/bin/persim"
 install -m 644 target/release/libpersim_plugin.so "$home/lib/"
-install -m 755 "$guest/hypercall" "$guest/fs-dump" "$guest/fs-ops" "$guest/fw-cfg" "$guest/stay-busy" "$guest/ringbuf-tool" "$home/guest/"
+install -m 755 "${tools[@]}" "$home/guest/"
 # A fresh copy of the data: a suite or configuration removed from the tree goes too.
 rm -rf "$home/suites" "$home/vm"
 cp -r suites vm "$home/"

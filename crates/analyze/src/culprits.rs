@@ -168,10 +168,16 @@ fn site(meta: Option<&Meta>, symbols: Option<&Symbols>) -> String {
     let Some(meta) = meta.filter(|m| !m.is_empty()) else {
         return UNKNOWN_SITE.to_owned();
     };
-    let frames = meta.pc.iter().chain(&meta.stack).take(FRAMES);
+    let frames: Vec<u64> = meta
+        .pc
+        .iter()
+        .chain(&meta.stack)
+        .take(FRAMES)
+        .copied()
+        .collect();
     let names: Vec<String> = match symbols {
-        Some(symbols) => frames.map(|&a| symbols.describe(a)).collect(),
-        None => frames.map(|a| format!("{a:#x}")).collect(),
+        Some(symbols) => symbols.describe_frames(&frames),
+        None => frames.iter().map(|a| format!("{a:#x}")).collect(),
     };
     names.join(" < ")
 }

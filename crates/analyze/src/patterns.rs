@@ -129,7 +129,6 @@ impl Patterns {
     /// `function+0xoff [module]`.
     pub fn to_text(&self, symbols: Option<&Symbols>) -> String {
         use fmt::Write as _;
-        let code = |a: u64| symbols.map_or_else(|| format!("{a:#x}"), |s| s.describe(a));
         let mut t = String::new();
         let _ = writeln!(
             t,
@@ -155,7 +154,10 @@ impl Patterns {
                 });
                 let _ = writeln!(t, "  entry {}{at}: {}", f.index, f.detail);
                 if !f.stack.is_empty() {
-                    let frames: Vec<String> = f.stack.iter().map(|&a| code(a)).collect();
+                    let frames: Vec<String> = match symbols {
+                        Some(symbols) => symbols.describe_frames(&f.stack),
+                        None => f.stack.iter().map(|a| format!("{a:#x}")).collect(),
+                    };
                     let _ = writeln!(t, "    stack {}", frames.join(" < "));
                 }
             }

@@ -25,7 +25,7 @@ pub struct VmArgs {
     #[arg(long, default_value_t = 120, value_name = "SECONDS")]
     pub boot_timeout: u64,
     /// Take the static guest tools (hypercall, fs-dump, fs-ops, fw-cfg, stay-busy,
-    /// ringbuf-tool) from DIR instead of this build's, e.g. a ringbuf-tool built with a
+    /// user-maps, ringbuf-tool) from DIR instead of this build's, e.g. a ringbuf-tool built with a
     /// mutant feature into another target directory (DIR =
     /// <target>/x86_64-unknown-linux-gnu/release).
     #[arg(long, value_name = "DIR")]

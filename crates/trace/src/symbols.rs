@@ -4,8 +4,10 @@
 //! The source is the guest kernel's own `/proc/kallsyms`: the Debian kernel ships no real
 //! `System.map` (it is in the -dbg package), and kallsyms also places the loaded modules'
 //! functions exactly, without re-creating the module loader's section layout from the
-//! `.ko` files. The file is kallsyms' text form (`address type name [module]`), function
-//! symbols only, zstd-compressed.
+//! `.ko` files. User programs' functions come from their ELF symbol tables, placed where
+//! the traced run had them mapped (the guest tool `user-maps`), with the file's name as the
+//! module. The file is kallsyms' text form (`address type name [module]`), function
+//! symbols only, zstd-compressed; names are kept as linked and shown demangled (Rust).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -19,17 +21,51 @@ pub fn symbols_path(trace: &Path) -> PathBuf {
     name.into()
 }
 
-/// Function symbols sorted by address.
+/// Function symbols sorted by address, per address space: 0 holds the kernel's (and those
+/// of a file that names none), n ≥ 1 the code of one user process of the traced run, as
+/// `@n` after the module in the file: two processes may have different code at one
+/// address (a program's library where another has its static executable).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Symbols {
+    spaces: Vec<Space>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Space {
     functions: Vec<Function>,
+    /// A user process's code mappings (`start m end [file] @n` lines), sorted: an address
+    /// outside them is not this process's code. Empty for the kernel's space.
+    code: Vec<(u64, u64)>,
+}
+
+impl Space {
+    fn has_code_at(&self, address: u64) -> bool {
+        let at = self.code.partition_point(|&(start, _)| start <= address);
+        at.checked_sub(1).is_some_and(|i| address < self.code[i].1)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Function {
     address: u64,
+    /// As linked (what the file keeps).
     name: String,
+    /// What is shown: the demangled name of a Rust function, else `name`.
+    shown: Option<String>,
     module: Option<String>,
+}
+
+impl Function {
+    fn new(address: u64, name: &str, module: Option<&str>) -> Function {
+        Function {
+            address,
+            name: name.to_owned(),
+            shown: rustc_demangle::try_demangle(name)
+                .ok()
+                .map(|d| format!("{d:#}")),
+            module: module.map(str::to_owned),
+        }
+    }
 }
 
 /// An address resolved: the function it lies in and how far into it.
@@ -50,6 +86,12 @@ impl fmt::Display for Location<'_> {
     }
 }
 
+/// The symbol nearest at or below `address` of `functions` (sorted by address).
+fn nearest(functions: &[Function], address: u64) -> Option<&Function> {
+    let at = functions.partition_point(|f| f.address <= address);
+    functions.get(at.checked_sub(1)?)
+}
+
 /// Addresses further than this past the last symbol of their region are not resolved:
 /// no function of the kernel or a module is this long.
 const MAX_FUNCTION_SIZE: u64 = 1 << 20;
@@ -59,45 +101,111 @@ impl Symbols {
     /// Lines that are not symbols are skipped; addresses of 0 (kallsyms hides them from
     /// readers without the right) are not symbols either.
     pub fn from_kallsyms(text: &str) -> Symbols {
-        let mut functions: Vec<Function> = text
-            .lines()
-            .filter_map(|line| {
-                let mut fields = line.split_whitespace();
+        let mut symbols = Symbols::default();
+        for line in text.lines() {
+            let mut fields = line.split_whitespace();
+            let parsed = (|| {
                 let address = u64::from_str_radix(fields.next()?, 16).ok()?;
                 let kind = fields.next()?;
                 let name = fields.next()?;
                 let module = fields
                     .next()
                     .and_then(|m| m.strip_prefix('[')?.strip_suffix(']'));
-                (address != 0 && matches!(kind, "t" | "T" | "w" | "W")).then(|| Function {
-                    address,
-                    name: name.to_owned(),
-                    module: module.map(str::to_owned),
-                })
-            })
-            .collect();
-        functions.sort_by_key(|f| f.address);
-        Symbols { functions }
+                let space: usize = match fields.next() {
+                    Some(space) => space.strip_prefix('@')?.parse().ok()?,
+                    None => 0,
+                };
+                if kind == "m" {
+                    let end = u64::from_str_radix(name, 16).ok()?;
+                    symbols.space_mut(space).code.push((address, end));
+                    return None;
+                }
+                (address != 0 && matches!(kind, "t" | "T" | "w" | "W"))
+                    .then(|| (space, Function::new(address, name, module)))
+            })();
+            if let Some((space, function)) = parsed {
+                symbols.space_mut(space).functions.push(function);
+            }
+        }
+        symbols.sort();
+        symbols
+    }
+
+    fn space_mut(&mut self, space: usize) -> &mut Space {
+        if self.spaces.len() <= space {
+            self.spaces.resize_with(space + 1, Space::default);
+        }
+        &mut self.spaces[space]
+    }
+
+    fn sort(&mut self) {
+        for space in &mut self.spaces {
+            space.functions.sort_by_key(|f| f.address);
+            space.code.sort();
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.functions.is_empty()
+        self.len() == 0
     }
 
+    /// The number of functions.
     pub fn len(&self) -> usize {
-        self.functions.len()
+        self.spaces.iter().map(|s| s.functions.len()).sum()
     }
 
-    /// The function `address` lies in: the nearest symbol at or below it.
+    /// The function `address` lies in: the nearest symbol at or below it, in the code of
+    /// the first user process that has code there, else the kernel's (an address alone
+    /// cannot say whose it is: [`Symbols::describe_frames`] can).
     pub fn resolve(&self, address: u64) -> Option<Location<'_>> {
-        let at = self.functions.partition_point(|f| f.address <= address);
-        let f = self.functions.get(at.checked_sub(1)?)?;
+        self.resolve_in(
+            self.spaces_with_code_at(address).next().unwrap_or(0),
+            address,
+        )
+    }
+
+    /// The user spaces with code at `address`.
+    fn spaces_with_code_at(&self, address: u64) -> impl Iterator<Item = usize> + '_ {
+        (1..self.spaces.len()).filter(move |&s| self.spaces[s].has_code_at(address))
+    }
+
+    /// The function `address` lies in, in the user address space `space` where it has code
+    /// there, else in the kernel's.
+    fn resolve_in(&self, space: usize, address: u64) -> Option<Location<'_>> {
+        let space = match self.spaces.get(space) {
+            Some(user) if user.has_code_at(address) => user,
+            _ => self.spaces.first()?,
+        };
+        let f = nearest(&space.functions, address)?;
         let offset = address - f.address;
         (offset < MAX_FUNCTION_SIZE).then_some(Location {
-            function: &f.name,
+            function: f.shown.as_deref().unwrap_or(&f.name),
             offset,
             module: f.module.as_deref(),
         })
+    }
+
+    /// One call chain's addresses (a pc and its return addresses) described, each in
+    /// the user address space that has code at most of them: one thread's frames are all
+    /// of one process.
+    pub fn describe_frames(&self, frames: &[u64]) -> Vec<String> {
+        let covered = |space: usize| {
+            frames
+                .iter()
+                .filter(|&&a| self.spaces[space].has_code_at(a))
+                .count()
+        };
+        let space = (1..self.spaces.len())
+            .rev()
+            .max_by_key(|&space| covered(space))
+            .unwrap_or(0);
+        frames
+            .iter()
+            .map(|&a| match self.resolve_in(space, a) {
+                Some(location) => location.to_string(),
+                None => format!("{a:#x}"),
+            })
+            .collect()
     }
 
     /// `function+0xoff [module]`, or the address in hex when no symbol covers it.
@@ -117,45 +225,63 @@ impl Symbols {
         from: &HashMap<String, u64>,
         to: &HashMap<String, u64>,
     ) -> Symbols {
-        let mut functions: Vec<Function> = self
-            .functions
-            .iter()
-            .filter_map(|f| {
+        let mut moved = self.clone();
+        if let Some(kernel) = moved.spaces.first_mut() {
+            kernel.functions.retain_mut(|f| {
                 let Some(module) = &f.module else {
-                    return Some(f.clone());
+                    return true;
                 };
-                let (old, new) = (from.get(module)?, to.get(module)?);
-                Some(Function {
-                    address: f.address.wrapping_sub(*old).wrapping_add(*new),
-                    ..f.clone()
-                })
-            })
-            .collect();
-        functions.sort_by_key(|f| f.address);
-        Symbols { functions }
+                match (from.get(module), to.get(module)) {
+                    (Some(old), Some(new)) => {
+                        f.address = f.address.wrapping_sub(*old).wrapping_add(*new);
+                        true
+                    }
+                    _ => false,
+                }
+            });
+        }
+        moved.sort();
+        moved
+    }
+
+    /// Adds `other`'s functions (a traced run's user programs to the kernel's).
+    pub fn extend(&mut self, other: Symbols) {
+        for (n, space) in other.spaces.into_iter().enumerate() {
+            let own = self.space_mut(n);
+            own.functions.extend(space.functions);
+            own.code.extend(space.code);
+        }
+        self.sort();
     }
 
     /// An entry's code location, innermost first: the function of its pc, then of each
     /// return address, joined by ` < `; None without metadata.
     pub fn describe_meta(&self, meta: &crate::Meta) -> Option<String> {
-        let places: Vec<String> = meta
-            .pc
-            .iter()
-            .chain(&meta.stack)
-            .map(|&a| self.describe(a))
-            .collect();
+        let frames: Vec<u64> = meta.pc.iter().chain(&meta.stack).copied().collect();
+        let places = self.describe_frames(&frames);
         (!places.is_empty()).then(|| places.join(" < "))
     }
 
     /// Writes the symbols file whole or not at all.
     pub fn save(&self, path: &Path) -> std::io::Result<()> {
         let mut text = String::new();
-        for f in &self.functions {
-            text.push_str(&format!("{:016x} t {}", f.address, f.name));
-            if let Some(module) = &f.module {
-                text.push_str(&format!("\t[{module}]"));
+        for (n, space) in self.spaces.iter().enumerate() {
+            let tag = if n > 0 {
+                format!(" @{n}")
+            } else {
+                String::new()
+            };
+            for (start, end) in &space.code {
+                text.push_str(&format!("{start:016x} m {end:016x} [code]{tag}\n"));
             }
-            text.push('\n');
+            for f in &space.functions {
+                text.push_str(&format!("{:016x} t {}", f.address, f.name));
+                if let Some(module) = &f.module {
+                    text.push_str(&format!("\t[{module}]"));
+                }
+                text.push_str(&tag);
+                text.push('\n');
+            }
         }
         let compressed = zstd::encode_all(text.as_bytes(), 9)?;
         crate::atomic_file::write_atomically(path, &compressed)
@@ -246,6 +372,64 @@ not a symbol line
             s.with_modules_moved(&without_jbd2, &without_jbd2).len(),
             s.len() - 1
         );
+    }
+
+    #[test]
+    fn user_programs_join_the_kernel_and_rust_names_are_shown_demangled() {
+        let mut s = Symbols::from_kallsyms(KALLSYMS);
+        let user = Symbols::from_kallsyms(
+            "0000555555556000 m 0000555555557000 [transfer] @1\n\
+             0000555555556000 t main [transfer] @1\n\
+             0000555555556100 t _ZN6fs_ops3run17h0123456789abcdefE [transfer] @1\n",
+        );
+        s.extend(user);
+        assert_eq!(s.len(), 8);
+        assert_eq!(s.describe(0x555555556010), "main+0x10 [transfer]");
+        assert_eq!(s.describe(0x555555556108), "fs_ops::run+0x8 [transfer]");
+        assert_eq!(s.describe(0xffffffff81001010), "helper+0x10");
+        // Saved as linked, so the file reads back the same.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("symbols");
+        s.save(&path).unwrap();
+        assert_eq!(Symbols::load(&path).unwrap(), s);
+    }
+
+    #[test]
+    fn each_call_chain_is_described_in_the_process_that_has_its_code() {
+        // Process 1: a program with a library at 0x7f..; process 2: a static tool whose
+        // code is at the same addresses.
+        let s = Symbols::from_kallsyms(
+            "0000555555556000 m 0000555555557000 [transfer] @1\n\
+             0000555555556000 t main [transfer] @1\n\
+             00007ffff7f76000 m 00007ffff7f78000 [libpmem.so.1] @1\n\
+             00007ffff7f76700 t pmem_persist [libpmem.so.1] @1\n\
+             00007ffff7f70000 m 00007ffff7f80000 [hypercall] @2\n\
+             00007ffff7f70000 t _start [hypercall] @2\n\
+             00007ffff7f76000 t tool_main [hypercall] @2\n\
+             ffffffff81000000 T startup_64\n",
+        );
+        assert_eq!(
+            s.describe_frames(&[0x7ffff7f76710, 0x555555556020]),
+            ["pmem_persist+0x10 [libpmem.so.1]", "main+0x20 [transfer]"]
+        );
+        assert_eq!(
+            s.describe_frames(&[0x7ffff7f76710, 0x7ffff7f70008]),
+            ["tool_main+0x710 [hypercall]", "_start+0x8 [hypercall]"]
+        );
+        assert_eq!(s.describe_frames(&[0xffffffff81000004]), ["startup_64+0x4"]);
+        // Alone, an address takes the first process with code there.
+        assert_eq!(
+            s.describe(0x7ffff7f76710),
+            "pmem_persist+0x10 [libpmem.so.1]"
+        );
+        // Past the library's code, where only the tool has code.
+        assert_eq!(s.describe(0x7ffff7f79000), "tool_main+0x3000 [hypercall]");
+        // In no process's code and below the kernel: no name, not a wrong one.
+        assert_eq!(s.describe_frames(&[0x7ffff7f90000]), ["0x7ffff7f90000"]);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("symbols");
+        s.save(&path).unwrap();
+        assert_eq!(Symbols::load(&path).unwrap(), s);
     }
 
     #[test]

@@ -298,7 +298,8 @@ fn check_image(image: &Path, image_len: u64) -> Result<(), VmError> {
     Ok(())
 }
 
-fn shell_quote(text: &str) -> String {
+/// `text` as one shell word, whatever it holds (newlines included).
+pub(crate) fn shell_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', r"'\''"))
 }
 

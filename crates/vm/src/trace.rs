@@ -4,6 +4,7 @@
 use crate::config::VmConfig;
 use crate::console::Vm;
 use crate::error::VmError;
+use crate::extract::shell_quote;
 use crate::initramfs::{build_cached, InitramfsSpec};
 use crate::kernel::Kernel;
 use crate::qemu::{check_version, Plugin, QemuSpec, MAX_MEMORY_MIB};
@@ -18,16 +19,17 @@ use std::time::{Duration, Instant};
 
 /// Persim's own guest tools (package persim-guest) and the ring buffer's (persim-subjects),
 /// all built into one target directory by `cargo guest-tools` (.cargo/config.toml).
-const GUEST_TOOLS: [&str; 6] = [
+const GUEST_TOOLS: [&str; 7] = [
     "hypercall",
     "fs-dump",
     "fs-ops",
     "fw-cfg",
     "stay-busy",
+    "user-maps",
     "ringbuf-tool",
 ];
 const PLUGIN_FILE: &str = "libpersim_plugin.so";
-/// The traced run's script; `@COMMAND@` stands for the user's commands.
+/// The traced run's script; `@COMMAND@` stands for the user's commands (quoted).
 const TRACED_RUN: &str = include_str!("traced-run.sh");
 const BUILD_HINT: &str = "build them with `scripts/setup.sh` (or: cargo build --release -p \
      persim-plugin && cargo guest-tools)";
@@ -201,8 +203,8 @@ pub struct TracingVm {
     used: bool,
     /// Where the plugin writes: links to the current recording's trace and initial image.
     links: (PathBuf, PathBuf),
-    /// The loaded modules and the symbols file saved for them last.
-    last_symbols: Option<(HashMap<String, u64>, PathBuf)>,
+    /// The loaded modules and user code mappings, and the symbols file saved for them last.
+    last_symbols: Option<(CodeLayout, PathBuf)>,
 }
 
 impl Drop for TracingVm {
@@ -423,27 +425,40 @@ impl TracingVm {
     }
 
     /// Saves the guest's symbols beside `output`'s trace: a hard link to the previous
-    /// recording's when the same modules are loaded at the same addresses (a campaign's
-    /// tests on one guest), else [`save_symbols`].
+    /// recording's when the same modules and user code were at the same addresses (a
+    /// campaign's tests on one guest), else [`save_symbols`].
     fn save_symbols(&mut self, output: &Path) -> Result<(), VmError> {
+        let timeout = self.opts.timeout;
         let vm = self.vm.as_mut().expect("the guest runs");
-        let loaded = module_addresses(&vm.run("cat /proc/modules", self.opts.timeout)?.output);
+        let layout = CodeLayout {
+            modules: module_addresses(&vm.run("cat /proc/modules", timeout)?.output),
+            // Empty (or cat's complaint) when the command ran no user code.
+            user_mappings: vm.run(&format!("cat {USER_MAPS}"), timeout)?.output,
+        };
         let target = persim_trace::symbols_path(output);
         let _ = std::fs::remove_file(&target);
-        if let Some((modules, previous)) = &self.last_symbols {
-            if *modules == loaded && std::fs::hard_link(previous, &target).is_ok() {
+        if let Some((previous_layout, previous)) = &self.last_symbols {
+            if *previous_layout == layout && std::fs::hard_link(previous, &target).is_ok() {
                 return Ok(());
             }
         }
+        let user = match layout.user_mappings.trim().is_empty() {
+            true => persim_trace::Symbols::default(),
+            false => persim_trace::Symbols::from_kallsyms(
+                &vm.run(&format!("user-maps symbols {USER_MAPS}"), timeout)?
+                    .output,
+            ),
+        };
         save_symbols(
             vm,
             &self.prepared,
             &self.opts.cache_dir,
-            &loaded,
+            &layout.modules,
+            user,
             &target,
-            self.opts.timeout,
+            timeout,
         )?;
-        self.last_symbols = Some((loaded, target));
+        self.last_symbols = Some((layout, target));
         Ok(())
     }
 
@@ -470,7 +485,17 @@ impl TracingVm {
     }
 }
 
-/// Saves the guest's function symbols beside the trace (`persim_trace::symbols_path`).
+/// Where code was in the guest when a run ended: what its symbols depend on.
+#[derive(PartialEq, Eq)]
+struct CodeLayout {
+    /// Module name -> load address (`/proc/modules`).
+    modules: HashMap<String, u64>,
+    /// What `user-maps record` kept of the traced run's programs.
+    user_mappings: String,
+}
+
+/// Saves the guest's function symbols, the kernel's and the run's `user` programs',
+/// beside the trace (`persim_trace::symbols_path`).
 /// Under `nokaslr` the kernel's own addresses are fixed, and a module's functions keep
 /// their offsets from its load address, which `/proc/modules` gives. So `/proc/kallsyms`
 /// (about 4 MB over the serial console, 10 s) is fetched once per kernel and set of
@@ -481,6 +506,7 @@ fn save_symbols(
     prepared: &Prepared,
     cache_dir: &Path,
     loaded: &HashMap<String, u64>,
+    user: persim_trace::Symbols,
     target: &Path,
     timeout: Duration,
 ) -> Result<(), VmError> {
@@ -497,7 +523,7 @@ fn save_symbols(
         cache_dir.join(format!("{stem}.modules")),
     );
     let write_error = |path: &Path, e| VmError::io(format!("cannot write {}", path.display()), e);
-    let fetched = match (
+    let mut fetched = match (
         persim_trace::Symbols::load(&cached),
         std::fs::read_to_string(&cached_modules),
     ) {
@@ -523,6 +549,7 @@ fn save_symbols(
             symbols
         }
     };
+    fetched.extend(user);
     fetched.save(target).map_err(|e| write_error(target, e))
 }
 
@@ -564,9 +591,15 @@ const PM_RANGE: &str = "cat /sys/bus/nd/devices/region0/resource /sys/bus/nd/dev
 /// detaching destroys pmem0 with its mounts.
 const REATTACH: &str = "cd / && persim-pmem detach && persim-pmem attach";
 
+/// Where `user-maps record` keeps, in the guest, the code mappings of the traced run's
+/// programs.
+const USER_MAPS: &str = "/tmp/persim-user-maps";
+
 /// The guest script of the traced run of `command`.
 fn traced_run_script(command: &str) -> String {
-    TRACED_RUN.replace("@COMMAND@", command)
+    TRACED_RUN
+        .replace("@USER_MAPS@", USER_MAPS)
+        .replace("@COMMAND@", &shell_quote(command))
 }
 
 #[cfg(test)]
@@ -586,8 +619,8 @@ mod tests {
 
     #[test]
     fn the_traced_run_wraps_the_commands_once_between_hypercalls() {
-        // Multi-line, as a test's operations are: every line must land inside the subshell.
-        let script = traced_run_script("echo @COMMAND@\nexit 3");
+        // Multi-line, as a test's operations are, and quoted: every line is the command's.
+        let script = traced_run_script("echo '@COMMAND@'\nexit 3");
         let body: Vec<&str> = script.lines().filter(|l| !l.starts_with('#')).collect();
         assert_eq!(script.matches("exit 3").count(), 1, "{script}");
         assert_eq!(
@@ -598,10 +631,8 @@ mod tests {
                 "[ -e $nvme_reset ] && sync",
                 "hypercall start",
                 "[ -e $nvme_reset ] && echo 1 >$nvme_reset",
-                "(",
-                "echo @COMMAND@",
-                "exit 3",
-                ")",
+                "user-maps record /tmp/persim-user-maps -- sh -c 'echo '\\''@COMMAND@'\\''",
+                "exit 3'",
                 "rc=$?",
                 "if [ $rc -eq 0 ]; then hypercall success; else hypercall fail; fi",
                 "exit $rc",
