@@ -262,7 +262,9 @@ fn ringbuf_suite_is_atomic_in_both_cache_modes() {
 
 /// The worked example of suites/README.md, "Testing your own PM program", found by
 /// `global-prefix` and by the recovery-guided `reads` (whose traced recovery reads the
-/// balances' line).
+/// balances' line). The program and libpmem have no frame pointers: its stores and
+/// flushes still name their call chain, through the program's and the libraries' ELF
+/// symbols at the addresses the run had them.
 #[test]
 fn own_program_example_finds_the_torn_transfer() {
     if !vm_ready("own_program_example_finds_the_torn_transfer") {
@@ -316,6 +318,36 @@ fn own_program_example_finds_the_torn_transfer() {
             "{strategy}: a state that breaks the invariant: {interval}"
         );
     }
+    let print = persim(&[
+        "trace",
+        "print",
+        dir.path().join("reads/trace.ptrace").to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&print.stdout);
+    // The first entry of `op` done in user mode (the kernel flushes too, on page faults).
+    let user_pc = |line: &str| {
+        let pc = line.split_once("pc=0x").and_then(|(_, pc)| pc.split([' ', ',']).next());
+        pc.and_then(|pc| u64::from_str_radix(pc, 16).ok())
+            .is_some_and(|pc| pc < 1 << 47)
+    };
+    let described = |op: &str| {
+        text.lines()
+            .filter(|l| l.starts_with(op) && user_pc(l))
+            .find_map(|l| l.split_once("  # "))
+            .map(|(_, code)| code.to_owned())
+            .unwrap_or_else(|| panic!("no symbolised user `{op}` in\n{text}"))
+    };
+    let store = described("write ");
+    assert!(store.starts_with("main+0x"), "{store}");
+    assert!(store.contains(" [transfer] < "), "{store}");
+    let flush = described("flush ");
+    assert!(
+        flush.contains("pmem_persist+0x") && flush.contains(" [libpmem.so.1] < main+0x"),
+        "{flush}"
+    );
+    assert!(flush.ends_with(" [transfer]"), "{flush}");
+    let checkpoint = described("hypercall checkpoint 1");
+    assert!(checkpoint.starts_with("hypercall::main+0x"), "{checkpoint}");
 }
 
 /// A libpmemobj program under `--strategy reads` (examples/pmdk-tx): the correct
