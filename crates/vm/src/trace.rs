@@ -442,13 +442,13 @@ impl TracingVm {
                 return Ok(());
             }
         }
-        let user = match layout.user_mappings.trim().is_empty() {
-            true => persim_trace::Symbols::default(),
-            false => persim_trace::Symbols::from_kallsyms(
-                &vm.run(&format!("user-maps symbols {USER_MAPS}"), timeout)?
-                    .output,
-            ),
-        };
+        let user = user_symbols(
+            vm,
+            &self.prepared,
+            &self.opts.cache_dir,
+            &layout.user_mappings,
+            timeout,
+        )?;
         save_symbols(
             vm,
             &self.prepared,
@@ -551,6 +551,44 @@ fn save_symbols(
     };
     fetched.extend(user);
     fetched.save(target).map_err(|e| write_error(target, e))
+}
+
+/// The functions of the traced run's user programs where `mappings` (what `user-maps
+/// record` kept) had them. The guest's programs are the initramfs's, so they are read once
+/// per initramfs and set of mappings into the cache directory (a hello-world run's
+/// `hypercall` alone is about 200 KB over the console), unless a program ran from the file
+/// system under test, whose files a test may change.
+fn user_symbols(
+    vm: &mut Vm,
+    prepared: &Prepared,
+    cache_dir: &Path,
+    mappings: &str,
+    timeout: Duration,
+) -> Result<persim_trace::Symbols, VmError> {
+    if mappings.trim().is_empty() {
+        return Ok(persim_trace::Symbols::default());
+    }
+    let mut key = blake3::Hasher::new();
+    key.update(prepared.initramfs.as_os_str().as_encoded_bytes())
+        .update(b"\n")
+        .update(mappings.as_bytes());
+    let cached = cache_dir.join(format!(
+        "user-symbols-{}.zst",
+        &key.finalize().to_hex()[..16]
+    ));
+    if let Ok(symbols) = persim_trace::Symbols::load(&cached) {
+        return Ok(symbols);
+    }
+    let text = vm
+        .run(&format!("user-maps symbols {USER_MAPS}"), timeout)?
+        .output;
+    let symbols = persim_trace::Symbols::from_kallsyms(&text);
+    if !mappings.contains(" /mnt/") {
+        symbols
+            .save(&cached)
+            .map_err(|e| VmError::io(format!("cannot write {}", cached.display()), e))?;
+    }
+    Ok(symbols)
 }
 
 /// Module name -> load address from `/proc/modules` lines (`name size refs deps state
