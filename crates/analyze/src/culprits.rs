@@ -244,6 +244,7 @@ hypercall success
             failure_points: failure_points.to_vec(),
             images: vec!["h".into()],
             lines: None,
+            media: Vec::new(),
         }
     }
 

@@ -12,6 +12,18 @@ use std::io;
 pub struct PendingState {
     pub index: u64,
     pub lines: Vec<PendingLine>,
+    /// The disk's writes since its last flush, in trace order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub disk_writes: Vec<PendingDiskWrite>,
+}
+
+/// A `blkwrite` not yet made durable by a `blkflush`.
+#[derive(Debug, Serialize)]
+pub struct PendingDiskWrite {
+    pub entry: u64,
+    /// Byte offset into the disk.
+    pub offset: u64,
+    pub len: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -74,11 +86,22 @@ pub fn pending_at(
 ) -> Result<PendingState, DebugError> {
     let mut replay = Replay::new(config);
     let mut replayed = 0u64;
+    let mut disk_writes = Vec::new();
     for entry in entries.into_iter().take(index as usize) {
         let entry = entry.map_err(DebugError::Trace)?;
         replay
             .step(&entry, &mut Discard)
             .map_err(DebugError::Model)?;
+        // As the model has it (docs/model.md): a disk flush makes every earlier write durable.
+        match &entry.op {
+            Op::BlkWrite { offset, data } => disk_writes.push(PendingDiskWrite {
+                entry: replayed,
+                offset: *offset,
+                len: data.len() as u64,
+            }),
+            Op::BlkFlush => disk_writes.clear(),
+            _ => {}
+        }
         replayed += 1;
     }
     if replayed < index {
@@ -107,7 +130,11 @@ pub fn pending_at(
                 .collect(),
         })
         .collect();
-    Ok(PendingState { index, lines })
+    Ok(PendingState {
+        index,
+        lines,
+        disk_writes,
+    })
 }
 
 impl PendingState {
@@ -145,6 +172,16 @@ impl PendingState {
             self.index,
             self.lines.len()
         );
+        if !self.disk_writes.is_empty() {
+            let _ = writeln!(t, "disk: {} write(s) not flushed:", self.disk_writes.len());
+            for w in &self.disk_writes {
+                let _ = writeln!(
+                    t,
+                    "  entry {:<8} blkwrite {:#x} ({} bytes)",
+                    w.entry, w.offset, w.len
+                );
+            }
+        }
         for l in &self.lines {
             let _ = writeln!(t, "line {:#x} (flush mark {}):", l.line, l.flush_mark);
             for (i, u) in l.units.iter().enumerate() {

@@ -13,11 +13,16 @@ mod signature;
 mod verdict;
 
 pub use culprits::{find_culprits, Culprit};
-pub use debug::{entries_touching, pending_at, DebugError, PendingLine, PendingState, PendingUnit};
+pub use debug::{
+    entries_touching, pending_at, DebugError, PendingDiskWrite, PendingLine, PendingState,
+    PendingUnit,
+};
 pub use diff::line_diff;
 pub use patterns::{find_patterns, Finding, Kind as PatternKind, Patterns, Site};
 pub use profile::{profile, Derived, Part, Profile, Series, Stats};
 pub use profile_plots::profile_svgs;
 pub use report::{Mark, NtSummary, Report, Timings};
 pub use signature::{signature, without_numbers};
-pub use verdict::{verdicts, CheckpointVerdict, ErrorInfo, ImageOrigins, StateInfo, StateLines};
+pub use verdict::{
+    verdicts, CheckpointVerdict, ErrorInfo, ImageOrigins, Media, StateInfo, StateLines,
+};

@@ -166,14 +166,19 @@ impl Report {
                 } else {
                     ""
                 };
-                let partial = if s.partial_only {
-                    " (only from partial images)"
-                } else {
-                    ""
+                let notes: Vec<String> = s
+                    .partial_only
+                    .then(|| "only from partial images".to_owned())
+                    .into_iter()
+                    .chain(crate::Media::describe(&s.media))
+                    .collect();
+                let notes = match notes.is_empty() {
+                    true => String::new(),
+                    false => format!(" ({})", notes.join("; ")),
                 };
                 let _ = writeln!(
                     t,
-                    "  {:<7} {:<15}{final_mark}{partial}  failure points {}; {} image(s)",
+                    "  {:<7} {:<15}{final_mark}{notes}  failure points {}; {} image(s)",
                     s.name,
                     s.outcome,
                     abbreviate(&s.failure_points),
@@ -358,6 +363,7 @@ fn verdict_label(c: &CheckpointVerdict) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::verdict::StateInfo;
 
     #[test]
     fn a_failed_recovery_shows_what_the_kernel_and_the_tool_said() {
@@ -430,13 +436,14 @@ mod tests {
 
     #[test]
     fn an_interval_with_two_violations_names_both() {
-        let state = |k: usize| crate::verdict::StateInfo {
+        let state = |k: usize| StateInfo {
             name: format!("c1s{k}"),
             outcome: Outcome::State,
             partial_only: false,
             failure_points: vec![k as u64],
             images: vec![format!("{k:064x}")],
             lines: None,
+            media: Vec::new(),
         };
         let interval = |states: usize, finals: usize| CheckpointVerdict {
             from: 1,
@@ -479,5 +486,64 @@ mod tests {
             failed.contains("VIOLATION: recovery failed, not atomic (4 states)"),
             "{failed}"
         );
+    }
+
+    #[test]
+    fn a_state_names_the_media_its_images_leave_writes_out_of() {
+        use crate::Media::{Disk, Pm, PmAndDisk};
+        let state = |k: usize, partial_only: bool, media: Vec<crate::Media>| StateInfo {
+            name: format!("c1s{k}"),
+            outcome: Outcome::State,
+            partial_only,
+            failure_points: vec![k as u64],
+            images: vec![format!("{k:064x}")],
+            lines: None,
+            media,
+        };
+        let report = Report {
+            test: "t".into(),
+            fs: "f".into(),
+            cache: CacheMode::Volatile,
+            strategy: Strategy::ProgramOrder,
+            checkpoints: vec![CheckpointVerdict {
+                from: 1,
+                to: 2,
+                states: vec![
+                    state(0, false, vec![]),
+                    state(1, false, vec![Disk]),
+                    state(2, true, vec![PmAndDisk]),
+                    state(3, false, vec![Pm, Disk]),
+                ],
+                final_states: vec!["c1s0".into()],
+                single_final_state: true,
+                atomic: false,
+                errors: Vec::new(),
+                culprits: Vec::new(),
+            }],
+            nt_prefixes: None,
+            timings: Timings::default(),
+        };
+        let text = report.to_text();
+        let line = |k: usize| {
+            let name = format!("  c1s{k} ");
+            text.lines().find(|l| l.starts_with(&name)).unwrap()
+        };
+        assert!(!line(0).contains("from"), "{text}");
+        assert!(
+            line(1).contains(" (from the disk)  failure points 1;"),
+            "{text}"
+        );
+        assert!(
+            line(2).contains(" (only from partial images; from PM and the disk)  "),
+            "{text}"
+        );
+        assert!(line(3).contains(" (from PM or the disk)  "), "{text}");
+        let json = serde_json::to_value(&report).unwrap();
+        let states = &json["checkpoints"][0]["states"];
+        assert!(states[0].get("media").is_none());
+        assert_eq!(states[1]["media"], serde_json::json!(["disk"]));
+        assert_eq!(states[2]["media"], serde_json::json!(["pm-and-disk"]));
+        assert_eq!(states[3]["media"], serde_json::json!(["pm", "disk"]));
+        assert_eq!(serde_json::from_value::<Report>(json).unwrap(), report);
     }
 }

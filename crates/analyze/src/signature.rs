@@ -166,6 +166,7 @@ mod tests {
             failure_points: vec![1],
             images: vec![image.into()],
             lines: None,
+            media: Vec::new(),
         };
         Report {
             test: "t".into(),

@@ -5,7 +5,7 @@
 use persim_model::{Choice, FailurePoint, Origin};
 use persim_vm::{Outcome, Recovered};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// One distinct state of an interval.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -23,6 +23,69 @@ pub struct StateInfo {
     /// `reads`: which dirty lines were explored at its first failure point.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lines: Option<StateLines>,
+    /// With a disk: the media whose pending writes its images leave out, against the
+    /// fully persisted image of their failure point, one entry per way (fewest media
+    /// first, `[pm, disk]`: either alone). Empty when a fully persisted image gives the
+    /// state, or no image of the run had pending disk writes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub media: Vec<Media>,
+}
+
+/// What a crash image leaves out of the pending writes at its failure point: PM stores,
+/// disk writes (a block keeping its durable content or an earlier pending write), or both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Media {
+    Pm,
+    Disk,
+    PmAndDisk,
+}
+
+impl Media {
+    /// `from PM`, `from the disk`, `from PM and the disk`, `from PM or the disk`; None for
+    /// no way.
+    pub fn describe(ways: &[Media]) -> Option<String> {
+        let names: Vec<&str> = ways
+            .iter()
+            .map(|m| match m {
+                Media::Pm => "PM",
+                Media::Disk => "the disk",
+                Media::PmAndDisk => "PM and the disk",
+            })
+            .collect();
+        (!names.is_empty()).then(|| format!("from {}", names.join(" or ")))
+    }
+
+    /// What `origin` leaves out; `pm_pending`: whether PM had pending stores at its
+    /// failure point (its choice is `nothing` either way when it had none).
+    fn left_out(origin: &Origin, pm_pending: bool) -> Option<Media> {
+        let pm = pm_pending && origin.choice != Choice::Everything;
+        let disk = origin
+            .block
+            .as_ref()
+            .is_some_and(|b| *b != Choice::Everything);
+        match (pm, disk) {
+            (false, false) => None,
+            (true, false) => Some(Media::Pm),
+            (false, true) => Some(Media::Disk),
+            (true, true) => Some(Media::PmAndDisk),
+        }
+    }
+
+    /// The ways a state's images leave writes out (`None`: one leaves nothing out), as
+    /// `StateInfo::media` lists them: a way that needs both media is dropped when one
+    /// medium alone is a way.
+    fn ways(seen: &BTreeSet<Option<Media>>) -> Vec<Media> {
+        if seen.contains(&None) {
+            return Vec::new();
+        }
+        let alone = seen.contains(&Some(Media::Pm)) || seen.contains(&Some(Media::Disk));
+        seen.iter()
+            .flatten()
+            .filter(|&&m| !(alone && m == Media::PmAndDisk))
+            .copied()
+            .collect()
+    }
 }
 
 /// The dirty lines at a state's first failure point that `reads` explored (recovery
@@ -79,7 +142,8 @@ pub fn verdicts<'a>(
     state_of: impl Fn(&str) -> Option<&'a Recovered>,
 ) -> Vec<CheckpointVerdict> {
     // failure point -> its images, "nothing" first and "everything" last (discovery order)
-    let mut points: BTreeMap<FailurePoint, Vec<(u8, &str, bool)>> = BTreeMap::new();
+    let mut points: BTreeMap<FailurePoint, Vec<(u8, &str, &Origin)>> = BTreeMap::new();
+    let mut disk = false;
     for image in images {
         for origin in image.origins {
             let rank = match origin.choice {
@@ -87,14 +151,15 @@ pub fn verdicts<'a>(
                 Choice::Everything => 2,
                 _ => 1,
             };
+            disk |= origin.block.is_some();
             points
                 .entry(origin.point)
                 .or_default()
-                .push((rank, image.hash, is_partial(origin)));
+                .push((rank, image.hash, origin));
         }
     }
     for list in points.values_mut() {
-        list.sort();
+        list.sort_by_key(|&(rank, hash, origin)| (rank, hash, is_partial(origin)));
     }
     let first_of = |checkpoint: u64| points.keys().find(|p| p.checkpoint == Some(checkpoint));
     let mut checkpoints: Vec<u64> = points.keys().filter_map(|p| p.checkpoint).collect();
@@ -110,8 +175,17 @@ pub fn verdicts<'a>(
             .chain(std::iter::once((final_point, &points[final_point])));
         let mut interval = Interval::new(from);
         for (point, list) in in_interval {
-            for &(_, hash, partial) in list {
-                interval.add(point.index, hash, partial, state_of(hash));
+            // Every strategy keeps "everything" among a point's images when PM has pending
+            // stores, and labels the one image of a point without any "nothing".
+            let pm_pending = list.iter().any(|(_, _, o)| o.choice != Choice::Nothing);
+            for &(_, hash, origin) in list {
+                let left_out = Media::left_out(origin, pm_pending);
+                interval.add(point.index, hash, origin, left_out, state_of(hash));
+            }
+        }
+        if disk {
+            for (state, seen) in interval.states.iter_mut().zip(&interval.left_out) {
+                state.media = Media::ways(seen);
             }
         }
         let final_states = interval.names_at(final_point.index);
@@ -140,6 +214,8 @@ fn is_partial(origin: &Origin) -> bool {
 struct Interval<'a> {
     checkpoint: u64,
     states: Vec<StateInfo>,
+    /// Per state, what each of its images' origins leaves out.
+    left_out: Vec<BTreeSet<Option<Media>>>,
     errors: Vec<ErrorInfo>,
     by_state: HashMap<Option<&'a Recovered>, usize>,
 }
@@ -149,12 +225,20 @@ impl<'a> Interval<'a> {
         Interval {
             checkpoint,
             states: Vec::new(),
+            left_out: Vec::new(),
             errors: Vec::new(),
             by_state: HashMap::new(),
         }
     }
 
-    fn add(&mut self, point: u64, hash: &str, partial: bool, recovered: Option<&'a Recovered>) {
+    fn add(
+        &mut self,
+        point: u64,
+        hash: &str,
+        origin: &Origin,
+        left_out: Option<Media>,
+        recovered: Option<&'a Recovered>,
+    ) {
         let next = self.states.len();
         let i = *self.by_state.entry(recovered).or_insert(next);
         if i == next {
@@ -176,10 +260,13 @@ impl<'a> Interval<'a> {
                 failure_points: Vec::new(),
                 images: Vec::new(),
                 lines: None,
+                media: Vec::new(),
             });
+            self.left_out.push(BTreeSet::new());
         }
+        self.left_out[i].insert(left_out);
         let state = &mut self.states[i];
-        state.partial_only &= partial;
+        state.partial_only &= is_partial(origin);
         if state.failure_points.last() != Some(&point) {
             state.failure_points.push(point);
         }

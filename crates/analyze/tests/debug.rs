@@ -92,3 +92,39 @@ fn entries_and_pending_stores_name_their_code() {
         .to_text()
         .contains("# memcpy_to_pmem_nocache+0x18 [nova]"));
 }
+
+#[test]
+fn pending_disk_writes_are_those_since_the_last_disk_flush() {
+    let text = format!(
+        "# persim-trace pm-size=0x1000 blk-size=0x1000\n\
+         blkwrite 0x200 {}\nblkflush\nblkwrite 0x400 {}\nwrite 0x40 01\nblkwrite 0x0 {}\n",
+        "11".repeat(512),
+        "22".repeat(1024),
+        "33".repeat(512)
+    );
+    let mixed = || Reader::new(std::io::Cursor::new(text.clone())).unwrap();
+    let config = Config::of_header(&mixed().header());
+    let writes = |index| -> Vec<(u64, u64, u64)> {
+        let state = pending_at(mixed(), config.clone(), index).unwrap();
+        state
+            .disk_writes
+            .iter()
+            .map(|w| (w.entry, w.offset, w.len))
+            .collect()
+    };
+    assert_eq!(writes(1), [(0, 0x200, 512)]);
+    assert_eq!(writes(2), [], "the disk flush made it durable");
+    assert_eq!(writes(5), [(2, 0x400, 1024), (4, 0, 512)]);
+    let text = pending_at(mixed(), config, 5).unwrap().to_text();
+    assert!(
+        text.contains(
+            "disk: 2 write(s) not flushed:\n  entry 2        blkwrite 0x400 (1024 bytes)\n"
+        ),
+        "{text}"
+    );
+    // Without a disk, nothing of it shows.
+    let pm_only = pending_at(reader(), Config::new(0x2000), 8).unwrap();
+    assert!(!pm_only.to_text().contains("disk"));
+    let json = serde_json::to_value(&pm_only).unwrap();
+    assert!(json.get("disk_writes").is_none(), "{json}");
+}

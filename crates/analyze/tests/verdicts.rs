@@ -1,9 +1,10 @@
 //! Verdicts on hand-made image indexes: what each interval's states and flags must be.
 
-use persim_analyze::{verdicts, ImageOrigins};
-use persim_model::{Choice, FailureKind, FailurePoint, Origin};
+use persim_analyze::{verdicts, ImageOrigins, Media};
+use persim_model::{replay_in_memory, Choice, Config, FailureKind, FailurePoint, Origin};
+use persim_trace::{Entry, Reader};
 use persim_vm::Recovered;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 fn origin(index: u64, kind: FailureKind, checkpoint: u64, choice: Choice) -> Origin {
     Origin {
@@ -133,4 +134,167 @@ fn several_final_states_and_failed_recoveries_are_reported() {
             ("not-extracted", "no state was extracted for this image")
         ]
     );
+}
+
+/// An origin at failure point `index` of interval 1 with the PM and disk choices given.
+fn mixed(index: u64, kind: FailureKind, pm: Choice, disk: Option<Choice>) -> Origin {
+    Origin {
+        block: disk,
+        ..origin(index, kind, 1, pm)
+    }
+}
+
+/// The states of interval 1 -> 2 by name and the media each names.
+fn media(images: &[(&str, Vec<Origin>)], states: &[(&str, &str)]) -> Vec<(String, Vec<Media>)> {
+    let states: Vec<(&str, Recovered)> = states
+        .iter()
+        .map(|&(hash, state)| (hash, Recovered::state(state)))
+        .collect();
+    run(images, &states)[0]
+        .states
+        .iter()
+        .map(|s| (s.name.clone(), s.media.clone()))
+        .collect()
+}
+
+#[test]
+fn each_extra_state_names_the_media_whose_pending_writes_its_images_leave_out() {
+    use Choice::{Everything as All, Nothing as No};
+    const BLKFLUSH: FailureKind = FailureKind::Blkflush;
+    let (no, all) = (|| Some(No), || Some(All));
+    // The fence at 5 has pending PM stores and disk writes; at the disk flush at 7 only the
+    // disk has any (PM's one choice there is "nothing").
+    let images = [
+        ("cp1", vec![origin(1, CP, 1, No)]),
+        ("5-no-no", vec![mixed(5, FENCE, No, no())]),
+        ("5-no-all", vec![mixed(5, FENCE, No, all())]),
+        ("5-torn-no", vec![mixed(5, FENCE, partial(1), no())]),
+        ("5-torn-all", vec![mixed(5, FENCE, partial(1), all())]),
+        ("5-torn2-all", vec![mixed(5, FENCE, partial(2), all())]),
+        ("5-all-no", vec![mixed(5, FENCE, All, no())]),
+        ("5-all-all", vec![mixed(5, FENCE, All, all())]),
+        ("5-torn3-all", vec![mixed(5, FENCE, partial(3), all())]),
+        ("7-no-no", vec![mixed(7, BLKFLUSH, No, no())]),
+        ("7-no-all", vec![mixed(7, BLKFLUSH, No, all())]),
+        ("cp2", vec![origin(9, CP, 2, No)]),
+    ];
+    let states = [
+        ("cp1", "old"),
+        ("5-no-no", "both lost"),
+        ("5-no-all", "pm lost"),
+        ("5-torn-no", "torn"),
+        ("5-torn-all", "torn"),
+        ("5-torn2-all", "either"),
+        ("5-all-no", "either"),
+        ("5-all-all", "new"),
+        // A torn image that equals the new state: the state needs nothing lost.
+        ("5-torn3-all", "new"),
+        ("7-no-no", "data lost"),
+        ("7-no-all", "new"),
+        ("cp2", "new"),
+    ];
+    use Media::{Disk, Pm, PmAndDisk};
+    let want = |name: &str, media: &[Media]| (name.to_owned(), media.to_vec());
+    assert_eq!(
+        media(&images, &states),
+        [
+            want("c1s0", &[]),
+            want("c1s1", &[Pm]),
+            want("c1s2", &[PmAndDisk]),
+            // "torn" also arises with the disk's writes lost: PM alone suffices.
+            want("c1s3", &[Pm]),
+            want("c1s4", &[Pm, Disk]),
+            want("c1s5", &[]),
+            // PM had nothing pending at the disk flush: only the disk's writes are lost.
+            want("c1s6", &[Disk]),
+        ]
+    );
+    // Without a disk no state names a medium.
+    let pm_only: Vec<(&str, Vec<Origin>)> = images
+        .iter()
+        .map(|(hash, origins)| {
+            let origins = origins
+                .iter()
+                .map(|o| Origin {
+                    block: None,
+                    ..o.clone()
+                })
+                .collect();
+            (*hash, origins)
+        })
+        .collect();
+    assert!(media(&pm_only, &states).iter().all(|(_, m)| m.is_empty()));
+}
+
+/// ext4 with its journal on PM, in small: the file's data is written to the disk's
+/// volatile cache, the commit record to PM is flushed and fenced, and only then is the
+/// disk flushed (docs/results.md, "Cross-media").
+const COMMIT_BEFORE_DISK_FLUSH: &str = "\
+# persim-trace pm-size=0x1000 blk-size=0x1000
+hypercall checkpoint 1
+blkwrite 0x200 {DATA}
+write 0x40 01
+flush clwb 0x40
+fence sfence
+blkflush
+hypercall checkpoint 2
+";
+
+#[test]
+fn a_commit_on_pm_before_the_disk_flush_gives_a_state_from_the_disk() {
+    let text = COMMIT_BEFORE_DISK_FLUSH.replace("{DATA}", &"dd".repeat(512));
+    let reader = Reader::new(std::io::Cursor::new(text)).unwrap();
+    let config = Config::of_header(&reader.header());
+    let entries: Vec<Entry> = reader.map(Result::unwrap).collect();
+    let initial = vec![0u8; config.image_len() as usize];
+    // Each image by the bytes the trace writes; its origins as the image store keeps them.
+    let mut origins: BTreeMap<String, Vec<Origin>> = BTreeMap::new();
+    for point in replay_in_memory(config, initial, &entries).unwrap() {
+        for (image, choice, block) in point.images {
+            let (commit, data) = (image[0x40], image[0x1200]);
+            origins
+                .entry(format!("{commit}-{data}"))
+                .or_default()
+                .push(Origin {
+                    point: point.point,
+                    choice,
+                    block,
+                });
+        }
+    }
+    // Recovery finds the file once the commit is durable, with whatever its block holds.
+    let states: Vec<(String, Recovered)> = origins
+        .keys()
+        .map(|hash| {
+            let (commit, data) = hash.split_once('-').unwrap();
+            let dump = match commit {
+                "0" => "{}".to_owned(),
+                _ => format!(r#"{{"/mnt/f": {data}}}"#),
+            };
+            (hash.clone(), Recovered::state(&dump))
+        })
+        .collect();
+    let states: HashMap<&str, &Recovered> = states.iter().map(|(h, r)| (h.as_str(), r)).collect();
+    let v = verdicts(
+        origins
+            .iter()
+            .map(|(hash, origins)| ImageOrigins { hash, origins }),
+        |h| states.get(h).copied(),
+    );
+    let found: Vec<(&str, &[Media])> = v[0]
+        .states
+        .iter()
+        .map(|s| (s.name.as_str(), s.media.as_slice()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("c1s0", &[][..]),
+            ("c1s1", &[Media::Disk][..]),
+            ("c1s2", &[][..])
+        ]
+    );
+    assert_eq!(states["1-0"], &Recovered::state(r#"{"/mnt/f": 0}"#));
+    assert_eq!(v[0].states[1].images, ["1-0"]);
+    assert!(!v[0].atomic && v[0].single_final_state);
 }

@@ -3,7 +3,7 @@
 use crate::size::parse_size;
 use anyhow::Result;
 use clap::Subcommand;
-use persim_analyze::{entries_touching, pending_at};
+use persim_analyze::{entries_touching, pending_at, Media, StateInfo};
 use persim_model::{CacheMode, Config};
 use persim_tester::{materialise_images, ImagesIndex, PointReads, RunDir};
 use persim_trace::{Reader, Symbols};
@@ -84,21 +84,31 @@ pub fn run(command: &DebugCommand) -> Result<()> {
                 Some(cache) => *cache,
                 None => RunDir::recorded_cache(dir)?,
             };
+            let disk = config.blk_size > 0;
             let mut state = pending_at(reader, config, *index)?;
             if let Some(symbols) = Symbols::of_trace(&trace) {
                 state.describe_code(Reader::open(&trace)?, &symbols)?;
             }
             let reads = reads_at(dir, *index);
+            let states = states_at(dir, *index).filter(|_| disk);
             if *json {
                 let mut value = serde_json::to_value(&state)?;
-                if let (Some(reads), Some(object)) = (&reads, value.as_object_mut()) {
-                    object.insert("reads".into(), serde_json::to_value(reads)?);
+                if let Some(object) = value.as_object_mut() {
+                    if let Some(reads) = &reads {
+                        object.insert("reads".into(), serde_json::to_value(reads)?);
+                    }
+                    if let Some(states) = &states {
+                        object.insert("states".into(), states_json(states));
+                    }
                 }
                 outln!("{}", serde_json::to_string_pretty(&value)?)?;
             } else {
                 out!("{}", state.to_text())?;
                 if let Some(reads) = &reads {
                     out!("{}", reads_text(reads))?;
+                }
+                if let Some(states) = &states {
+                    outln!("{}", states_text(*index, states))?;
                 }
             }
         }
@@ -116,6 +126,41 @@ fn reads_at(dir: &Path, index: u64) -> Option<PointReads> {
         .into_iter()
         .find(|p| p.index == index)?;
     point.reads
+}
+
+/// The states of a run directory's report that arise at the failure point at `index`
+/// (a checkpoint's belongs to two intervals), if it has a report.
+fn states_at(dir: &Path, index: u64) -> Option<Vec<StateInfo>> {
+    let report = RunDir::new(dir).read_report().ok()?;
+    let states = report.checkpoints.into_iter().flat_map(|c| c.states);
+    Some(
+        states
+            .filter(|s| s.failure_points.contains(&index))
+            .collect(),
+    )
+}
+
+/// `states at failure point 57: c1s1 (from the disk), c1s2`.
+fn states_text(index: u64, states: &[StateInfo]) -> String {
+    let names: Vec<String> = states
+        .iter()
+        .map(|s| match Media::describe(&s.media) {
+            Some(media) => format!("{} ({media})", s.name),
+            None => s.name.clone(),
+        })
+        .collect();
+    match names.is_empty() {
+        true => format!("no state of the report arises just before entry {index}"),
+        false => format!("states at failure point {index}: {}", names.join(", ")),
+    }
+}
+
+fn states_json(states: &[StateInfo]) -> serde_json::Value {
+    let states: Vec<serde_json::Value> = states
+        .iter()
+        .map(|s| serde_json::json!({"name": s.name, "outcome": s.outcome, "media": s.media}))
+        .collect();
+    serde_json::Value::Array(states)
 }
 
 fn reads_text(reads: &PointReads) -> String {

@@ -239,3 +239,90 @@ fn images_reads_from_needs_the_reads_strategy_and_traced_recoveries() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// ext4 with its journal on PM, in small (docs/results.md, "Cross-media"): the commit on
+/// PM is fenced while the file's data is still in the disk's volatile cache.
+fn commit_before_disk_flush() -> String {
+    format!(
+        "# persim-trace pm-size=0x1000 blk-size=0x1000\n\
+         hypercall checkpoint 1\nblkwrite 0x200 {}\nwrite 0x40 01\nflush clwb 0x40\n\
+         fence sfence\nblkflush\nhypercall checkpoint 2\n",
+        "dd".repeat(512)
+    )
+}
+
+/// A report whose interval 1 -> 2 has the old state, one from the disk, and the new one.
+fn report_with_a_state_from_the_disk() -> persim_analyze::Report {
+    use persim_analyze::{CheckpointVerdict, Media, Report, StateInfo, Timings};
+    let state = |k: usize, failure_points: &[u64], media: &[Media]| StateInfo {
+        name: format!("c1s{k}"),
+        outcome: persim_vm::Outcome::State,
+        partial_only: false,
+        failure_points: failure_points.to_vec(),
+        images: vec![format!("{k:064x}")],
+        lines: None,
+        media: media.to_vec(),
+    };
+    Report {
+        test: "t".into(),
+        fs: "f".into(),
+        cache: CacheMode::Volatile,
+        strategy: Strategy::ProgramOrder,
+        checkpoints: vec![CheckpointVerdict {
+            from: 1,
+            to: 2,
+            states: vec![
+                state(0, &[0, 4], &[]),
+                state(1, &[4, 5], &[Media::Disk]),
+                state(2, &[4, 5, 6], &[]),
+            ],
+            final_states: vec!["c1s2".into()],
+            single_final_state: true,
+            atomic: false,
+            errors: Vec::new(),
+            culprits: Vec::new(),
+        }],
+        nt_prefixes: None,
+        timings: Timings::default(),
+    }
+}
+
+#[test]
+fn debug_at_names_the_media_of_the_states_at_a_failure_point_with_a_disk() {
+    let tmp = tempfile::tempdir().unwrap();
+    let report = serde_json::to_string(&report_with_a_state_from_the_disk()).unwrap();
+    let disk = run_dir(&tmp.path().join("disk"), CacheMode::Volatile);
+    std::fs::write(disk.trace(), commit_before_disk_flush()).unwrap();
+    std::fs::write(disk.report_json(), &report).unwrap();
+    let root = disk.root().to_str().unwrap();
+    let out = persim(&["debug", "at", root, "--index", "4"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("disk: 1 write(s) not flushed:\n  entry 1        blkwrite 0x200 (512 bytes)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("states at failure point 4: c1s0, c1s1 (from the disk), c1s2"),
+        "{text}"
+    );
+    let json = persim(&["debug", "at", root, "--index", "4", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v["states"][1]["media"], serde_json::json!(["disk"]));
+    assert_eq!(v["states"][0]["media"], serde_json::json!([]));
+    assert_eq!(v["disk_writes"][0]["offset"], 0x200);
+    // A run without a disk names no states and no disk writes.
+    let pm_only = run_dir(&tmp.path().join("pm"), CacheMode::Volatile);
+    std::fs::write(pm_only.report_json(), &report).unwrap();
+    let root = pm_only.root().to_str().unwrap();
+    let json = persim(&["debug", "at", root, "--index", "2", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert!(
+        v.get("states").is_none() && v.get("disk_writes").is_none(),
+        "{v}"
+    );
+}
