@@ -16,8 +16,11 @@ mkdir -p /tmp /mnt
 # No address-space randomisation: programs under test load at the same addresses in every
 # run, so their pcs and stacks in traces compare between runs.
 echo 0 >/proc/sys/kernel/randomize_va_space
+# insmod, unlike modprobe, does not take a module's options from the kernel command line
+# (`nvme.sgl_threshold=0`): they are passed on here.
 for m in $(cat /etc/persim/modules); do
-    insmod "/lib/persim-modules/$m" || echo "@@PERSIM-MODULE-FAILED $m"
+    options=$(tr ' ' '\n' </proc/cmdline | sed -n "s/^${m%.ko}\.//p")
+    insmod "/lib/persim-modules/$m" $options || echo "@@PERSIM-MODULE-FAILED $m"
 done
 # fsdax mode for the NVDIMM (see persim-pmem).
 persim-pmem fsdax || echo "@@PERSIM-FSDAX-FAILED"

@@ -7,7 +7,7 @@ use persim_trace::{FenceKind, FlushKind, Hypercall, Op};
 use persim_vm::{
     default_config_dir, prepare, Artifacts, Plugin, QemuSpec, TraceOptions, Vm, VmConfig,
 };
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -24,14 +24,21 @@ fn cache_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("persim-cache")
 }
 
+/// A guest of `config` on a blank PM file `pm_file` (and a blank disk beside it, if the
+/// configuration has an NVMe SSD).
 fn boot(config: &VmConfig, artifacts: &Artifacts, pm_file: PathBuf, plugin: Option<Plugin>) -> Vm {
     let prepared = prepare(config, artifacts, &cache_dir()).unwrap();
-    std::fs::File::create(&pm_file)
-        .unwrap()
-        .set_len(config.pm_size())
-        .unwrap();
+    let blank = |path: &Path, size: u64| {
+        std::fs::File::create(path).unwrap().set_len(size).unwrap();
+    };
+    blank(&pm_file, config.pm_size());
+    let blk_file = (config.blk_size() > 0).then(|| pm_file.with_extension("disk"));
+    if let Some(disk) = &blk_file {
+        blank(disk, config.blk_size());
+    }
     let spec = QemuSpec {
         plugin,
+        blk_file,
         ..QemuSpec::new(&prepared, config, pm_file)
     };
     Vm::boot(&spec, TIMEOUT).unwrap()
@@ -430,17 +437,17 @@ const BENCH_WORKLOAD: &str = "i=0; while [ $i -lt 64 ]; do \
 const PMICROPROFILE_WORKLOAD: &str = "dd if=/dev/urandom of=/mnt/file bs=1M count=32 2>/dev/null \
     || exit 1; wc -c < /mnt/file";
 
-/// Guest time of `workload` between `hypercall start` and `success`, with the plugin
-/// loaded and tracing on or off; also the number of trace entries and bytes. The
-/// workload must print `expected`.
+/// Guest time of `workload` between `hypercall start` and `success` on a guest of
+/// `config` (with its NVMe SSD, if it has one), with the plugin loaded and tracing on or
+/// off; also the number of trace entries and bytes. The workload must print `expected`.
 fn time_workload(
     artifacts: &Artifacts,
+    config: &VmConfig,
     tracing: bool,
     stacks: Stacks,
     workload: &str,
     expected: &str,
 ) -> (Duration, usize, u64) {
-    let config = VmConfig::for_fs(&default_config_dir(), "ext4").unwrap();
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("bench.trace");
     let plugin = Plugin {
@@ -448,16 +455,25 @@ fn time_workload(
         args: PluginArgs {
             tracing,
             stacks,
+            blk_size: config.blk_size(),
             ..PluginArgs::new(PM_BASE, config.pm_size(), trace.clone())
         },
     };
-    let mut vm = boot(&config, artifacts, dir.path().join("pm.img"), Some(plugin));
+    let mut vm = boot(config, artifacts, dir.path().join("pm.img"), Some(plugin));
     for command in [&config.mkfs, &config.mount] {
         let out = vm.run(command, TIMEOUT).unwrap();
         assert_eq!(out.exit_code, 0, "{command}: {}", out.output);
     }
+    // With a disk, what setup wrote goes first, and a controller reset after `start` lets
+    // the plugin see the queues (as the traced run does); both configurations pay it.
+    let script = match config.blk_size() {
+        0 => format!("hypercall start\n{workload}\nhypercall success"),
+        _ => format!(
+            "sync\nhypercall start\necho 1 >/sys/class/nvme/nvme0/reset_controller\n\
+             {workload}\nhypercall success"
+        ),
+    };
     let started = Instant::now();
-    let script = format!("hypercall start\n{workload}\nhypercall success");
     let out = vm.run(&script, TIMEOUT).unwrap();
     let elapsed = started.elapsed();
     assert_eq!(
@@ -502,18 +518,52 @@ fn bench_tracer_overhead() {
         hello.as_secs_f64()
     );
 
-    compare_tracing(&artifacts, "16 MiB workload", BENCH_WORKLOAD, "16777216");
+    let ext4 = VmConfig::for_fs(&default_config_dir(), "ext4").unwrap();
+    compare_tracing(
+        &artifacts,
+        &ext4,
+        "16 MiB workload",
+        BENCH_WORKLOAD,
+        "16777216",
+    );
+}
+
+/// The NVMe side of the tracer (docs/performance.md, "NVMe"): the same 16 MiB written to
+/// ext4 on the NVMe SSD and synced, the plugin decoding the driver's commands or not.
+/// Ignored by default (a few minutes of VM time):
+/// `cargo test --release -p persim-vm --test guest bench_nvme_tracing -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn bench_nvme_tracing() {
+    let Some(artifacts) = artifacts_or_skip("bench_nvme_tracing") else {
+        return;
+    };
+    let config = VmConfig::load(&default_config_dir().join("ext4-nvme.toml")).unwrap();
+    let workload = format!("{BENCH_WORKLOAD} && sync");
+    compare_tracing(
+        &artifacts,
+        &config,
+        "16 MiB on NVMe, synced",
+        &workload,
+        "16777216",
+    );
 }
 
 /// Alternates the workload untraced, traced, and traced with shadow stacks (the machine
 /// is shared) and prints the best of [`BENCH_RUNS`] each and their ratios.
-fn compare_tracing(artifacts: &Artifacts, name: &str, workload: &str, expected: &str) {
+fn compare_tracing(
+    artifacts: &Artifacts,
+    config: &VmConfig,
+    name: &str,
+    workload: &str,
+    expected: &str,
+) {
     let (mut off, mut on, mut stacks) = (Vec::new(), Vec::new(), Vec::new());
     let mut traced = (0, 0);
     for _ in 0..BENCH_RUNS {
         let mut time = |tracing, how| {
             let (elapsed, entries, bytes) =
-                time_workload(artifacts, tracing, how, workload, expected);
+                time_workload(artifacts, config, tracing, how, workload, expected);
             if tracing && how == Stacks::Off {
                 traced = (entries, bytes);
             }
@@ -547,8 +597,10 @@ fn bench_pmicroprofile_workload() {
     let Some(artifacts) = artifacts_or_skip("bench_pmicroprofile_workload") else {
         return;
     };
+    let ext4 = VmConfig::for_fs(&default_config_dir(), "ext4").unwrap();
     compare_tracing(
         &artifacts,
+        &ext4,
         "32 MiB from /dev/urandom",
         PMICROPROFILE_WORKLOAD,
         "33554432",
@@ -699,13 +751,21 @@ fn nvme_writes_flushes_and_forced_writes_are_traced_in_order_with_pm() {
         config,
         ..trace_options(
             "ext4",
-            "blk-probe /dev/nvme0n1 /dev/pmem0",
+            "blk-probe /dev/nvme0n1 /dev/pmem0 && cat /sys/module/nvme/parameters/sgl_threshold",
             output.clone(),
             artifacts,
         )
     };
     let summary = persim_vm::trace(&opts).unwrap();
     assert_eq!(summary.exit_code, 0, "{}", summary.output);
+    // The driver was loaded with scatter-gather lists off, as the decoder needs: the
+    // kernel command line's module option reached it (init.sh passes it to insmod).
+    assert_eq!(
+        summary.output.lines().last(),
+        Some("0"),
+        "{}",
+        summary.output
+    );
     let (header, entries) = persim_trace::read_all(&output).unwrap();
     assert_eq!(header.blk_size, 16 << 20);
     // The disk was blank when tracing started.
