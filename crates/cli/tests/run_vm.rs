@@ -326,7 +326,9 @@ fn own_program_example_finds_the_torn_transfer() {
     let text = String::from_utf8_lossy(&print.stdout);
     // The first entry of `op` done in user mode (the kernel flushes too, on page faults).
     let user_pc = |line: &str| {
-        let pc = line.split_once("pc=0x").and_then(|(_, pc)| pc.split([' ', ',']).next());
+        let pc = line
+            .split_once("pc=0x")
+            .and_then(|(_, pc)| pc.split([' ', ',']).next());
         pc.and_then(|pc| u64::from_str_radix(pc, 16).ok())
             .is_some_and(|pc| pc < 1 << 47)
     };
