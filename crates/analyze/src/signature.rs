@@ -5,6 +5,7 @@
 
 use crate::culprits::UNKNOWN_SITE;
 use crate::report::{telling_lines, Report};
+use crate::verdict::Media;
 use persim_vm::Recovered;
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -38,6 +39,16 @@ pub fn signature(report: &Report, state_of: impl Fn(&str) -> Option<Recovered>) 
                 "states differ in {}",
                 fields.into_iter().collect::<Vec<_>>().join(", ")
             ));
+        }
+        // With a disk: which medium the extra states come from (a lost SSD flush and a
+        // torn PM write are different problems).
+        let media: BTreeSet<Media> = interval
+            .states
+            .iter()
+            .flat_map(|s| s.media.iter().copied())
+            .collect();
+        if let Some(media) = Media::describe(&media.into_iter().collect::<Vec<_>>()) {
+            part.push(media);
         }
         if let Some(error) = interval.errors.first() {
             let line = telling_lines(&error.output).first().map_or("", |l| l);
@@ -226,6 +237,12 @@ mod tests {
         let mut atomic = report(Vec::new());
         atomic.checkpoints[0].atomic = true;
         assert_eq!(signature(&atomic, state), None);
+        let mut from_disk = report(Vec::new());
+        from_disk.checkpoints[0].states[2].media = vec![Media::Disk];
+        assert_eq!(
+            signature(&from_disk, state).as_deref(),
+            Some("A states differ in size; from the disk; code dax_zero_range")
+        );
     }
 
     #[test]
