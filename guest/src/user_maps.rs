@@ -138,7 +138,7 @@ pub fn spaces_from_text(text: &str) -> Vec<Vec<Mapping>> {
 
 /// Runs `argv` under ptrace, following its children, and returns its exit status (128 +
 /// the signal if a signal ended it, as a shell says) with the executable mappings each
-/// exiting process (or thread) had.
+/// process (or thread) had when it exited before the command did.
 pub fn run_recording_mappings(argv: &[CString]) -> io::Result<(i32, Spaces)> {
     let mut pointers: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
     pointers.push(std::ptr::null());
@@ -185,6 +185,9 @@ pub fn run_recording_mappings(argv: &[CString]) -> io::Result<(i32, Spaces)> {
                 } else {
                     128 + libc::WTERMSIG(status)
                 });
+                // The command is over, as for a shell: what it left running in the
+                // background goes on, untraced, once this tracer exits.
+                break;
             }
             continue;
         }
@@ -205,6 +208,17 @@ pub fn run_recording_mappings(argv: &[CString]) -> io::Result<(i32, Spaces)> {
         } else if event == libc::PTRACE_EVENT_EXIT {
             if let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) {
                 spaces.insert(executable_mappings(&maps));
+            }
+        } else if matches!(
+            event,
+            libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK | libc::PTRACE_EVENT_CLONE
+        ) {
+            // The new process or thread is traced from now on (its first stop may come
+            // later than this one).
+            let mut new_pid: libc::c_ulong = 0;
+            // SAFETY: `pid` is in a ptrace event stop; the message is the new pid.
+            if unsafe { libc::ptrace(libc::PTRACE_GETEVENTMSG, pid, 0, &mut new_pid) } == 0 {
+                live.insert(new_pid as libc::pid_t);
             }
         } else if event == 0 {
             // A signal for the program: pass it on.

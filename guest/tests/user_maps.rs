@@ -81,3 +81,22 @@ fn which(program: &str) -> std::path::PathBuf {
         .find(|p| p.is_file())
         .unwrap_or_else(|| panic!("{program} not on PATH"))
 }
+
+#[test]
+fn a_background_process_does_not_keep_the_command_from_ending() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    let status = user_maps()
+        .arg("record")
+        .arg(dir.path().join("maps"))
+        .args(["--", "sh", "-c"])
+        .arg(format!("sleep 600 & echo $! >{}", pid_file.display()))
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    // The command ended while its background `sleep` still runs.
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    let proc_dir = std::path::Path::new("/proc").join(pid.trim());
+    assert!(proc_dir.exists(), "the background process was waited for");
+    let _ = Command::new("kill").arg(pid.trim()).status();
+}
