@@ -1,10 +1,13 @@
 //! The code behind each violation, for reports: which stores a crash can still lose at a
 //! checkpoint that has several final states, and which stores came last before the failure
 //! points where an extra state (or a failed recovery) arises, counted per call site and
-//! named through the trace's symbols (`function+0xoff [module] < caller …`).
+//! named through the trace's symbols (`function+0xoff [module] < caller …`). With a disk,
+//! also the disk writes not yet flushed there (for a state from the disk, only those): a
+//! missing flush shows as the writes it should have made durable, named by the code that
+//! issued them beyond the block layer.
 
 use crate::debug::Discard;
-use crate::verdict::CheckpointVerdict;
+use crate::verdict::{CheckpointVerdict, Media};
 use persim_model::{Config, Replay};
 use persim_trace::{Entry, Hypercall, Meta, Op, Symbols, TraceError};
 use serde::{Deserialize, Serialize};
@@ -21,8 +24,11 @@ pub struct Culprit {
     pub stores: usize,
     /// Trace indices of the first few of these stores.
     pub entries: Vec<u64>,
-    /// The cache lines they wrote (PM offsets).
+    /// The cache lines they wrote (PM offsets), or for disk writes their byte offsets.
     pub lines: Vec<u64>,
+    /// Whether these are disk writes (`blkwrite`), not PM stores.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub disk: bool,
 }
 
 /// Entries and lines kept per culprit; the count says how many there were.
@@ -32,11 +38,12 @@ const FRAMES: usize = 4;
 /// Stores shown before a failure point of an extra state.
 const LAST_STORES: usize = 3;
 
-/// A store found behind a violation, before its call site is known.
+/// A store (or disk write) found behind a violation, before its call site is known.
 struct Suspect {
     what: String,
     entry: u64,
     line: u64,
+    disk: bool,
 }
 
 /// Fills `culprits` of every violated interval in `checkpoints` from the trace (read twice:
@@ -58,7 +65,7 @@ where
     // final states; the first failure point of each extra state (neither the interval's
     // first state nor a final one).
     let mut at_checkpoint: BTreeMap<u64, usize> = BTreeMap::new();
-    let mut at_point: BTreeMap<u64, Vec<(usize, String)>> = BTreeMap::new();
+    let mut at_point: BTreeMap<u64, Vec<(usize, String, DiskPart)>> = BTreeMap::new();
     for (i, c) in checkpoints.iter().enumerate() {
         if !c.single_final_state {
             at_checkpoint.insert(c.to, i);
@@ -69,7 +76,11 @@ where
                 continue;
             }
             if let Some(&point) = s.failure_points.first() {
-                at_point.entry(point).or_default().push((i, s.name.clone()));
+                let disk = DiskPart::of(&s.media);
+                at_point
+                    .entry(point)
+                    .or_default()
+                    .push((i, s.name.clone(), disk));
             }
         }
     }
@@ -81,6 +92,8 @@ where
     let mut ignored = vec![0; checkpoints.len()];
     let mut replay = Replay::new(config);
     let mut last_stores: VecDeque<(u64, u64)> = VecDeque::new();
+    // Disk writes since the last disk flush: (trace index, offset).
+    let mut unflushed: Vec<(u64, u64)> = Vec::new();
     for (index, entry) in entries()
         .map_err(DebugError::Trace)?
         .into_iter()
@@ -105,25 +118,54 @@ where
                             what: format!("{how} at checkpoint {n}"),
                             entry: unit.entry,
                             line: line.line,
+                            disk: false,
                         });
                     }
                 }
+                for &(entry, offset) in &unflushed {
+                    suspects[i].push(Suspect {
+                        what: format!("disk writes not flushed at checkpoint {n}"),
+                        entry,
+                        line: offset,
+                        disk: true,
+                    });
+                }
             }
         }
-        for (i, state) in at_point.get(&index).into_iter().flatten() {
-            for &(entry, line) in last_stores.iter().rev() {
-                suspects[*i].push(Suspect {
-                    what: format!("last stores before failure point {index} (state {state})"),
-                    entry,
-                    line,
-                });
+        for (i, state, disk) in at_point.get(&index).into_iter().flatten() {
+            if *disk != DiskPart::Only {
+                for &(entry, line) in last_stores.iter().rev() {
+                    suspects[*i].push(Suspect {
+                        what: format!("last stores before failure point {index} (state {state})"),
+                        entry,
+                        line,
+                        disk: false,
+                    });
+                }
+            }
+            if *disk != DiskPart::None {
+                for &(entry, offset) in &unflushed {
+                    suspects[*i].push(Suspect {
+                        what: format!(
+                            "disk writes not flushed at failure point {index} (state {state})"
+                        ),
+                        entry,
+                        line: offset,
+                        disk: true,
+                    });
+                }
             }
         }
-        if let Op::Write { addr, .. } = entry.op {
-            if last_stores.len() == LAST_STORES {
-                last_stores.pop_front();
+        match entry.op {
+            Op::Write { addr, .. } => {
+                if last_stores.len() == LAST_STORES {
+                    last_stores.pop_front();
+                }
+                last_stores.push_back((index, addr & !(persim_model::LINE - 1)));
             }
-            last_stores.push_back((index, addr & !(persim_model::LINE - 1)));
+            Op::BlkWrite { offset, .. } => unflushed.push((index, offset)),
+            Op::BlkFlush => unflushed.clear(),
+            _ => {}
         }
         replay
             .step(&entry, &mut Discard)
@@ -143,7 +185,9 @@ where
         }
     }
     for ((c, suspects), ignored) in checkpoints.iter_mut().zip(suspects).zip(ignored) {
-        c.culprits = group(suspects, |entry| site(metas.get(&entry), symbols));
+        c.culprits = group(suspects, |entry, disk| {
+            site(metas.get(&entry), symbols, disk)
+        });
         if ignored > 0 {
             c.culprits.push(Culprit {
                 what: format!(
@@ -154,6 +198,7 @@ where
                 stores: ignored,
                 entries: Vec::new(),
                 lines: Vec::new(),
+                disk: false,
             });
         }
     }
@@ -163,30 +208,72 @@ where
 /// The site of stores recorded without a pc (hand-written traces).
 pub(crate) const UNKNOWN_SITE: &str = "unknown code (no pc recorded)";
 
-/// `function+0xoff [module] < caller …`, or the hex pc without symbols.
-fn site(meta: Option<&Meta>, symbols: Option<&Symbols>) -> String {
+/// What a state's media say about the disk, as the culprits need it: a state only from
+/// the disk gets its unflushed disk writes and no PM stores; one with a disk part, both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum DiskPart {
+    None,
+    Also,
+    Only,
+}
+
+impl DiskPart {
+    fn of(media: &[Media]) -> DiskPart {
+        if !media.is_empty() && media.iter().all(|m| *m == Media::Disk) {
+            DiskPart::Only
+        } else if media
+            .iter()
+            .any(|m| matches!(m, Media::Disk | Media::PmAndDisk))
+        {
+            DiskPart::Also
+        } else {
+            DiskPart::None
+        }
+    }
+}
+
+/// `function+0xoff [module] < caller …`, or the hex pc without symbols. A disk write's
+/// first frames are the NVMe driver and the block layer, the same for every write: its
+/// site starts at the first frame beyond them (the code that wrote the data back or
+/// submitted it).
+fn site(meta: Option<&Meta>, symbols: Option<&Symbols>, disk: bool) -> String {
     let Some(meta) = meta.filter(|m| !m.is_empty()) else {
         return UNKNOWN_SITE.to_owned();
     };
-    let frames: Vec<u64> = meta
-        .pc
-        .iter()
-        .chain(&meta.stack)
-        .take(FRAMES)
-        .copied()
-        .collect();
+    let frames: Vec<u64> = meta.pc.iter().chain(&meta.stack).copied().collect();
     let names: Vec<String> = match symbols {
         Some(symbols) => symbols.describe_frames(&frames),
         None => frames.iter().map(|a| format!("{a:#x}")).collect(),
     };
-    names.join(" < ")
+    let skip = match disk {
+        true => names
+            .iter()
+            .position(|name| !in_block_layer(name))
+            .unwrap_or(0),
+        false => 0,
+    };
+    names[skip..]
+        .iter()
+        .take(FRAMES)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(" < ")
+}
+
+/// Whether a described frame is Linux's NVMe driver or block layer.
+fn in_block_layer(frame: &str) -> bool {
+    frame.ends_with(" [nvme]")
+        || frame.ends_with(" [nvme_core]")
+        || ["blk_", "__blk_", "nvme_", "submit_bio", "__submit_bio"]
+            .iter()
+            .any(|prefix| frame.starts_with(prefix))
 }
 
 /// Suspects counted per (what, site), in the order first seen.
-fn group(suspects: Vec<Suspect>, site_of: impl Fn(u64) -> String) -> Vec<Culprit> {
+fn group(suspects: Vec<Suspect>, site_of: impl Fn(u64, bool) -> String) -> Vec<Culprit> {
     let mut culprits: Vec<Culprit> = Vec::new();
     for s in suspects {
-        let site = site_of(s.entry);
+        let site = site_of(s.entry, s.disk);
         let at = culprits
             .iter()
             .position(|c| c.what == s.what && c.site == site);
@@ -199,6 +286,7 @@ fn group(suspects: Vec<Suspect>, site_of: impl Fn(u64) -> String) -> Vec<Culprit
                     stores: 0,
                     entries: Vec::new(),
                     lines: Vec::new(),
+                    disk: s.disk,
                 });
                 culprits.last_mut().expect("just pushed")
             }
@@ -316,6 +404,110 @@ hypercall success
             ]
         );
         assert_eq!(found[0].lines, [0x40]);
+    }
+
+    /// A journal-like run with a disk: data written to the disk from writeback, the commit
+    /// on PM, and the disk flushed only at the end.
+    fn disk_trace() -> String {
+        let data = "00".repeat(512);
+        format!(
+            "\
+# persim-trace pm-size=0x1000 blk-size=0x1000
+hypercall start
+hypercall checkpoint 1
+blkwrite 0x200 {data} @ pc=0xffffffffc0400010 stack=0xffffffff81000110,0xffffffff81000210,0xffffffff81000310
+write 0x40 01 @ pc=0xffffffffc0300010
+flush clwb 0x40
+fence sfence
+blkflush
+hypercall checkpoint 2
+hypercall success
+"
+        )
+    }
+
+    #[test]
+    fn a_state_from_the_disk_names_the_unflushed_disk_writes_beyond_the_block_layer() {
+        let symbols = Symbols::from_kallsyms(
+            "ffffffff81000100 T blk_finish_plug\n\
+             ffffffff81000200 T wb_writeback\n\
+             ffffffff81000300 T wb_workfn\n\
+             ffffffffc0300000 t jbd2_journal_commit_transaction\t[jbd2]\n\
+             ffffffffc0400000 t nvme_queue_rq\t[nvme]\n",
+        );
+        let mut disk_state = state("c1s1", &[6, 7]);
+        disk_state.media = vec![Media::Disk];
+        let mut c = verdict(
+            vec![state("c1s0", &[1]), disk_state, state("c1s2", &[7])],
+            &["c1s2"],
+        );
+        let trace = disk_trace();
+        let open = || Reader::new(std::io::Cursor::new(trace.clone()));
+        let config = Config {
+            blk_size: 0x1000,
+            ..Config::new(0x1000)
+        };
+        find_culprits(
+            open,
+            config.clone(),
+            std::slice::from_mut(&mut c),
+            Some(&symbols),
+            &BTreeMap::new(),
+        )
+        .unwrap();
+        // Only the disk write the disk flush's image leaves out: no PM stores for this state.
+        assert_eq!(c.culprits.len(), 1, "{:#?}", c.culprits);
+        let disk = &c.culprits[0];
+        assert_eq!(
+            disk.what,
+            "disk writes not flushed at failure point 6 (state c1s1)"
+        );
+        assert_eq!(disk.site, "wb_writeback+0x10 < wb_workfn+0x10");
+        assert_eq!(
+            (disk.disk, disk.entries.as_slice(), disk.lines.as_slice()),
+            (true, &[2u64][..], &[0x200u64][..])
+        );
+
+        // Without a disk medium the same state gets the PM stores before the fence.
+        let mut c = verdict(
+            vec![
+                state("c1s0", &[1]),
+                state("c1s1", &[6, 7]),
+                state("c1s2", &[7]),
+            ],
+            &["c1s2"],
+        );
+        find_culprits(
+            open,
+            config.clone(),
+            std::slice::from_mut(&mut c),
+            Some(&symbols),
+            &BTreeMap::new(),
+        )
+        .unwrap();
+        assert_eq!(c.culprits.len(), 1, "{:#?}", c.culprits);
+        assert!(!c.culprits[0].disk);
+        assert_eq!(c.culprits[0].entries, [3]);
+
+        // Never flushed: two final states, and the checkpoint names the disk write.
+        let unflushed = trace.replace("blkflush\n", "");
+        let open = || Reader::new(std::io::Cursor::new(unflushed.clone()));
+        let mut c = verdict(
+            vec![state("c1s0", &[1, 6]), state("c1s1", &[6])],
+            &["c1s0", "c1s1"],
+        );
+        find_culprits(
+            open,
+            config,
+            std::slice::from_mut(&mut c),
+            Some(&symbols),
+            &BTreeMap::new(),
+        )
+        .unwrap();
+        let disk: Vec<&Culprit> = c.culprits.iter().filter(|c| c.disk).collect();
+        assert_eq!(disk.len(), 1, "{:#?}", c.culprits);
+        assert_eq!(disk[0].what, "disk writes not flushed at checkpoint 2");
+        assert_eq!(disk[0].entries, [2]);
     }
 
     #[test]

@@ -281,7 +281,11 @@ fn culprits_text(t: &mut String, culprits: &[crate::Culprit]) {
         let mut sites: Vec<&crate::Culprit> = culprits.iter().filter(|c| c.what == kind).collect();
         sites.sort_by_key(|c| std::cmp::Reverse(c.stores));
         let total: usize = sites.iter().map(|c| c.stores).sum();
-        let _ = writeln!(t, "  code: {kind}: {total} store(s)");
+        let (what, at) = match sites.first().is_some_and(|c| c.disk) {
+            true => ("disk write(s)", "offsets"),
+            false => ("store(s)", "lines"),
+        };
+        let _ = writeln!(t, "  code: {kind}: {total} {what}");
         for c in sites.iter().take(SITES_SHOWN) {
             if c.entries.is_empty() {
                 continue;
@@ -294,7 +298,7 @@ fn culprits_text(t: &mut String, culprits: &[crate::Culprit]) {
             };
             let _ = writeln!(
                 t,
-                "    {} by {}\n      entries {}{more}; lines {}",
+                "    {} by {}\n      entries {}{more}; {at} {}",
                 c.stores,
                 c.site,
                 entries.join(", "),
@@ -305,7 +309,7 @@ fn culprits_text(t: &mut String, culprits: &[crate::Culprit]) {
             let rest: usize = sites[SITES_SHOWN..].iter().map(|c| c.stores).sum();
             let _ = writeln!(
                 t,
-                "    and {rest} store(s) by {} other sites (report.json lists them)",
+                "    and {rest} {what} by {} other sites (report.json lists them)",
                 sites.len() - SITES_SHOWN
             );
         }

@@ -198,6 +198,7 @@ mod tests {
                     stores: 1,
                     entries: vec![7],
                     lines: vec![0x40],
+                    disk: false,
                 }],
             }],
             nt_prefixes: None,
