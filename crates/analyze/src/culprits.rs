@@ -435,29 +435,30 @@ hypercall success
              ffffffffc0300000 t jbd2_journal_commit_transaction\t[jbd2]\n\
              ffffffffc0400000 t nvme_queue_rq\t[nvme]\n",
         );
+        let find = |trace: &str, mut c: CheckpointVerdict| {
+            let open = || Reader::new(std::io::Cursor::new(trace.to_owned()));
+            let config = Config {
+                blk_size: 0x1000,
+                ..Config::new(0x1000)
+            };
+            let empty = BTreeMap::new();
+            find_culprits(
+                open,
+                config,
+                std::slice::from_mut(&mut c),
+                Some(&symbols),
+                &empty,
+            )
+            .unwrap();
+            c.culprits
+        };
+        let states = |c1s1: StateInfo| vec![state("c1s0", &[1]), c1s1, state("c1s2", &[7])];
         let mut disk_state = state("c1s1", &[6, 7]);
         disk_state.media = vec![Media::Disk];
-        let mut c = verdict(
-            vec![state("c1s0", &[1]), disk_state, state("c1s2", &[7])],
-            &["c1s2"],
-        );
-        let trace = disk_trace();
-        let open = || Reader::new(std::io::Cursor::new(trace.clone()));
-        let config = Config {
-            blk_size: 0x1000,
-            ..Config::new(0x1000)
-        };
-        find_culprits(
-            open,
-            config.clone(),
-            std::slice::from_mut(&mut c),
-            Some(&symbols),
-            &BTreeMap::new(),
-        )
-        .unwrap();
+        let found = find(&disk_trace(), verdict(states(disk_state), &["c1s2"]));
         // Only the disk write the disk flush's image leaves out: no PM stores for this state.
-        assert_eq!(c.culprits.len(), 1, "{:#?}", c.culprits);
-        let disk = &c.culprits[0];
+        assert_eq!(found.len(), 1, "{found:#?}");
+        let disk = &found[0];
         assert_eq!(
             disk.what,
             "disk writes not flushed at failure point 6 (state c1s1)"
@@ -468,44 +469,26 @@ hypercall success
             (true, &[2u64][..], &[0x200u64][..])
         );
 
-        // Without a disk medium the same state gets the PM stores before the fence.
-        let mut c = verdict(
-            vec![
-                state("c1s0", &[1]),
-                state("c1s1", &[6, 7]),
-                state("c1s2", &[7]),
-            ],
-            &["c1s2"],
+        // Without a disk medium the same state gets the PM stores before the disk flush.
+        let found = find(
+            &disk_trace(),
+            verdict(states(state("c1s1", &[6, 7])), &["c1s2"]),
         );
-        find_culprits(
-            open,
-            config.clone(),
-            std::slice::from_mut(&mut c),
-            Some(&symbols),
-            &BTreeMap::new(),
-        )
-        .unwrap();
-        assert_eq!(c.culprits.len(), 1, "{:#?}", c.culprits);
-        assert!(!c.culprits[0].disk);
-        assert_eq!(c.culprits[0].entries, [3]);
+        assert_eq!(found.len(), 1, "{found:#?}");
+        assert!(!found[0].disk);
+        assert_eq!(found[0].entries, [3]);
 
         // Never flushed: two final states, and the checkpoint names the disk write.
-        let unflushed = trace.replace("blkflush\n", "");
-        let open = || Reader::new(std::io::Cursor::new(unflushed.clone()));
-        let mut c = verdict(
-            vec![state("c1s0", &[1, 6]), state("c1s1", &[6])],
-            &["c1s0", "c1s1"],
+        let unflushed = disk_trace().replace("blkflush\n", "");
+        let found = find(
+            &unflushed,
+            verdict(
+                vec![state("c1s0", &[1, 6]), state("c1s1", &[6])],
+                &["c1s0", "c1s1"],
+            ),
         );
-        find_culprits(
-            open,
-            config,
-            std::slice::from_mut(&mut c),
-            Some(&symbols),
-            &BTreeMap::new(),
-        )
-        .unwrap();
-        let disk: Vec<&Culprit> = c.culprits.iter().filter(|c| c.disk).collect();
-        assert_eq!(disk.len(), 1, "{:#?}", c.culprits);
+        let disk: Vec<&Culprit> = found.iter().filter(|c| c.disk).collect();
+        assert_eq!(disk.len(), 1, "{found:#?}");
         assert_eq!(disk[0].what, "disk writes not flushed at checkpoint 2");
         assert_eq!(disk[0].entries, [2]);
     }
