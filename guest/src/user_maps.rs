@@ -143,7 +143,7 @@ pub fn run_recording_mappings(argv: &[CString]) -> io::Result<(i32, Spaces)> {
     let mut pointers: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
     pointers.push(std::ptr::null());
     // SAFETY: fork in a single-threaded tool; the child only calls async-signal-safe
-    // functions (ptrace, raise, execvp, _exit) before it execs.
+    // functions (signal, ptrace, raise, execvp, _exit) before it execs.
     let child = unsafe { libc::fork() };
     if child < 0 {
         return Err(io::Error::last_os_error());
@@ -151,6 +151,9 @@ pub fn run_recording_mappings(argv: &[CString]) -> io::Result<(i32, Spaces)> {
     if child == 0 {
         // SAFETY: see above; `pointers` is a NULL-terminated array of C strings.
         unsafe {
+            // Rust's runtime ignores SIGPIPE, and exec keeps an ignored signal ignored: the
+            // command gets the default back, as a shell would give it.
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
             libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0);
             libc::raise(libc::SIGSTOP);
             libc::execvp(pointers[0], pointers.as_ptr());

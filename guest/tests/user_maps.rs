@@ -64,6 +64,19 @@ fn record_follows_children_keeps_the_exit_status_and_symbols_name_their_function
 }
 
 #[test]
+fn the_command_gets_the_default_sigpipe_and_not_the_tools_ignored_one() {
+    // With SIGPIPE ignored (the tool's own runtime), `yes | head` never ends in busybox.
+    let dir = tempfile::tempdir().unwrap();
+    let status = user_maps()
+        .arg("record")
+        .arg(dir.path().join("maps"))
+        .args(["--", "sh", "-c", "kill -PIPE $$; exit 0"])
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(128 + 13));
+}
+
+#[test]
 fn a_command_ended_by_a_signal_exits_as_a_shell_says() {
     let dir = tempfile::tempdir().unwrap();
     let status = user_maps()
