@@ -8,6 +8,7 @@ mod memory;
 mod origin;
 mod pending;
 mod replay;
+mod runtime_data;
 mod strategy;
 mod unit;
 

@@ -5,6 +5,7 @@ use crate::block::{BlkPending, BLOCK};
 use crate::config::{Config, Strategy};
 use crate::origin::{Choice, FailureKind, FailurePoint};
 use crate::pending::{LineState, PmPending};
+use crate::runtime_data::RuntimeRanges;
 use crate::strategy::{choose, CrashImage, CrashImages, Guided};
 use persim_trace::{Entry, Hypercall, Op};
 use rustc_hash::FxHashSet;
@@ -26,6 +27,8 @@ pub struct FailureView<'a> {
     pub point: FailurePoint,
     config: &'a Config,
     lines: Vec<&'a LineState>,
+    /// Per line: it holds only run-time data the program declared (`hypercall volatile`).
+    runtime: Vec<bool>,
     blocks: Vec<(u64, &'a [Box<[u8]>])>,
 }
 
@@ -38,7 +41,8 @@ impl FailureView<'_> {
 
     /// The crash images the configured strategy chooses here, where `reads` explores the
     /// dirty lines (by address) for which `explore` holds, and with `nt_prefixes` also
-    /// every program-order prefix of their NT units; other strategies ignore both.
+    /// every program-order prefix of their NT units; other strategies ignore both. Lines
+    /// of only run-time data are never explored by `reads` or `global-prefix`.
     pub fn crash_images_guided(
         &self,
         explore: impl Fn(u64) -> bool,
@@ -46,7 +50,12 @@ impl FailureView<'_> {
     ) -> CrashImages {
         let seed = self.config.seed ^ self.point.index.wrapping_mul(0x9e37_79b9_7f4a_7c15);
         let block_writes: Vec<u32> = self.blocks.iter().map(|(_, w)| w.len() as u32).collect();
-        let explore: Vec<bool> = self.lines.iter().map(|l| explore(l.line)).collect();
+        let explore: Vec<bool> = self
+            .lines
+            .iter()
+            .zip(&self.runtime)
+            .map(|(l, &runtime)| !runtime && explore(l.line))
+            .collect();
         let nt_prefixes = self
             .lines
             .iter()
@@ -109,6 +118,16 @@ impl FailureView<'_> {
     pub fn pending_lines(&self) -> &[&LineState] {
         &self.lines
     }
+
+    /// The dirty lines (addresses, ascending) whose pending units all write run-time data
+    /// the program declared: `reads` and `global-prefix` let them follow the cut.
+    pub fn runtime_lines(&self) -> impl Iterator<Item = u64> + '_ {
+        self.lines
+            .iter()
+            .zip(&self.runtime)
+            .filter(|(_, &r)| r)
+            .map(|(l, _)| l.line)
+    }
 }
 
 /// The trace cannot be replayed.
@@ -169,6 +188,8 @@ pub struct Replay {
     blk: BlkPending,
     index: u64,
     checkpoint: Option<u64>,
+    /// PM the program declared run-time data so far.
+    runtime: RuntimeRanges,
     /// `fast`: hashes of the code locations of the failure points so far.
     seen_locations: FxHashSet<u64>,
 }
@@ -181,6 +202,7 @@ impl Replay {
             blk: BlkPending::default(),
             index: 0,
             checkpoint: None,
+            runtime: RuntimeRanges::default(),
             seen_locations: FxHashSet::default(),
         }
     }
@@ -242,6 +264,10 @@ impl Replay {
                 });
                 result?;
             }
+            Op::Hypercall(Hypercall::Volatile { addr, len }) => {
+                self.check_pm(*addr, *len)?;
+                self.runtime.add(*addr, *len);
+            }
             Op::Read { .. } | Op::BlkRead { .. } | Op::Hypercall(_) => {}
         }
         self.index += 1;
@@ -270,6 +296,8 @@ impl Replay {
     }
 
     fn failure_point(&mut self, kind: FailureKind, sink: &mut impl Sink) -> Result<(), ModelError> {
+        let lines = self.pm.dirty_lines();
+        let runtime = lines.iter().map(|l| self.runtime.holds(l)).collect();
         let view = FailureView {
             point: FailurePoint {
                 index: self.index,
@@ -277,7 +305,8 @@ impl Replay {
                 checkpoint: self.checkpoint,
             },
             config: &self.config,
-            lines: self.pm.dirty_lines(),
+            lines,
+            runtime,
             blocks: self.blk.pending(),
         };
         Ok(sink.failure_point(&view)?)

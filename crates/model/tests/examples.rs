@@ -320,3 +320,62 @@ fn fast_takes_one_image_per_new_code_location() {
     // the final checkpoint keeps "nothing" too: the unfenced record can be lost
     assert_eq!(points[4].images[0].0[0x300], 0);
 }
+
+/// A program's statistics line, declared run-time data (`hypercall volatile`), follows the
+/// cut under `global-prefix`: the persistent lines' subsets are all still there, none is
+/// repeated with the statistics line's other end, and `exhaustive` still explores it.
+#[test]
+fn global_prefix_lets_declared_run_time_data_follow_the_cut() {
+    let trace = |declared: bool| {
+        let mut text = String::from("# persim-trace pm-size=0x1000\nhypercall start\n");
+        if declared {
+            text.push_str("hypercall volatile 0x200 0x40\n");
+        }
+        text.push_str(
+            "write 0x100 11\nwrite 0x200 01\nwrite 0x140 22\nwrite 0x208 02\n\
+             write 0x180 33\nfence sfence\n",
+        );
+        let entries: Vec<Entry> = persim_trace::Reader::new(std::io::Cursor::new(text))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        entries
+    };
+    let at_fence = |declared: bool, strategy: Strategy| {
+        let points = replay_entries(&trace(declared), 0x1000, CacheMode::Volatile, strategy);
+        let fence = points
+            .into_iter()
+            .find(|p| p.point.kind == FailureKind::Fence)
+            .unwrap();
+        let mut images: Vec<Vec<u8>> = fence.images.into_iter().map(|(img, _, _)| img).collect();
+        images.sort();
+        images.dedup();
+        images
+    };
+    let persistent_part = |img: &Vec<u8>| [img[0x100], img[0x140], img[0x180]];
+    let plain = at_fence(false, Strategy::GlobalPrefix);
+    let declared = at_fence(true, Strategy::GlobalPrefix);
+    assert!(declared.len() < plain.len(), "{} vs {}", declared.len(), plain.len());
+    let parts = |images: &[Vec<u8>]| {
+        let mut parts: Vec<[u8; 3]> = images.iter().map(persistent_part).collect();
+        parts.sort();
+        parts.dedup();
+        parts
+    };
+    assert_eq!(parts(&declared), parts(&plain));
+    // it follows the cut, never raised on its own: its last store (after the second
+    // persistent one) is there only in images past every persistent store
+    let last_statistic = |images: &[Vec<u8>]| -> Vec<[u8; 3]> {
+        images
+            .iter()
+            .filter(|img| img[0x208] == 2)
+            .map(persistent_part)
+            .collect()
+    };
+    assert_eq!(last_statistic(&declared), [[0x11, 0x22, 0x33]]);
+    assert!(last_statistic(&plain).contains(&[0, 0, 0]));
+    assert_eq!(
+        at_fence(true, Strategy::Exhaustive),
+        at_fence(false, Strategy::Exhaustive)
+    );
+}

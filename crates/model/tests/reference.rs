@@ -266,6 +266,9 @@ fn op() -> impl proptest::strategy::Strategy<Value = Op> {
         3 => (0..PM).prop_map(|addr| Op::Flush { kind: FlushKind::Clwb, addr }),
         2 => Just(Op::Fence(FenceKind::Sfence)),
         1 => (0..4u64).prop_map(|n| Op::Hypercall(Hypercall::Checkpoint(n))),
+        1 => (0..PM - 1, 1..100u64).prop_map(|(addr, len)| {
+            Op::Hypercall(Hypercall::Volatile { addr, len: len.min(PM - addr) })
+        }),
         1 => (0..2u64, 1..3u64, any::<u8>()).prop_map(|(block, n, b)| {
             let n = n.min(2 - block);
             Op::BlkWrite { offset: block * 512, data: vec![b | 1; (n * 512) as usize] }

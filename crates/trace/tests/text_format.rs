@@ -59,6 +59,7 @@ hypercall start
 hypercall checkpoint 0x10
 hypercall success
 hypercall fail
+hypercall volatile 0x1c0 128
 {block_line}
 blkread 0x400 4096
 blkflush @ color=red
@@ -114,6 +115,10 @@ blkflush @ color=red
             Op::Hypercall(Hypercall::Checkpoint(16)),
             Op::Hypercall(Hypercall::Success),
             Op::Hypercall(Hypercall::Fail),
+            Op::Hypercall(Hypercall::Volatile {
+                addr: 0x1c0,
+                len: 128
+            }),
             Op::BlkWrite {
                 offset: 0x200,
                 data: block

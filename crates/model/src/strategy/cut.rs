@@ -12,7 +12,9 @@
 //!   cache modes, so a line's NT units go all or nothing), only after units of the
 //!   explored lines, which take either end; the other lines follow the cut (their
 //!   window's lower end), so no image differs from another only in lines recovery does
-//!   not read.
+//!   not read;
+//! - `global-prefix` with lines that hold only the program's run-time data: as `reads`
+//!   with every other line explored.
 
 use super::space::Space;
 use crate::pending::LineState;
@@ -74,20 +76,25 @@ impl CutSpace {
     pub fn guided(lines: &[&LineState], explore: &[bool], persistent: bool) -> CutSpace {
         let run_end =
             |units: &[Unit], i: usize| !units[i].nt || units.get(i + 1).is_none_or(|next| !next.nt);
-        let mut space = Self::ordered(lines, run_end, persistent, Pick::Endpoints);
+        Self::ordered(lines, run_end, persistent, Pick::Endpoints).exploring(explore)
+    }
+
+    /// The same space where only the lines with `explore[i]` set take either end of their
+    /// window and cuts are taken only after their units; the other lines follow the cut.
+    pub fn exploring(mut self, explore: &[bool]) -> CutSpace {
         let mut cut_at = vec![0];
-        for (pos, &line) in space.order.iter().enumerate() {
+        for (pos, &line) in self.order.iter().enumerate() {
             if explore[line as usize] {
                 cut_at.push(pos as u32 + 1);
             }
         }
         // The last cut passes every unit: "everything" stays one of the images.
-        if cut_at.last() != Some(&(space.order.len() as u32)) {
-            cut_at.push(space.order.len() as u32);
+        if cut_at.last() != Some(&(self.order.len() as u32)) {
+            cut_at.push(self.order.len() as u32);
         }
-        space.follows = explore.iter().map(|&e| !e).collect();
-        space.cut_at = Some(cut_at);
-        space
+        self.follows = explore.iter().map(|&e| !e).collect();
+        self.cut_at = Some(cut_at);
+        self
     }
 
     /// `exhaustive`'s windows, cut through the cached units only, in either cache mode

@@ -24,10 +24,11 @@ pub struct CrashImage {
     pub(crate) block_writes: Vec<u32>,
 }
 
-/// Per dirty line (address order), how the `reads` strategy treats it.
+/// Per dirty line (address order), how the `reads` and `global-prefix` strategies treat it.
 #[derive(Clone, Debug, Default)]
 pub struct Guided {
-    /// Its pending units are explored (otherwise they follow the cut).
+    /// Its pending units are explored (otherwise they follow the cut): under `reads`, a
+    /// line recovery reads; under both, not a line of only run-time data.
     pub explore: Vec<bool>,
     /// Its NT units also persist as every program-order prefix, one line at a time, with
     /// the other lines' pending units all lost or all durable (otherwise all or nothing).
@@ -115,9 +116,17 @@ fn pm_side(
         (Strategy::Exhaustive, CacheMode::Persistent) => {
             CutSpace::persistent(lines, Pick::AnyInWindow)
         }
-        (Strategy::GlobalPrefix, CacheMode::Volatile) => CutSpace::volatile_global_prefix(lines),
-        (Strategy::GlobalPrefix, CacheMode::Persistent) => {
-            CutSpace::persistent(lines, Pick::Endpoints)
+        (Strategy::GlobalPrefix, _) => {
+            let space = if persistent {
+                CutSpace::persistent(lines, Pick::Endpoints)
+            } else {
+                CutSpace::volatile_global_prefix(lines)
+            };
+            if guided.explore.iter().all(|&e| e) {
+                space
+            } else {
+                space.exploring(&guided.explore)
+            }
         }
         (Strategy::Reads, _) => CutSpace::guided(lines, &guided.explore, persistent),
     };

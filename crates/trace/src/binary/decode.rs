@@ -176,6 +176,10 @@ impl BinaryReader {
             }
             tags::HYPERCALL_SUCCESS => Op::Hypercall(Hypercall::Success),
             tags::HYPERCALL_FAIL => Op::Hypercall(Hypercall::Fail),
+            tags::HYPERCALL_VOLATILE => Op::Hypercall(Hypercall::Volatile {
+                addr: self.stream.uvarint()?,
+                len: self.stream.uvarint()?,
+            }),
             tags::BLK_WRITE => {
                 let offset = self.blk_offset()?;
                 let blocks = self.stream.uvarint()?;

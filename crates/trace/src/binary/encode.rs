@@ -105,6 +105,11 @@ fn encode_entry(buf: &mut Vec<u8>, base: &mut DeltaBase, entry: &Entry) {
         Op::Hypercall(Hypercall::Start) => buf.push(tags::HYPERCALL_START | meta_flag),
         Op::Hypercall(Hypercall::Success) => buf.push(tags::HYPERCALL_SUCCESS | meta_flag),
         Op::Hypercall(Hypercall::Fail) => buf.push(tags::HYPERCALL_FAIL | meta_flag),
+        Op::Hypercall(Hypercall::Volatile { addr, len }) => {
+            buf.push(tags::HYPERCALL_VOLATILE | meta_flag);
+            put_uvarint(buf, *addr);
+            put_uvarint(buf, *len);
+        }
         Op::BlkWrite { offset, data } => {
             buf.push(tags::BLK_WRITE | meta_flag);
             put_uvarint(buf, delta(base.blk_offset, *offset));

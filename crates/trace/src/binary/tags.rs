@@ -19,6 +19,7 @@ pub(crate) const HYPERCALL_FAIL: u8 = 0x0e;
 pub(crate) const BLK_WRITE: u8 = 0x0f;
 pub(crate) const BLK_READ: u8 = 0x10;
 pub(crate) const BLK_FLUSH: u8 = 0x11;
+pub(crate) const HYPERCALL_VOLATILE: u8 = 0x12;
 
 pub(crate) const META: u8 = 0x80;
 

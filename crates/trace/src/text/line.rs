@@ -96,9 +96,14 @@ fn parse_op<'a>(kind: &str, words: &mut impl Iterator<Item = &'a str>) -> Result
             "checkpoint" => Hypercall::Checkpoint(parse_number(next("number")?)?),
             "success" => Hypercall::Success,
             "fail" => Hypercall::Fail,
+            "volatile" => Hypercall::Volatile {
+                addr: parse_number(next("address")?)?,
+                len: parse_number(next("size")?)?,
+            },
             other => {
                 return Err(format!(
-                    "unknown hypercall `{other}`; expected start, checkpoint N, success or fail"
+                    "unknown hypercall `{other}`; expected start, checkpoint N, success, fail \
+                     or volatile ADDR SIZE"
                 ))
             }
         }),
@@ -201,6 +206,9 @@ impl fmt::Display for Op {
             Op::Hypercall(Hypercall::Checkpoint(n)) => write!(f, "hypercall checkpoint {n}"),
             Op::Hypercall(Hypercall::Success) => f.write_str("hypercall success"),
             Op::Hypercall(Hypercall::Fail) => f.write_str("hypercall fail"),
+            Op::Hypercall(Hypercall::Volatile { addr, len }) => {
+                write!(f, "hypercall volatile {addr:#x} {len:#x}")
+            }
             Op::BlkWrite { offset, data } => {
                 write!(f, "blkwrite {offset:#x} ")?;
                 write_hex_bytes(f, data)

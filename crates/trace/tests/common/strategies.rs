@@ -28,7 +28,8 @@ fn op() -> impl Strategy<Value = Op> {
         Just(Hypercall::Start),
         any::<u64>().prop_map(Hypercall::Checkpoint),
         Just(Hypercall::Success),
-        Just(Hypercall::Fail)
+        Just(Hypercall::Fail),
+        (address(), any::<u64>()).prop_map(|(addr, len)| Hypercall::Volatile { addr, len })
     ];
     let blk_write = (0..u64::MAX / BLOCK_SIZE, 1..=3usize).prop_flat_map(|(block, blocks)| {
         vec(any::<u8>(), blocks * BLOCK_SIZE as usize).prop_map(move |data| Op::BlkWrite {
