@@ -5,7 +5,7 @@ pub use persim_abi::hypercall::{Operation, MAGIC};
 
 /// Executes the hypercall.
 pub fn call(op: Operation) {
-    let (code, arg) = op.encode();
+    let (code, arg, arg2) = op.encode();
     #[cfg(target_arch = "x86_64")]
     // SAFETY: cpuid only writes eax, ebx, ecx and edx; rbx is reserved by the compiler, so
     // it is saved and restored around the instruction.
@@ -18,11 +18,12 @@ pub fn call(op: Operation) {
             inout("eax") MAGIC => _,
             inout("rcx") arg => _,
             inout("edx") code => _,
+            in("rsi") arg2,
             options(nostack, preserves_flags),
         );
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = (code, arg);
+    let _ = (code, arg, arg2);
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Persim's hypercall: a `cpuid` whose leaf (eax) is [`MAGIC`], with the operation code in
-//! edx and its argument in rcx. The guest's `hypercall` tool executes it, the TCG plugin
-//! decodes it (docs/tracer.md, "Hypercall").
+//! edx, its argument in rcx and a second one in rsi. The guest's `hypercall` tool and
+//! programs through `include/persim.h` execute it, the TCG plugin decodes it
+//! (docs/tracer.md, "Hypercall").
 
 /// "PERS" as a cpuid leaf: outside every range a CPU or hypervisor defines.
 pub const MAGIC: u32 = 0x5045_5253;
@@ -9,6 +10,8 @@ const START: u32 = 1;
 const CHECKPOINT: u32 = 2;
 const SUCCESS: u32 = 3;
 const FAIL: u32 = 4;
+/// Also in include/persim.h, for C programs.
+const VOLATILE: u32 = 5;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Operation {
@@ -16,6 +19,12 @@ pub enum Operation {
     Checkpoint(u64),
     Success,
     Fail,
+    /// `len` bytes at virtual address `addr` of the calling program hold run-time data,
+    /// not persistent state (the plugin translates the range to PM).
+    Volatile {
+        addr: u64,
+        len: u64,
+    },
 }
 
 impl Operation {
@@ -31,23 +40,27 @@ impl Operation {
                 .parse()
                 .map(Operation::Checkpoint)
                 .map_err(|_| format!("checkpoint number `{n}` is not a non-negative integer")),
+            ["volatile", ..] => Err("`volatile` takes addresses of the calling program: \
+                 call persim_volatile() from include/persim.h in the program itself"
+                .into()),
             _ => Err(format!("unknown arguments `{}`", args.join(" "))),
         }
     }
 
-    /// (operation code in edx, argument in rcx)
-    pub fn encode(self) -> (u32, u64) {
+    /// (operation code in edx, argument in rcx, second argument in rsi)
+    pub fn encode(self) -> (u32, u64, u64) {
         match self {
-            Operation::Start => (START, 0),
-            Operation::Checkpoint(n) => (CHECKPOINT, n),
-            Operation::Success => (SUCCESS, 0),
-            Operation::Fail => (FAIL, 0),
+            Operation::Start => (START, 0, 0),
+            Operation::Checkpoint(n) => (CHECKPOINT, n, 0),
+            Operation::Success => (SUCCESS, 0, 0),
+            Operation::Fail => (FAIL, 0, 0),
+            Operation::Volatile { addr, len } => (VOLATILE, addr, len),
         }
     }
 
     /// The hypercall a `cpuid` makes, from its registers; None for an ordinary cpuid.
     /// Only the low 32 bits of rax and rdx count, as `cpuid` reads only eax and edx.
-    pub fn decode(rax: u64, rdx: u64, rcx: u64) -> Option<Operation> {
+    pub fn decode(rax: u64, rdx: u64, rcx: u64, rsi: u64) -> Option<Operation> {
         if rax as u32 != MAGIC {
             return None;
         }
@@ -56,6 +69,10 @@ impl Operation {
             CHECKPOINT => Some(Operation::Checkpoint(rcx)),
             SUCCESS => Some(Operation::Success),
             FAIL => Some(Operation::Fail),
+            VOLATILE => Some(Operation::Volatile {
+                addr: rcx,
+                len: rsi,
+            }),
             _ => None,
         }
     }
@@ -69,11 +86,15 @@ mod tests {
         text.split_whitespace().map(str::to_owned).collect()
     }
 
-    const ALL: [Operation; 4] = [
+    const ALL: [Operation; 5] = [
         Operation::Start,
         Operation::Checkpoint(9),
         Operation::Success,
         Operation::Fail,
+        Operation::Volatile {
+            addr: 0x7f00_1000,
+            len: 64,
+        },
     ];
 
     #[test]
@@ -89,29 +110,41 @@ mod tests {
             .unwrap_err()
             .contains("`x`"));
         assert!(Operation::parse(&args("stop")).is_err());
+        assert!(Operation::parse(&args("volatile 0x1000 64"))
+            .unwrap_err()
+            .contains("persim.h"));
     }
 
     #[test]
     fn codes_are_distinct_and_carry_the_checkpoint() {
         let codes: Vec<_> = ALL.map(Operation::encode).into();
-        assert_eq!(codes, [(1, 0), (2, 9), (3, 0), (4, 0)]);
+        assert_eq!(
+            codes,
+            [
+                (1, 0, 0),
+                (2, 9, 0),
+                (3, 0, 0),
+                (4, 0, 0),
+                (5, 0x7f00_1000, 64)
+            ]
+        );
     }
 
     #[test]
     fn decoding_inverts_encoding() {
         for op in ALL {
-            let (code, arg) = op.encode();
+            let (code, arg, arg2) = op.encode();
             assert_eq!(
-                Operation::decode(u64::from(MAGIC), u64::from(code), arg),
+                Operation::decode(u64::from(MAGIC), u64::from(code), arg, arg2),
                 Some(op)
             );
         }
         // Upper halves of rax/rdx are not part of the call.
         assert_eq!(
-            Operation::decode(0xffff_ffff_5045_5253, 0xdead_0000_0002, 42),
+            Operation::decode(0xffff_ffff_5045_5253, 0xdead_0000_0002, 42, 0),
             Some(Operation::Checkpoint(42))
         );
-        assert_eq!(Operation::decode(0, 1, 0), None);
-        assert_eq!(Operation::decode(u64::from(MAGIC), 9, 0), None);
+        assert_eq!(Operation::decode(0, 1, 0, 0), None);
+        assert_eq!(Operation::decode(u64::from(MAGIC), 9, 0, 0), None);
     }
 }

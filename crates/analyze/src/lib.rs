@@ -21,7 +21,7 @@ pub use diff::line_diff;
 pub use patterns::{find_patterns, Finding, Kind as PatternKind, Patterns, Site};
 pub use profile::{profile, Derived, Part, Profile, Series, Stats};
 pub use profile_plots::profile_svgs;
-pub use report::{Mark, NtSummary, Report, Timings};
+pub use report::{Mark, NtSummary, Report, RuntimeSummary, Timings};
 pub use signature::{signature, without_numbers};
 pub use verdict::{
     verdicts, CheckpointVerdict, ErrorInfo, ImageOrigins, Media, StateInfo, StateLines,

@@ -17,7 +17,20 @@ pub struct Report {
     /// `reads` with NT prefixes found where they matter (`--nt-prefixes auto`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nt_prefixes: Option<NtSummary>,
+    /// Dirty lines the program declared run-time data (`hypercall volatile`), which
+    /// `global-prefix` and `reads` did not explore.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_data: Option<RuntimeSummary>,
     pub timings: Timings,
+}
+
+/// The lines of declared run-time data that followed the cut instead of being explored.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuntimeSummary {
+    /// Distinct lines.
+    pub lines: usize,
+    /// The failure points where at least one such line was dirty.
+    pub failure_points: usize,
 }
 
 /// What exploring NT-store prefixes found (the thesis' Suvi-NT line).
@@ -224,6 +237,14 @@ impl Report {
                 ),
             };
         }
+        if let Some(runtime) = &self.runtime_data {
+            let _ = writeln!(
+                t,
+                "\nRun-time data: {} dirty lines the program declared run-time data \
+                 (`hypercall volatile`) followed the cut at {} failure points, not explored",
+                runtime.lines, runtime.failure_points
+            );
+        }
         if let Some(timings) = self.timings.to_text() {
             let _ = writeln!(t, "\ntimings: {timings}");
         }
@@ -405,6 +426,7 @@ mod tests {
             strategy: Strategy::GlobalPrefix,
             checkpoints: Vec::new(),
             nt_prefixes: None,
+            runtime_data: None,
             timings: Timings {
                 images: Some(1.5),
                 ..Timings::default()
@@ -436,6 +458,26 @@ mod tests {
         );
         let json = serde_json::to_value(&nt).unwrap();
         assert_eq!(json["nt_prefixes"]["new_states"], 1);
+        assert!(json.get("runtime_data").is_none());
+        assert!(!text.contains("Run-time data"));
+
+        let runtime = Report {
+            runtime_data: Some(RuntimeSummary {
+                lines: 4,
+                failure_points: 7,
+            }),
+            ..nt
+        };
+        let text = runtime.to_text();
+        assert!(
+            text.contains("Run-time data: 4 dirty lines the program declared run-time data (`hypercall volatile`) followed the cut at 7 failure points"),
+            "{text}"
+        );
+        let json = serde_json::to_value(&runtime).unwrap();
+        assert_eq!(
+            json["runtime_data"],
+            serde_json::json!({"lines": 4, "failure_points": 7})
+        );
     }
 
     #[test]
@@ -467,6 +509,7 @@ mod tests {
                 strategy: Strategy::GlobalPrefix,
                 checkpoints: vec![c],
                 nt_prefixes: None,
+                runtime_data: None,
                 timings: Timings::default(),
             }
             .to_text()
@@ -525,6 +568,7 @@ mod tests {
                 culprits: Vec::new(),
             }],
             nt_prefixes: None,
+            runtime_data: None,
             timings: Timings::default(),
         };
         let text = report.to_text();

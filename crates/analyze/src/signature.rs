@@ -202,6 +202,7 @@ mod tests {
                 }],
             }],
             nt_prefixes: None,
+            runtime_data: None,
             timings: Default::default(),
         }
     }

@@ -5,7 +5,7 @@ use anyhow::Result;
 use clap::Subcommand;
 use persim_analyze::{entries_touching, pending_at, Media, StateInfo};
 use persim_model::{CacheMode, Config};
-use persim_tester::{materialise_images, ImagesIndex, PointReads, RunDir};
+use persim_tester::{materialise_images, ImagesIndex, PointReads, PointRecord, RunDir};
 use persim_trace::{Reader, Symbols};
 use std::path::{Path, PathBuf};
 
@@ -89,13 +89,19 @@ pub fn run(command: &DebugCommand) -> Result<()> {
             if let Some(symbols) = Symbols::of_trace(&trace) {
                 state.describe_code(Reader::open(&trace)?, &symbols)?;
             }
-            let reads = reads_at(dir, *index);
+            let point = point_at(dir, *index);
+            let runtime = point.as_ref().map(|p| p.runtime_lines.clone());
+            let runtime = runtime.filter(|lines| !lines.is_empty());
+            let reads = point.and_then(|p| p.reads);
             let states = states_at(dir, *index).filter(|_| disk);
             if *json {
                 let mut value = serde_json::to_value(&state)?;
                 if let Some(object) = value.as_object_mut() {
                     if let Some(reads) = &reads {
                         object.insert("reads".into(), serde_json::to_value(reads)?);
+                    }
+                    if let Some(runtime) = &runtime {
+                        object.insert("runtime_lines".into(), serde_json::to_value(runtime)?);
                     }
                     if let Some(states) = &states {
                         object.insert("states".into(), states_json(states));
@@ -106,6 +112,12 @@ pub fn run(command: &DebugCommand) -> Result<()> {
                 out!("{}", state.to_text())?;
                 if let Some(reads) = &reads {
                     out!("{}", reads_text(reads))?;
+                }
+                if let Some(runtime) = &runtime {
+                    outln!(
+                        "run-time data the program declared (followed the cut, not explored): {}",
+                        all_lines(runtime)
+                    )?;
                 }
                 if let Some(states) = &states {
                     outln!("{}", states_text(*index, states))?;
@@ -118,14 +130,10 @@ pub fn run(command: &DebugCommand) -> Result<()> {
 
 /// How `--strategy reads` chose the images of the failure point at `index` of a run
 /// directory, if it did.
-fn reads_at(dir: &Path, index: u64) -> Option<PointReads> {
+fn point_at(dir: &Path, index: u64) -> Option<PointRecord> {
     let run = RunDir::new(dir);
     let images = ImagesIndex::read(&run.images_index()).ok()?;
-    let point = images
-        .failure_points
-        .into_iter()
-        .find(|p| p.index == index)?;
-    point.reads
+    images.failure_points.into_iter().find(|p| p.index == index)
 }
 
 /// The states of a run directory's report that arise at the failure point at `index`
@@ -163,15 +171,20 @@ fn states_json(states: &[StateInfo]) -> serde_json::Value {
     serde_json::Value::Array(states)
 }
 
-fn reads_text(reads: &PointReads) -> String {
-    let lines = |lines: &[u64]| match lines {
+/// Every line, `0x40 0x80`, or `none` (reports abbreviate; debugging shows all).
+fn all_lines(lines: &[u64]) -> String {
+    match lines {
         [] => "none".to_owned(),
         lines => lines
             .iter()
             .map(|l| format!("{l:#x}"))
             .collect::<Vec<_>>()
             .join(" "),
-    };
+    }
+}
+
+fn reads_text(reads: &PointReads) -> String {
+    let lines = all_lines;
     let known = if reads.known {
         "its recovery traced"
     } else {

@@ -184,6 +184,7 @@ fn debug_at_shows_what_reads_explored_at_a_failure_point() {
                 nt_prefixes: false,
                 nt_images: Vec::new(),
             }),
+            runtime_lines: vec![0xc0],
         })
         .unwrap();
     let json = writer.finish(&Default::default()).unwrap();
@@ -207,7 +208,12 @@ fn debug_at_shows_what_reads_explored_at_a_failure_point() {
     );
     let out = persim(&["debug", "at", root, "--index", "1", "--json"]);
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        text.contains("run-time data the program declared (followed the cut, not explored): 0xc0"),
+        "{text}"
+    );
     assert_eq!(json["reads"]["explored"], serde_json::json!([0x40]));
+    assert_eq!(json["runtime_lines"], serde_json::json!([0xc0]));
     // another failure point has no reads section
     let out = persim(&["debug", "at", root, "--index", "2"]);
     assert!(!String::from_utf8_lossy(&out.stdout).contains("reads:"));
@@ -283,6 +289,7 @@ fn report_with_a_state_from_the_disk() -> persim_analyze::Report {
             culprits: Vec::new(),
         }],
         nt_prefixes: None,
+        runtime_data: None,
         timings: Timings::default(),
     }
 }

@@ -40,7 +40,13 @@ impl ReadGuide {
     /// (not known, e.g. the recovery crashed the guest) explores every dirty line.
     pub fn split(&mut self, view: &FailureView<'_>, read: Option<&[u64]>) -> Explored {
         let mut out = Explored::default();
+        let runtime: Vec<u64> = view.runtime_lines().collect();
         for line in view.pending_lines() {
+            if runtime.binary_search(&line.line).is_ok() {
+                // The program declared it run-time data: never explored.
+                out.skipped.push(line.line);
+                continue;
+            }
             let now = read.is_none_or(|r| reads_pending(line, r));
             let before = read.is_some()
                 && self

@@ -355,7 +355,12 @@ fn global_prefix_lets_declared_run_time_data_follow_the_cut() {
     let persistent_part = |img: &Vec<u8>| [img[0x100], img[0x140], img[0x180]];
     let plain = at_fence(false, Strategy::GlobalPrefix);
     let declared = at_fence(true, Strategy::GlobalPrefix);
-    assert!(declared.len() < plain.len(), "{} vs {}", declared.len(), plain.len());
+    assert!(
+        declared.len() < plain.len(),
+        "{} vs {}",
+        declared.len(),
+        plain.len()
+    );
     let parts = |images: &[Vec<u8>]| {
         let mut parts: Vec<[u8; 3]> = images.iter().map(persistent_part).collect();
         parts.sort();

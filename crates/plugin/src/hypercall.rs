@@ -1,15 +1,25 @@
-//! The hypercall a `cpuid` makes (encoding: `persim_abi::hypercall`), as the trace's entry.
+//! The hypercall a `cpuid` makes (encoding: `persim_abi::hypercall`), as the plugin acts
+//! on it.
 
 use persim_abi::hypercall::Operation;
 use persim_trace::Hypercall;
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Call {
+    /// A mark of the test, recorded as it is.
+    Mark(Hypercall),
+    /// Run-time data at a virtual range of the calling program, to translate to PM.
+    Volatile { vaddr: u64, len: u64 },
+}
+
 /// The hypercall a `cpuid` makes, from its registers; None for an ordinary cpuid.
-pub fn decode(rax: u64, rdx: u64, rcx: u64) -> Option<Hypercall> {
-    Some(match Operation::decode(rax, rdx, rcx)? {
-        Operation::Start => Hypercall::Start,
-        Operation::Checkpoint(n) => Hypercall::Checkpoint(n),
-        Operation::Success => Hypercall::Success,
-        Operation::Fail => Hypercall::Fail,
+pub fn decode(rax: u64, rdx: u64, rcx: u64, rsi: u64) -> Option<Call> {
+    Some(match Operation::decode(rax, rdx, rcx, rsi)? {
+        Operation::Start => Call::Mark(Hypercall::Start),
+        Operation::Checkpoint(n) => Call::Mark(Hypercall::Checkpoint(n)),
+        Operation::Success => Call::Mark(Hypercall::Success),
+        Operation::Fail => Call::Mark(Hypercall::Fail),
+        Operation::Volatile { addr, len } => Call::Volatile { vaddr: addr, len },
     })
 }
 
@@ -21,16 +31,29 @@ mod tests {
     #[test]
     fn decodes_the_guest_encoding() {
         let call = |op: Operation| {
-            let (code, arg) = op.encode();
-            decode(u64::from(MAGIC), u64::from(code), arg)
+            let (code, arg, arg2) = op.encode();
+            decode(u64::from(MAGIC), u64::from(code), arg, arg2)
         };
-        assert_eq!(call(Operation::Start), Some(Hypercall::Start));
+        assert_eq!(call(Operation::Start), Some(Call::Mark(Hypercall::Start)));
         assert_eq!(
             call(Operation::Checkpoint(42)),
-            Some(Hypercall::Checkpoint(42))
+            Some(Call::Mark(Hypercall::Checkpoint(42)))
         );
-        assert_eq!(call(Operation::Success), Some(Hypercall::Success));
-        assert_eq!(call(Operation::Fail), Some(Hypercall::Fail));
-        assert_eq!(decode(0, 1, 0), None);
+        assert_eq!(
+            call(Operation::Success),
+            Some(Call::Mark(Hypercall::Success))
+        );
+        assert_eq!(call(Operation::Fail), Some(Call::Mark(Hypercall::Fail)));
+        assert_eq!(
+            call(Operation::Volatile {
+                addr: 0x7f12_3000,
+                len: 200
+            }),
+            Some(Call::Volatile {
+                vaddr: 0x7f12_3000,
+                len: 200
+            })
+        );
+        assert_eq!(decode(0, 1, 0, 0), None);
     }
 }

@@ -11,6 +11,7 @@
 mod decode;
 mod hypercall;
 mod nvme;
+mod physical;
 // The QEMU API is resolved from the QEMU process that loads the plugin, so the glue is left
 // out of the unit-test executable, which runs without QEMU.
 #[cfg(not(test))]

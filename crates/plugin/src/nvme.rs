@@ -10,6 +10,7 @@
 //! completed. What that ordering means for the crash model is in docs/tracer.md
 //! ("Block devices").
 
+use crate::physical::PhysMemory;
 use persim_trace::{Op, MAX_BLK_WRITE_LEN};
 use std::collections::{HashMap, HashSet};
 
@@ -41,11 +42,6 @@ const DEALLOCATE: u32 = 1 << 2;
 /// A Dataset Management range: context attributes (u32), length in blocks (u32, not
 /// 0-based), starting block (u64).
 const DSM_RANGE: usize = 16;
-
-/// Reads guest-physical memory (the queues and the data pages of commands).
-pub trait PhysMemory {
-    fn read(&mut self, paddr: u64, buf: &mut [u8]) -> bool;
-}
 
 #[derive(Clone, Copy, Debug, Default)]
 struct Queue {
@@ -366,31 +362,8 @@ fn read_prps(mem: &mut impl PhysMemory, prp1: u64, prp2: u64, len: u64) -> Optio
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeMap;
 
-    /// Guest memory as sparse bytes; unwritten memory cannot be read.
-    #[derive(Default)]
-    struct Memory(BTreeMap<u64, u8>);
-
-    impl Memory {
-        fn put(&mut self, addr: u64, bytes: &[u8]) {
-            for (i, b) in bytes.iter().enumerate() {
-                self.0.insert(addr + i as u64, *b);
-            }
-        }
-    }
-
-    impl PhysMemory for Memory {
-        fn read(&mut self, paddr: u64, buf: &mut [u8]) -> bool {
-            for (i, b) in buf.iter_mut().enumerate() {
-                match self.0.get(&(paddr + i as u64)) {
-                    Some(v) => *b = *v,
-                    None => return false,
-                }
-            }
-            true
-        }
-    }
+    type Memory = crate::physical::fake::SparseMemory;
 
     const ADMIN_SQ: u64 = 0x10_0000;
     const ADMIN_CQ: u64 = 0x11_0000;

@@ -2,8 +2,9 @@
 //! the execution-time callbacks that feed the [`Tracer`].
 
 use crate::decode::{classify, Class, MemOperand, Segment};
-use crate::hypercall;
-use crate::nvme::{NvmeDecoder, PhysMemory};
+use crate::hypercall::{self, Call};
+use crate::nvme::NvmeDecoder;
+use crate::physical::{self, PhysMemory};
 use crate::stack::{self, ShadowStacks, StackKey};
 use crate::tracer::{Next, Store, Tracer};
 use persim_abi::machine::DIRECT_MAP_BASE;
@@ -63,12 +64,14 @@ const NVME_REGISTER_SPAN: u64 = 0x2000;
 /// The namespace's logical block size, as the VM configures it (`logical_block_size`).
 const NVME_LBA_SIZE: u64 = 512;
 
-/// Handles of the registers the plugin reads: the 16 GPRs in encoding order, fs/gs bases.
+/// Handles of the registers the plugin reads: the 16 GPRs in encoding order, fs/gs bases,
+/// cr3 (the page tables a `hypercall volatile` range is translated through).
 #[derive(Default)]
 struct Registers {
     gprs: Vec<Option<RegisterDescriptor<'static>>>,
     fs_base: Option<RegisterDescriptor<'static>>,
     gs_base: Option<RegisterDescriptor<'static>>,
+    cr3: Option<RegisterDescriptor<'static>>,
 }
 
 const GPR_NAMES: [&str; 16] = [
@@ -247,6 +250,14 @@ unsafe impl Send for GuestMemory {}
 extern "C" {
     /// From the glib that QEMU links.
     fn g_byte_array_new() -> *mut GByteArray;
+    fn g_byte_array_free(array: *mut GByteArray, free_segment: i32) -> *mut u8;
+}
+
+impl Drop for GuestMemory {
+    fn drop(&mut self) {
+        // SAFETY: the array was allocated by `g_byte_array_new` and is not used after this.
+        unsafe { g_byte_array_free(self.0, 1) };
+    }
 }
 
 impl GuestMemory {
@@ -348,6 +359,8 @@ impl HasCallbacks for PersimPlugin {
                 registers.fs_base = Some(reg);
             } else if reg.name == "gs_base" {
                 registers.gs_base = Some(reg);
+            } else if reg.name == "cr3" {
+                registers.cr3 = Some(reg);
             }
         }
         if registers.gprs.iter().any(Option::is_none) {
@@ -561,12 +574,18 @@ fn on_flush(pc: u64, len: u64, kind: FlushKind, operand: MemOperand) {
 fn on_cpuid(pc: u64) {
     let mut s = state();
     let regs = &s.registers;
-    let Some(call) = hypercall::decode(regs.gpr(0), regs.gpr(2), regs.gpr(1)) else {
-        // An ordinary cpuid serializes like any other serializing instruction.
-        if s.tracer.tracing() {
-            s.tracer.fence(pc, FenceKind::Serializing);
+    const RSI: u8 = 6;
+    let call = hypercall::decode(regs.gpr(0), regs.gpr(2), regs.gpr(1), regs.gpr(RSI));
+    let call = match call {
+        Some(Call::Mark(call)) => call,
+        Some(Call::Volatile { vaddr, len }) => return on_volatile(&mut s, pc, vaddr, len),
+        None => {
+            // An ordinary cpuid serializes like any other serializing instruction.
+            if s.tracer.tracing() {
+                s.tracer.fence(pc, FenceKind::Serializing);
+            }
+            return;
         }
-        return;
     };
     match s.tracer.hypercall(call, pc) {
         Ok(Next::Continue) => {}
@@ -577,6 +596,31 @@ fn on_cpuid(pc: u64) {
             unsafe { qemu_plugin::sys::qemu_plugin_reset(s.id, Some(on_reset)) };
         }
         Err(e) => say(&e),
+    }
+}
+
+/// `hypercall volatile`: the calling program's range, translated through its page tables.
+fn on_volatile(s: &mut State, pc: u64, vaddr: u64, len: u64) {
+    if !s.tracer.tracing() {
+        return;
+    }
+    let Some(cr3) = s.registers.cr3.as_ref().map(read_u64) else {
+        return say("QEMU does not expose cr3: `hypercall volatile` is ignored");
+    };
+    match physical::physical_runs(&mut GuestMemory::new(), cr3, vaddr, len) {
+        Ok(runs) => {
+            let outside = s.tracer.volatile(pc, &runs);
+            if outside > 0 {
+                say(&format!(
+                    "hypercall volatile at {vaddr:#x}: {outside} of its {len} bytes are not PM \
+                     and are ignored"
+                ));
+            }
+        }
+        Err(unmapped) => say(&format!(
+            "hypercall volatile at {vaddr:#x} ({len} bytes): {unmapped:#x} is not mapped, so the \
+             range is ignored; touch every page of it first (persim.h's persim_volatile does)"
+        )),
     }
 }
 

@@ -141,6 +141,30 @@ impl Tracer {
         }
     }
 
+    /// The program declared run-time data at these guest-physical runs (its virtual range
+    /// translated): one entry for each part inside PM, in PM offsets. Returns how many
+    /// bytes lay outside PM (not recorded).
+    pub fn volatile(&mut self, pc: u64, runs: &[(u64, u64)]) -> u64 {
+        if !self.tracing() {
+            return 0;
+        }
+        let (base, size) = (self.args.pm_base, self.args.pm_size);
+        let mut outside = 0;
+        for &(paddr, len) in runs {
+            let start = paddr.clamp(base, base + size);
+            let end = paddr.saturating_add(len).clamp(base, base + size);
+            outside += len - (end - start);
+            if end > start {
+                let call = Hypercall::Volatile {
+                    addr: start - base,
+                    len: end - start,
+                };
+                self.emit(Op::Hypercall(call), pc);
+            }
+        }
+        outside
+    }
+
     /// A load or store at guest-physical `paddr`; `data` holds a store's bytes.
     pub fn access(
         &mut self,
@@ -383,6 +407,34 @@ mod tests {
         let (header, entries) = persim_trace::read_all(&dir.path().join("t")).unwrap();
         assert_eq!((header.pm_base, header.pm_size), (BASE, 1 << 20));
         entries.into_iter().map(|e| e.op).collect()
+    }
+
+    #[test]
+    fn declared_run_time_data_is_recorded_in_pm_offsets_and_only_inside_pm() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = tracer(&dir);
+        assert_eq!(t.volatile(1, &[(BASE, 64)]), 0, "not tracing yet: nothing");
+        t.hypercall(Hypercall::Start, 2).unwrap();
+        // a run inside PM, one straddling its start, one straddling its end, one in DRAM
+        let runs = [
+            (BASE + 0x1000, 0x80),
+            (BASE - 0x10, 0x50),
+            (BASE + (1 << 20) - 0x40, 0x100),
+            (0x10_0000, 0x1000),
+        ];
+        assert_eq!(t.volatile(3, &runs), 0x10 + 0xc0 + 0x1000);
+        t.hypercall(Hypercall::Success, 4).unwrap();
+        let volatile = |addr, len| Op::Hypercall(Hypercall::Volatile { addr, len });
+        assert_eq!(
+            ops(&dir),
+            [
+                Op::Hypercall(Hypercall::Start),
+                volatile(0x1000, 0x80),
+                volatile(0, 0x40),
+                volatile((1 << 20) - 0x40, 0x40),
+                Op::Hypercall(Hypercall::Success),
+            ]
+        );
     }
 
     #[test]

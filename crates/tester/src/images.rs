@@ -7,7 +7,7 @@ use crate::options::{Guidance, ImagesOptions};
 use crate::progress::{Event, Observer};
 use anyhow::{bail, Context, Result};
 use persim_image::{Image, ImageStore};
-use persim_model::{Config, CrashImages, FailureView, Origin, ReadGuide, Replay, Sink};
+use persim_model::{Config, CrashImages, FailureView, Origin, ReadGuide, Replay, Sink, Strategy};
 use persim_trace::{initial_block_image_path, initial_image_path, Reader};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -257,6 +257,10 @@ impl Sink for Materialiser<'_> {
             images: hashes,
             incomplete: crash.incomplete,
             reads,
+            runtime_lines: match view.config().strategy {
+                Strategy::GlobalPrefix | Strategy::Reads => view.runtime_lines().collect(),
+                _ => Vec::new(),
+            },
         })?;
         if let Some(store) = &self.store {
             if self.index_saved.elapsed() >= INDEX_SAVE_INTERVAL {

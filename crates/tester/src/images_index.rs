@@ -4,7 +4,8 @@
 //! ```text
 //! {"failure_points": [{"index", "kind", "checkpoint", "images": [hash…], "incomplete",
 //!                      "reads"?: {"fully_persisted", "known", "explored", "skipped",
-//!                                 "from_previous", "nt_prefixes", "nt_images"}}, …],
+//!                                 "from_previous", "nt_prefixes", "nt_images"},
+//!                      "runtime_lines"?: [line…]}, …],
 //!  "images": {"<hash>": {"hex"?: "…"}}}
 //! ```
 //!
@@ -30,6 +31,10 @@ pub struct PointRecord {
     /// `reads`: the fully persisted image and which dirty lines were explored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reads: Option<PointReads>,
+    /// `global-prefix` and `reads`: the dirty lines of only run-time data the program
+    /// declared (`hypercall volatile`), which followed the cut instead of being explored.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runtime_lines: Vec<u64>,
 }
 
 /// How the `reads` strategy chose a failure point's images.
@@ -161,6 +166,7 @@ mod tests {
             images: vec![format!("{index:064x}")],
             incomplete: index == 9,
             reads: None,
+            runtime_lines: if index == 9 { vec![0x40] } else { Vec::new() },
         }
     }
 

@@ -13,8 +13,8 @@ use crate::states::{extract_missing, saved_states};
 use crate::testcase::TestCase;
 use anyhow::{bail, Context, Result};
 use persim_analyze::{
-    find_culprits, verdicts, CheckpointVerdict, ImageOrigins, NtSummary, Report, StateLines,
-    Timings,
+    find_culprits, verdicts, CheckpointVerdict, ImageOrigins, NtSummary, Report, RuntimeSummary,
+    StateLines, Timings,
 };
 use persim_image::ImageStore;
 use persim_model::{Config, Strategy};
@@ -128,6 +128,7 @@ pub fn run_test(
         strategy: opts.strategy,
         checkpoints,
         nt_prefixes: nt_summary,
+        runtime_data: runtime_summary(&ImagesIndex::read(&dir.images_index())?),
         timings,
     };
     write_atomically(
@@ -357,4 +358,20 @@ pub fn recorded_guidance(dir: &RunDir) -> Result<Guidance> {
         (_, None) => NtPrefixesAt::Nowhere,
     };
     Ok(Guidance::ReadSets(Arc::new(saved_read_sets(dir)), nt_at))
+}
+
+/// The dirty lines of declared run-time data the images index records, if any.
+fn runtime_summary(index: &ImagesIndex) -> Option<RuntimeSummary> {
+    let points = index
+        .failure_points
+        .iter()
+        .filter(|p| !p.runtime_lines.is_empty());
+    let lines: BTreeSet<u64> = points
+        .clone()
+        .flat_map(|p| p.runtime_lines.clone())
+        .collect();
+    (!lines.is_empty()).then(|| RuntimeSummary {
+        lines: lines.len(),
+        failure_points: points.count(),
+    })
 }

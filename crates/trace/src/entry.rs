@@ -28,7 +28,10 @@ pub enum Hypercall {
     Fail,
     /// The program under test declares `len` bytes of PM at `addr` (PM offset) run-time
     /// data, not part of its persistent state, from here to the end of the trace.
-    Volatile { addr: u64, len: u64 },
+    Volatile {
+        addr: u64,
+        len: u64,
+    },
 }
 
 /// One traced operation. PM addresses are byte offsets into the PM region, block offsets
