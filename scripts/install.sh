@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the built persim so that it runs from any directory: PREFIX/bin/persim and its
 # home PREFIX/share/persim (suites, VM configurations, the tracing plugin, the static guest
-# tools; docs/architecture.md, "Where Persim's files are"). Run after building
+# tools; docs/architecture.md, "Where Persim's files are"), and PREFIX/include/persim.h for
+# programs that talk to the tracer. Run after building
 # (scripts/setup.sh does both). Default PREFIX: /usr/local.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,7 +24,8 @@ for built in target/release/persim target/release/libpersim_plugin.so "${tools[@
     [[ -f $built ]] || { echo "install.sh: $built is missing: build first (scripts/setup.sh)" >&2; exit 2; }
 done
 
-install -d "$prefix/bin" "$home/lib" "$home/guest"
+install -d "$prefix/bin" "$prefix/include" "$home/lib" "$home/guest"
+install -m 644 include/persim.h "$prefix/include/persim.h"
 install -m 755 target/release/persim "$prefix/bin/persim"
 install -m 644 target/release/libpersim_plugin.so "$home/lib/"
 install -m 755 "${tools[@]}" "$home/guest/"

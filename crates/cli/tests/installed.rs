@@ -27,6 +27,11 @@ fn an_installed_persim_runs_a_test_from_another_directory() {
         "{}",
         String::from_utf8_lossy(&install.stderr)
     );
+    // Programs under test include it from the prefix.
+    assert_eq!(
+        std::fs::read(prefix.path().join("include/persim.h")).unwrap(),
+        std::fs::read(root.join("include/persim.h")).unwrap()
+    );
 
     let elsewhere = tempfile::tempdir().unwrap();
     let persim = |args: &[&str]| {

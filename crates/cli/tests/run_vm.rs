@@ -417,6 +417,75 @@ fn pmdk_transaction_is_atomic_and_an_unlogged_change_is_found_with_reads() {
     );
 }
 
+/// A program that declares its PM statistics run-time data with include/persim.h
+/// (examples/runtime-data): the plugin records the range in PM offsets, `global-prefix`
+/// lets those lines follow the cut, and the verdicts are those of the same program
+/// without the declaration, from fewer images.
+#[test]
+fn declared_run_time_data_spares_images_and_keeps_the_verdicts() {
+    if !vm_ready("declared_run_time_data_spares_images_and_keeps_the_verdicts") {
+        return;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let example = root.join("examples/runtime-data");
+    let dir = tempfile::tempdir().unwrap();
+    let run = |test: &str| {
+        let out = dir.path().join(test);
+        let run = persim(&[
+            "run",
+            "--vm",
+            example.join("vm.toml").to_str().unwrap(),
+            "--test",
+            example.join(format!("{test}.toml")).to_str().unwrap(),
+            "--strategy",
+            "global-prefix",
+            "--out",
+            out.to_str().unwrap(),
+            "-q",
+        ]);
+        let report = report(&out);
+        assert_eq!(run.status.code(), Some(0), "{test}: {report:#}");
+        let verdicts: Vec<(Value, Value)> = report["checkpoints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| (c["atomic"].clone(), c["single_final_state"].clone()))
+            .collect();
+        let images = std::fs::read_dir(out.join("states")).unwrap().count();
+        (out, report, verdicts, images)
+    };
+    let (declared_dir, declared, verdicts, images) = run("tally");
+    let (_, undeclared, undeclared_verdicts, undeclared_images) = run("tally-undeclared");
+    assert_eq!(verdicts, undeclared_verdicts);
+    assert_eq!(verdicts.len(), 2);
+    assert!(
+        images < undeclared_images,
+        "{images} images with the declaration, {undeclared_images} without"
+    );
+    // The statistics: five lines (tally.c's struct), dirty at the failure points of both adds.
+    assert_eq!(declared["runtime_data"]["lines"], 5, "{declared:#}");
+    assert!(undeclared.get("runtime_data").is_none(), "{undeclared:#}");
+    let print = persim(&[
+        "trace",
+        "print",
+        declared_dir.join("trace.ptrace").to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&print.stdout);
+    let calls: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("hypercall volatile "))
+        .collect();
+    assert_eq!(calls.len(), 2, "one per run of the program:\n{text}");
+    for call in calls {
+        let size = call.split_whitespace().nth(3).unwrap();
+        assert_eq!(
+            size, "0x140",
+            "the statistics' 320 bytes, all in PM: {call}"
+        );
+        assert!(call.contains("main+0x"), "symbolised: {call}");
+    }
+}
+
 #[test]
 fn generated_ace_tests_run_their_exact_operations_as_a_suite() {
     if !vm_ready("generated_ace_tests_run_their_exact_operations_as_a_suite") {
