@@ -265,28 +265,34 @@ fn ringbuf_suite_is_atomic_in_both_cache_modes() {
 /// balances' line). The program and libpmem have no frame pointers: its stores and
 /// flushes still name their call chain, through the program's and the libraries' ELF
 /// symbols at the addresses the run had them.
+/// `persim run` of `examples/<example>/<test>.toml` on the example's VM configuration.
+fn run_example(example: &str, test: &str, strategy: &str, out: &Path) -> std::process::Output {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples")
+        .join(example);
+    persim(&[
+        "run",
+        "--vm",
+        example.join("vm.toml").to_str().unwrap(),
+        "--test",
+        example.join(format!("{test}.toml")).to_str().unwrap(),
+        "--strategy",
+        strategy,
+        "--out",
+        out.to_str().unwrap(),
+        "-q",
+    ])
+}
+
 #[test]
 fn own_program_example_finds_the_torn_transfer() {
     if !vm_ready("own_program_example_finds_the_torn_transfer") {
         return;
     }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let example = root.join("examples/own-program");
     let dir = tempfile::tempdir().unwrap();
     for strategy in ["global-prefix", "reads"] {
         let out = dir.path().join(strategy);
-        let run = persim(&[
-            "run",
-            "--vm",
-            example.join("vm.toml").to_str().unwrap(),
-            "--test",
-            example.join("transfer.toml").to_str().unwrap(),
-            "--strategy",
-            strategy,
-            "--out",
-            out.to_str().unwrap(),
-            "-q",
-        ]);
+        let run = run_example("own-program", "transfer", strategy, &out);
         let stderr = String::from_utf8_lossy(&run.stderr);
         assert_eq!(
             run.status.code(),
@@ -361,23 +367,10 @@ fn pmdk_transaction_is_atomic_and_an_unlogged_change_is_found_with_reads() {
     if !vm_ready("pmdk_transaction_is_atomic_and_an_unlogged_change_is_found_with_reads") {
         return;
     }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let example = root.join("examples/pmdk-tx");
     let dir = tempfile::tempdir().unwrap();
     let run = |test: &str| {
         let out = dir.path().join(test);
-        let run = persim(&[
-            "run",
-            "--vm",
-            example.join("vm.toml").to_str().unwrap(),
-            "--test",
-            example.join(format!("{test}.toml")).to_str().unwrap(),
-            "--strategy",
-            "reads",
-            "--out",
-            out.to_str().unwrap(),
-            "-q",
-        ]);
+        let run = run_example("pmdk-tx", test, "reads", &out);
         let images = std::fs::read_dir(out.join("states")).unwrap().count();
         (run.status.code(), report(&out), images)
     };
@@ -426,23 +419,10 @@ fn declared_run_time_data_spares_images_and_keeps_the_verdicts() {
     if !vm_ready("declared_run_time_data_spares_images_and_keeps_the_verdicts") {
         return;
     }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let example = root.join("examples/runtime-data");
     let dir = tempfile::tempdir().unwrap();
     let run = |test: &str| {
         let out = dir.path().join(test);
-        let run = persim(&[
-            "run",
-            "--vm",
-            example.join("vm.toml").to_str().unwrap(),
-            "--test",
-            example.join(format!("{test}.toml")).to_str().unwrap(),
-            "--strategy",
-            "global-prefix",
-            "--out",
-            out.to_str().unwrap(),
-            "-q",
-        ]);
+        let run = run_example("runtime-data", test, "global-prefix", &out);
         let report = report(&out);
         assert_eq!(run.status.code(), Some(0), "{test}: {report:#}");
         let verdicts: Vec<(Value, Value)> = report["checkpoints"]
