@@ -27,7 +27,8 @@ pub struct FailureView<'a> {
     pub point: FailurePoint,
     config: &'a Config,
     lines: Vec<&'a LineState>,
-    /// Per line: it holds only run-time data the program declared (`hypercall volatile`).
+    /// Per line: it holds only run-time data the program declared (`hypercall volatile`);
+    /// empty when nothing was declared (no allocation per failure point).
     runtime: Vec<bool>,
     blocks: Vec<(u64, &'a [Box<[u8]>])>,
 }
@@ -53,8 +54,8 @@ impl FailureView<'_> {
         let explore: Vec<bool> = self
             .lines
             .iter()
-            .zip(&self.runtime)
-            .map(|(l, &runtime)| !runtime && explore(l.line))
+            .enumerate()
+            .map(|(i, l)| !self.is_runtime(i) && explore(l.line))
             .collect();
         let nt_prefixes = self
             .lines
@@ -122,11 +123,13 @@ impl FailureView<'_> {
     /// The dirty lines (addresses, ascending) whose pending units all write run-time data
     /// the program declared: `reads` and `global-prefix` let them follow the cut.
     pub fn runtime_lines(&self) -> impl Iterator<Item = u64> + '_ {
-        self.lines
-            .iter()
-            .zip(&self.runtime)
-            .filter(|(_, &r)| r)
-            .map(|(l, _)| l.line)
+        (0..self.lines.len())
+            .filter(|&i| self.is_runtime(i))
+            .map(|i| self.lines[i].line)
+    }
+
+    fn is_runtime(&self, line: usize) -> bool {
+        self.runtime.get(line) == Some(&true)
     }
 }
 
@@ -297,7 +300,10 @@ impl Replay {
 
     fn failure_point(&mut self, kind: FailureKind, sink: &mut impl Sink) -> Result<(), ModelError> {
         let lines = self.pm.dirty_lines();
-        let runtime = lines.iter().map(|l| self.runtime.holds(l)).collect();
+        let runtime = match self.runtime.is_empty() {
+            true => Vec::new(),
+            false => lines.iter().map(|l| self.runtime.holds(l)).collect(),
+        };
         let view = FailureView {
             point: FailurePoint {
                 index: self.index,

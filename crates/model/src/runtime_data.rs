@@ -43,11 +43,9 @@ impl RuntimeRanges {
     /// Whether every pending unit of `line` writes run-time data: then no crash image
     /// needs to differ in it (a line mixing both kinds is explored as usual).
     pub fn holds(&self, line: &LineState) -> bool {
-        !self.is_empty()
-            && line
-                .units()
-                .iter()
-                .all(|u| self.covers(u.addr, u.bytes().len() as u64))
+        line.units()
+            .iter()
+            .all(|u| self.covers(u.addr, u.bytes().len() as u64))
     }
 }
 

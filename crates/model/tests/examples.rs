@@ -384,3 +384,24 @@ fn global_prefix_lets_declared_run_time_data_follow_the_cut() {
         at_fence(false, Strategy::Exhaustive)
     );
 }
+
+/// Under `reads`, a declared line is skipped even when recovery reads it: the declaration
+/// is the program's promise that its value does not matter after a crash.
+#[test]
+fn reads_skips_declared_run_time_data_that_recovery_reads() {
+    let text = "# persim-trace pm-size=0x1000\nhypercall volatile 0x80 0x40\n\
+                write 0x40 01\nwrite 0x80 02\nfence sfence\n";
+    let entries: Vec<Entry> = persim_trace::Reader::new(std::io::Cursor::new(text))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let mut config = Config::new(0x1000);
+    config.strategy = Strategy::Reads;
+    let points =
+        persim_model::replay_in_memory_guided(config, vec![0; 0x1000], &entries, &mut |_| {
+            Some(vec![0x40, 0x80])
+        })
+        .unwrap();
+    let split = points[0].explored.clone().unwrap();
+    assert_eq!((split.explored, split.skipped), (vec![0x40], vec![0x80]));
+}
