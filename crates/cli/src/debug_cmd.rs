@@ -184,7 +184,6 @@ fn all_lines(lines: &[u64]) -> String {
 }
 
 fn reads_text(reads: &PointReads) -> String {
-    let lines = all_lines;
     let known = if reads.known {
         "its recovery traced"
     } else {
@@ -195,8 +194,8 @@ fn reads_text(reads: &PointReads) -> String {
          explored because the previous failure point's recovery read them: {}\n  \
          skipped (recovery does not read them): {}\n",
         reads.fully_persisted,
-        lines(&reads.lines.explored),
-        lines(&reads.lines.from_previous),
-        lines(&reads.lines.skipped),
+        all_lines(&reads.lines.explored),
+        all_lines(&reads.lines.from_previous),
+        all_lines(&reads.lines.skipped),
     )
 }
