@@ -763,3 +763,76 @@ fn a_reproducible_run_twice_gives_identical_traces_images_states_and_reports() {
         );
     }
 }
+
+/// ext4 on the NVMe disk alone (examples/block-durability): an O_DIRECT overwrite reaches
+/// the disk's volatile cache, so without fsync a crash may keep the old block or the new
+/// one (two final states, the unflushed write named by its code), and with fsync only the
+/// new one is final.
+#[test]
+fn on_a_disk_an_fsynced_write_survives_and_an_unsynced_one_may_not() {
+    if !vm_ready("on_a_disk_an_fsynced_write_survives_and_an_unsynced_one_may_not") {
+        return;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = tempfile::tempdir().unwrap();
+    // The final states' file contents: the old pattern (`fs-ops write`) or the zeros.
+    let final_contents = |test: &str, exit: i32| {
+        let out = dir.path().join(test);
+        let run = persim(&[
+            "run",
+            "--vm",
+            root.join("vm/ext4-nvme.toml").to_str().unwrap(),
+            "--test",
+            root.join(format!("examples/block-durability/{test}.toml"))
+                .to_str()
+                .unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "-q",
+        ]);
+        assert_eq!(run.status.code(), Some(exit), "{test}: {run:?}");
+        let checkpoint = &report(&out)["checkpoints"][0];
+        let images = |name: &Value| {
+            let state = checkpoint["states"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|s| &s["name"] == name)
+                .unwrap();
+            state["images"][0].as_str().unwrap().to_owned()
+        };
+        let contents: Vec<&str> = checkpoint["final_states"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|name| {
+                let dump = std::fs::read_to_string(
+                    out.join("states").join(format!("{}.json", images(name))),
+                )
+                .unwrap();
+                if dump.contains(r#"\"contents\": \"abcdefgh"#) {
+                    "old"
+                } else if dump.contains(r#"\"contents\": \"\\u0000\\u0000"#) {
+                    "new"
+                } else {
+                    panic!("{test}: neither the old block nor the new one: {dump}")
+                }
+            })
+            .collect();
+        (contents, checkpoint.clone())
+    };
+    let (mut unsynced, checkpoint) = final_contents("unsynced", 1);
+    unsynced.sort();
+    assert_eq!(unsynced, ["new", "old"]);
+    let culprit = &checkpoint["culprits"][0];
+    assert_eq!(culprit["disk"], true, "{checkpoint}");
+    assert!(
+        culprit["site"]
+            .as_str()
+            .unwrap()
+            .contains("ext4_file_write_iter"),
+        "{checkpoint}"
+    );
+    let (fsynced, _) = final_contents("fsync", 0);
+    assert_eq!(fsynced, ["new"]);
+}
