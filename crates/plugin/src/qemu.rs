@@ -143,42 +143,59 @@ fn with_shadow<R>(f: impl FnOnce(&mut Shadow) -> R) -> Option<R> {
     })
 }
 
-/// A `call` or `ret` under shadow stacks: its return address (0 for a `ret`, never a
-/// return address) and what the tracer needs of its accesses. Leaked once per
-/// translation, like the crate's boxed closures.
-struct StackSite {
+/// What the memory callback of one instruction needs: leaked once per translation (as
+/// the crate's boxed closures are), its address given to QEMU as the callback's data.
+struct AccessSite {
     pc: u64,
-    ret: u64,
-    /// Whether the tracer records loads (`--reads`), so the `ret`'s pop is traced.
+    store: Store,
+    stack: StackOp,
+    /// Whether the tracer records loads (`--reads`).
     loads: bool,
 }
 
-/// Every access of a `call` or `ret`: the push of a call (at its return-address slot
-/// `vaddr`) or the pop of a return gives the slot without reading rsp; then the tracer
-/// sees the access as it sees any other. One callback instead of two per `call` took
-/// about 5 % off the CPU time of traced runs with shadow stacks (docs/performance.md).
-unsafe extern "C" fn on_stack_access_raw(
+/// What an instruction does to the shadow stack (`stacks=shadow`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum StackOp {
+    None,
+    /// A `call` returning to this address: its push names the new frame's slot.
+    Call(u64),
+    /// A `ret`: its pop names the slot of the frame it returns through.
+    Ret,
+}
+
+/// Every traced access: the shadow stack's push or pop, then the tracer's check of the
+/// address. Registered through the C API: the crate's closures cost a tenth of this path,
+/// and one callback for both took about 5 % off the CPU time of runs with shadow stacks
+/// (docs/performance.md).
+unsafe extern "C" fn on_access_raw(
     _vcpu: std::ffi::c_uint,
     info: qemu_plugin::sys::qemu_plugin_meminfo_t,
     vaddr: u64,
     data: *mut std::ffi::c_void,
 ) {
-    // SAFETY: `data` is the leaked `StackSite` of this instruction's translation.
-    let site = unsafe { &*(data as *const StackSite) };
+    // SAFETY: `data` is the leaked `AccessSite` of this instruction's translation.
+    let site = unsafe { &*(data as *const AccessSite) };
     let info = MemoryInfo::from(info);
     let store = info.is_store();
-    // A memory-indirect call also loads its target: only the push is the frame's.
-    if (site.ret != 0) == store {
-        with_shadow(|s| {
-            let key = s.key(vaddr);
-            match site.ret {
-                0 => s.stacks.ret(key, vaddr),
-                ret => s.stacks.call(key, vaddr + 8, ret),
-            }
-        });
+    // The push of a call or the pop of a return gives the slot without reading rsp; a
+    // memory-indirect call's load of its target is not the frame's.
+    match site.stack {
+        StackOp::Call(ret) if store => {
+            with_shadow(|s| {
+                let key = s.key(vaddr);
+                s.stacks.call(key, vaddr + 8, ret)
+            });
+        }
+        StackOp::Ret => {
+            with_shadow(|s| {
+                let key = s.key(vaddr);
+                s.stacks.ret(key, vaddr)
+            });
+        }
+        _ => {}
     }
     if store || site.loads {
-        on_access(site.pc, Store::Cached, &info, vaddr);
+        on_access(site.pc, site.store, &info, vaddr);
     }
 }
 
@@ -482,56 +499,51 @@ extern "C" fn on_translate(_id: PluginId, tb: *mut qemu_plugin_tb) {
             | Class::Call
             | Class::Ret => {}
         }
-        let rw = if reads {
-            MemRW::QEMU_PLUGIN_MEM_RW
-        } else {
-            MemRW::QEMU_PLUGIN_MEM_W
+        let site = AccessSite {
+            pc,
+            store: match class {
+                Class::NtStore => Store::NonTemporal,
+                Class::StringStore => Store::String,
+                _ => Store::Cached,
+            },
+            stack: match class {
+                Class::Call if stacks == Stacks::Shadow => StackOp::Call(pc + len),
+                Class::Ret if stacks == Stacks::Shadow => StackOp::Ret,
+                _ => StackOp::None,
+            },
+            loads: reads,
         };
-        if stacks == Stacks::Shadow && matches!(class, Class::Call | Class::Ret) {
-            // The push of a call, the pop of a return: one callback keeps the shadow stack
-            // and traces the access. Registered through the C API with a plain struct as
-            // its data: the crate's closure callbacks cost a tenth of this path.
-            let site = StackSite {
-                pc,
-                ret: if class == Class::Call { pc + len } else { 0 },
-                loads: reads,
-            };
-            let data = Box::into_raw(Box::new(site));
+        let (rw, flags) = match site.stack {
             // A user stack's key needs cr3 and fs_base; a kernel stack's only the slot, and
-            // kernel stacks are never PM, so no entry recorded here reads registers.
-            let flags = if pc >> 63 == 1 {
-                CallbackFlags::QEMU_PLUGIN_CB_NO_REGS
-            } else {
-                regs
-            };
-            // SAFETY: the instruction handle of this translation callback; `data` lives
-            // for the rest of the process.
-            unsafe {
-                let raw_insn = qemu_plugin::sys::qemu_plugin_tb_get_insn(raw_tb, i);
-                qemu_plugin::sys::qemu_plugin_register_vcpu_mem_cb(
-                    raw_insn,
-                    Some(on_stack_access_raw),
-                    flags,
-                    if class == Class::Call {
-                        rw
-                    } else {
-                        MemRW::QEMU_PLUGIN_MEM_R
-                    },
-                    data.cast(),
-                );
-            }
-            continue;
-        }
-        let store = match class {
-            Class::NtStore => Store::NonTemporal,
-            Class::StringStore => Store::String,
-            _ => Store::Cached,
+            // kernel stacks are never PM, so no entry recorded there reads registers.
+            StackOp::Ret => (MemRW::QEMU_PLUGIN_MEM_R, stack_flags(pc, regs)),
+            StackOp::Call(_) if !reads => (MemRW::QEMU_PLUGIN_MEM_W, stack_flags(pc, regs)),
+            StackOp::Call(_) => (MemRW::QEMU_PLUGIN_MEM_RW, stack_flags(pc, regs)),
+            StackOp::None if reads => (MemRW::QEMU_PLUGIN_MEM_RW, regs),
+            StackOp::None => (MemRW::QEMU_PLUGIN_MEM_W, regs),
         };
-        insn.register_memory_access_callback_flags(
-            move |_, info, vaddr| on_access(pc, store, &info, vaddr),
-            rw,
-            regs,
-        );
+        let data = Box::into_raw(Box::new(site));
+        // SAFETY: the instruction handle of this translation callback; `data` lives for
+        // the rest of the process.
+        unsafe {
+            let raw_insn = qemu_plugin::sys::qemu_plugin_tb_get_insn(raw_tb, i);
+            qemu_plugin::sys::qemu_plugin_register_vcpu_mem_cb(
+                raw_insn,
+                Some(on_access_raw),
+                flags,
+                rw,
+                data.cast(),
+            );
+        }
+    }
+}
+
+/// The callback flags of a `call` or `ret` at `pc` (see [`StackOp`]).
+fn stack_flags(pc: u64, regs: CallbackFlags) -> CallbackFlags {
+    if pc >> 63 == 1 {
+        CallbackFlags::QEMU_PLUGIN_CB_NO_REGS
+    } else {
+        regs
     }
 }
 
