@@ -260,11 +260,6 @@ fn ringbuf_suite_is_atomic_in_both_cache_modes() {
     }
 }
 
-/// The worked example of suites/README.md, "Testing your own PM program", found by
-/// `global-prefix` and by the recovery-guided `reads` (whose traced recovery reads the
-/// balances' line). The program and libpmem have no frame pointers: its stores and
-/// flushes still name their call chain, through the program's and the libraries' ELF
-/// symbols at the addresses the run had them.
 /// `persim run` of `examples/<example>/<test>.toml` on the example's VM configuration.
 fn run_example(example: &str, test: &str, strategy: &str, out: &Path) -> std::process::Output {
     let example = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -284,6 +279,11 @@ fn run_example(example: &str, test: &str, strategy: &str, out: &Path) -> std::pr
     ])
 }
 
+/// The worked example of suites/README.md, "Testing your own PM program", found by
+/// `global-prefix` and by the recovery-guided `reads` (whose traced recovery reads the
+/// balances' line). The program and libpmem have no frame pointers: its stores and
+/// flushes still name their call chain, through the program's and the libraries' ELF
+/// symbols at the addresses the run had them.
 #[test]
 fn own_program_example_finds_the_torn_transfer() {
     if !vm_ready("own_program_example_finds_the_torn_transfer") {
