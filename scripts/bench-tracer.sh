@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Measures the tracer (docs/performance.md, "## Tracer"): traced hello-world on ext4-DAX
 # from VM start to end, and the guest time of a 16 MiB write workload after
-# `hypercall start` with tracing on vs the plugin loaded with tracing off (best of 3 each);
+# `hypercall start` with tracing on vs the plugin loaded with tracing off (best of 3 each,
+# and the median of QEMU's CPU time);
 # then the same workload on ext4 on the NVMe SSD, synced (the plugin decoding the driver's
 # commands).
 # Needs the artifacts of scripts/setup.sh.

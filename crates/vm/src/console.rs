@@ -197,6 +197,21 @@ impl Vm {
         maker.map(drop)
     }
 
+    /// QEMU's CPU time so far, user and system, all its threads (`/proc/PID/stat`): what
+    /// a benchmark compares on a shared host, where wall time also counts other tenants.
+    #[cfg(feature = "testing")]
+    pub fn cpu_time(&self) -> Option<Duration> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).ok()?;
+        // The fields after the command name start with the third, the state; utime and
+        // stime are the 14th and 15th, in clock ticks.
+        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        let tick = |n: usize| fields.get(n)?.parse::<u64>().ok();
+        let ticks = tick(11)? + tick(12)?;
+        // SAFETY: sysconf has no preconditions.
+        let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        (per_second > 0).then(|| Duration::from_secs_f64(ticks as f64 / per_second as f64))
+    }
+
     /// Whether this guest was restored from a booted snapshot rather than booted on its PM
     /// (its kernel then knows the NVDIMM it was saved with: attach it again before use).
     pub fn restored(&self) -> bool {
