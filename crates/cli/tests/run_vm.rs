@@ -792,7 +792,7 @@ fn on_a_disk_an_fsynced_write_survives_and_an_unsynced_one_may_not() {
         ]);
         assert_eq!(run.status.code(), Some(exit), "{test}: {run:?}");
         let checkpoint = &report(&out)["checkpoints"][0];
-        let images = |name: &Value| {
+        let image_of = |name: &Value| {
             let state = checkpoint["states"]
                 .as_array()
                 .unwrap()
@@ -807,7 +807,7 @@ fn on_a_disk_an_fsynced_write_survives_and_an_unsynced_one_may_not() {
             .iter()
             .map(|name| {
                 let dump = std::fs::read_to_string(
-                    out.join("states").join(format!("{}.json", images(name))),
+                    out.join("states").join(format!("{}.json", image_of(name))),
                 )
                 .unwrap();
                 if dump.contains(r#"\"contents\": \"abcdefgh"#) {

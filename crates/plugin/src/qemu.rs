@@ -154,7 +154,7 @@ struct AccessSite {
 }
 
 /// What an instruction does to the shadow stack (`stacks=shadow`).
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 enum StackOp {
     None,
     /// A `call` returning to this address: its push names the new frame's slot.
@@ -513,14 +513,18 @@ extern "C" fn on_translate(_id: PluginId, tb: *mut qemu_plugin_tb) {
             },
             loads: reads,
         };
-        let (rw, flags) = match site.stack {
+        let rw = match (site.stack, reads) {
+            (StackOp::Ret, _) => MemRW::QEMU_PLUGIN_MEM_R,
+            (_, true) => MemRW::QEMU_PLUGIN_MEM_RW,
+            (_, false) => MemRW::QEMU_PLUGIN_MEM_W,
+        };
+        let flags = match site.stack {
             // A user stack's key needs cr3 and fs_base; a kernel stack's only the slot, and
             // kernel stacks are never PM, so no entry recorded there reads registers.
-            StackOp::Ret => (MemRW::QEMU_PLUGIN_MEM_R, stack_flags(pc, regs)),
-            StackOp::Call(_) if !reads => (MemRW::QEMU_PLUGIN_MEM_W, stack_flags(pc, regs)),
-            StackOp::Call(_) => (MemRW::QEMU_PLUGIN_MEM_RW, stack_flags(pc, regs)),
-            StackOp::None if reads => (MemRW::QEMU_PLUGIN_MEM_RW, regs),
-            StackOp::None => (MemRW::QEMU_PLUGIN_MEM_W, regs),
+            StackOp::Call(_) | StackOp::Ret if pc >> 63 == 1 => {
+                CallbackFlags::QEMU_PLUGIN_CB_NO_REGS
+            }
+            _ => regs,
         };
         let data = Box::into_raw(Box::new(site));
         // SAFETY: the instruction handle of this translation callback; `data` lives for
@@ -535,15 +539,6 @@ extern "C" fn on_translate(_id: PluginId, tb: *mut qemu_plugin_tb) {
                 data.cast(),
             );
         }
-    }
-}
-
-/// The callback flags of a `call` or `ret` at `pc` (see [`StackOp`]).
-fn stack_flags(pc: u64, regs: CallbackFlags) -> CallbackFlags {
-    if pc >> 63 == 1 {
-        CallbackFlags::QEMU_PLUGIN_CB_NO_REGS
-    } else {
-        regs
     }
 }
 
