@@ -34,10 +34,11 @@ pub struct RunCampaignArgs {
     pub tests: String,
     #[command(flatten)]
     pub pipeline: PipelineArgs,
-    /// Tests run at once: while one test's crash images are recovered, the next is traced.
-    /// Each traces in a VM of its own; -j sets the recovery VMs all tests share.
-    #[arg(long, default_value_t = 2)]
-    pub parallel: usize,
+    /// Tests run at once (default: -j, so `-j N` sizes the whole job pool): while one
+    /// test's crash images are recovered, the next is traced. Each traces in a VM of its
+    /// own; -j sets the recovery VMs all tests share.
+    #[arg(long)]
+    pub parallel: Option<usize>,
     /// Run part K of N (the tests at positions K-1, K-1+N, … of the sorted names), e.g.
     /// one task of a Slurm array or a CI matrix; `persim campaign merge` combines the parts.
     #[arg(long, value_name = "K/N")]
@@ -78,14 +79,14 @@ pub fn run(args: &CampaignArgs) -> Result<bool> {
 
 fn run_tests(args: &RunCampaignArgs) -> Result<bool> {
     let p = &args.pipeline;
-    anyhow::ensure!(args.parallel >= 1, "--parallel must be at least 1");
-    RunDir::create(&args.out)?;
     let mut guest = p.guest()?;
+    let parallel = tests_at_once(args.parallel, guest.options.jobs)?;
+    RunDir::create(&args.out)?;
     // One line per test instead of every VM's phases.
     guest.options.progress = false;
     let suite = Suite::named_or_dir(&p.vm.home()?, &args.tests);
     let campaign = CampaignOptions {
-        parallel: args.parallel,
+        parallel,
         shard: args.shard.unwrap_or(Shard::WHOLE),
     };
     let mut progress = crate::progress::Progress::new("persim campaign", false);
@@ -122,4 +123,26 @@ fn run_tests(args: &RunCampaignArgs) -> Result<bool> {
     )?;
     out!("{}", results.to_text())?;
     Ok(results.failed())
+}
+
+/// `--parallel`, by default `-j`: one number sizes the whole job pool, so `-j 1` runs one
+/// VM at a time (a test's trace, then its recoveries).
+fn tests_at_once(parallel: Option<usize>, jobs: usize) -> Result<usize> {
+    let n = parallel.unwrap_or(jobs);
+    anyhow::ensure!(n >= 1, "--parallel and -j must be at least 1");
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tests_at_once_follow_jobs_unless_given() {
+        assert_eq!(tests_at_once(None, 1).unwrap(), 1);
+        assert_eq!(tests_at_once(None, 2).unwrap(), 2);
+        assert_eq!(tests_at_once(Some(3), 1).unwrap(), 3);
+        assert!(tests_at_once(None, 0).is_err());
+        assert!(tests_at_once(Some(0), 2).is_err());
+    }
 }

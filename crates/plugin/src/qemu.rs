@@ -101,6 +101,10 @@ struct Shadow {
     rsp: RawRegister,
     cr3: Option<RawRegister>,
     fs_base: Option<RawRegister>,
+    /// The user stack of the running thread, read once after the kernel last ran: only
+    /// the kernel switches address spaces and threads, and reading cr3 and fs_base on each
+    /// user call and return was a tenth of a traced shell's time (docs/performance.md).
+    user: Option<StackKey>,
 }
 
 impl Shadow {
@@ -110,23 +114,31 @@ impl Shadow {
             rsp: RawRegister::new(registers.rsp),
             cr3: registers.cr3.map(RawRegister::new),
             fs_base: registers.fs_base.map(RawRegister::new),
+            user: None,
         }
     }
 
     /// The stack a slot of a user stack is on (see [`StackKey`]); kernel stacks are named
     /// by the slot alone.
     fn key(&mut self, slot: u64) -> StackKey {
-        if slot >> 63 == 1 {
+        if is_kernel(slot) {
+            self.user = None;
             return StackKey::kernel(slot);
         }
         let read = |reg: &mut Option<RawRegister>| reg.as_mut().map_or(0, RawRegister::read);
-        StackKey::User {
+        *self.user.get_or_insert_with(|| StackKey::User {
             cr3: read(&mut self.cr3),
             fs_base: read(&mut self.fs_base),
-        }
+        })
     }
 
-    fn current(&mut self) -> Vec<u64> {
+    /// The stack trace of the code at `pc`. Kernel code's is the shadow stack as the last
+    /// call or return left it, read without registers, which is what lets kernel code be
+    /// instrumented without them (docs/tracer.md, "Stack traces").
+    fn current(&mut self, pc: u64) -> Vec<u64> {
+        if is_kernel(pc) {
+            return self.stacks.latest_kernel();
+        }
         let rsp = self.rsp.read();
         let key = self.key(rsp);
         self.stacks.current(key, rsp)
@@ -410,7 +422,7 @@ impl HasCallbacks for PersimPlugin {
             Stacks::FramePointers => match registers.gprs[RBP].clone() {
                 Some(rbp) => {
                     let mut memory = GuestMemory::new();
-                    s.tracer.set_stack_source(Box::new(move || {
+                    s.tracer.set_stack_source(Box::new(move |_| {
                         stack::walk(read_u64(&rbp), |frame| memory.read_frame(frame))
                     }));
                 }
@@ -422,8 +434,8 @@ impl HasCallbacks for PersimPlugin {
                         say("QEMU does not expose cr3: user processes may share shadow stacks");
                     }
                     let _ = SHADOW_REGISTERS.set(ShadowRegisters { rsp, cr3, fs_base });
-                    s.tracer.set_stack_source(Box::new(|| {
-                        with_shadow(Shadow::current).unwrap_or_default()
+                    s.tracer.set_stack_source(Box::new(|pc| {
+                        with_shadow(|shadow| shadow.current(pc)).unwrap_or_default()
                     }));
                 }
                 _ => say("QEMU does not expose rsp: entries get no stack traces"),
@@ -455,18 +467,13 @@ extern "C" fn on_translate(_id: PluginId, tb: *mut qemu_plugin_tb) {
         let s = state();
         (s.tracer.tracing(), s.tracer.reads(), s.tracer.stacks())
     };
-    // Stack walks read rbp, from any callback that may record an entry.
-    let regs = if stacks.on() {
-        CallbackFlags::QEMU_PLUGIN_CB_R_REGS
-    } else {
-        CallbackFlags::QEMU_PLUGIN_CB_NO_REGS
-    };
     let raw_tb = tb;
     let tb = TranslationBlock::from(tb);
     for (i, insn) in tb.instructions().enumerate() {
         let bytes = insn.data();
         let (pc, len) = (insn.vaddr(), insn.size() as u64);
         let class = classify(&bytes);
+        let regs = register_access(stacks, pc);
         if class == Class::Cpuid {
             insn.register_execute_callback_flags(
                 move |_| on_cpuid(pc),
@@ -518,14 +525,6 @@ extern "C" fn on_translate(_id: PluginId, tb: *mut qemu_plugin_tb) {
             (_, true) => MemRW::QEMU_PLUGIN_MEM_RW,
             (_, false) => MemRW::QEMU_PLUGIN_MEM_W,
         };
-        let flags = match site.stack {
-            // A user stack's key needs cr3 and fs_base; a kernel stack's only the slot, and
-            // kernel stacks are never PM, so no entry recorded there reads registers.
-            StackOp::Call(_) | StackOp::Ret if pc >> 63 == 1 => {
-                CallbackFlags::QEMU_PLUGIN_CB_NO_REGS
-            }
-            _ => regs,
-        };
         let data = Box::into_raw(Box::new(site));
         // SAFETY: the instruction handle of this translation callback; `data` lives for
         // the rest of the process.
@@ -534,12 +533,30 @@ extern "C" fn on_translate(_id: PluginId, tb: *mut qemu_plugin_tb) {
             qemu_plugin::sys::qemu_plugin_register_vcpu_mem_cb(
                 raw_insn,
                 Some(on_access_raw),
-                flags,
+                regs,
                 rw,
                 data.cast(),
             );
         }
     }
+}
+
+/// Whether the callbacks of the instruction at `pc` read registers: frame-pointer walks
+/// read rbp, and user code's shadow stack rsp, cr3 and fs_base (a user stack has no fixed
+/// place). Kernel code's shadow stack needs none, and a callback that reads registers
+/// makes QEMU write the guest's registers back before every call of it, a cost paid on
+/// every store of the kernel otherwise (docs/performance.md).
+fn register_access(stacks: Stacks, pc: u64) -> CallbackFlags {
+    match stacks {
+        Stacks::FramePointers => CallbackFlags::QEMU_PLUGIN_CB_R_REGS,
+        Stacks::Shadow if !is_kernel(pc) => CallbackFlags::QEMU_PLUGIN_CB_R_REGS,
+        Stacks::Off | Stacks::Shadow => CallbackFlags::QEMU_PLUGIN_CB_NO_REGS,
+    }
+}
+
+/// x86-64's kernel half of the address space.
+fn is_kernel(address: u64) -> bool {
+    address >> 63 == 1
 }
 
 fn on_access(pc: u64, store: Store, info: &MemoryInfo, vaddr: u64) {

@@ -80,7 +80,20 @@ impl ShadowStacks {
     pub fn current(&mut self, key: StackKey, rsp: u64) -> Vec<u64> {
         let frames = self.stack(key);
         drop_below(frames, rsp);
-        frames.iter().rev().take(MAX_DEPTH).map(|f| f.ret).collect()
+        innermost_first(frames)
+    }
+
+    /// The return addresses of the frames the last call or return left live, innermost
+    /// first, if it was on a kernel stack. Kernel functions are entered by a call and left
+    /// by a ret, and what moves the stack pointer between them (pushes, interrupts and
+    /// context switches, which come back to it) ends no frame, so these are the frames of
+    /// the code running now, without reading its stack pointer. None for the kernel code
+    /// between an entry from user mode and its first call, which stores no PM.
+    pub fn latest_kernel(&self) -> Vec<u64> {
+        match self.key {
+            StackKey::Kernel(_) => innermost_first(&self.frames),
+            StackKey::User { .. } => Vec::new(),
+        }
     }
 
     fn stack(&mut self, key: StackKey) -> &mut Vec<Frame> {
@@ -94,6 +107,10 @@ impl ShadowStacks {
         }
         &mut self.frames
     }
+}
+
+fn innermost_first(frames: &[Frame]) -> Vec<u64> {
+    frames.iter().rev().take(MAX_DEPTH).map(|f| f.ret).collect()
 }
 
 /// Drops the innermost frames whose slot is below `limit` (the stack grows down).
@@ -198,6 +215,33 @@ mod tests {
         assert!(s.current(K, TOP).is_empty());
         assert_eq!(StackKey::kernel(TOP), StackKey::kernel(TOP + 0x3fff));
         assert_ne!(StackKey::kernel(TOP), StackKey::kernel(TOP + 0x4000));
+    }
+
+    #[test]
+    fn the_latest_kernel_stack_needs_no_stack_pointer() {
+        let mut s = ShadowStacks::default();
+        assert!(s.latest_kernel().is_empty());
+        s.call(K, TOP, 0xa);
+        s.call(K, TOP - 0x20, 0xb);
+        s.call(K, TOP - 0x40, 0xc);
+        s.ret(K, TOP - 0x48);
+        // In b after c returned: what reading rsp would give.
+        assert_eq!(s.latest_kernel(), [0xb, 0xa]);
+        assert_eq!(s.latest_kernel(), s.current(K, TOP - 0x30));
+        // An interrupt's handler on another kernel stack, then the return to b's stack.
+        let irq = StackKey::kernel(TOP + 0x10000);
+        s.call(irq, TOP + 0x10000, 0xd);
+        assert_eq!(s.latest_kernel(), [0xd]);
+        s.ret(irq, TOP + 0xfff8);
+        s.ret(K, TOP - 0x28);
+        assert_eq!(s.latest_kernel(), [0xa]);
+        // A user stack's frames are never a kernel stack trace.
+        let user = StackKey::User {
+            cr3: 0x1000,
+            fs_base: 0x7000,
+        };
+        s.call(user, 0x7fff_0000, 0xe);
+        assert!(s.latest_kernel().is_empty());
     }
 
     #[test]

@@ -44,14 +44,14 @@ pub struct Tracer {
     /// Flushes of PM-looking addresses whose page was never accessed.
     pub unresolved_flushes: u64,
     pub entries: u64,
-    /// The current stack trace, with `stacks=on` (it reads the guest's registers and
-    /// memory, so it is only called from callbacks with register access).
+    /// The current stack trace of the code at a pc, with `stacks=on` (it may read the
+    /// guest's registers and memory, so only callbacks registered for it record entries).
     stack_source: Option<StackSource>,
     /// The write of a string store being merged, with the metadata of its first element.
     string_write: Option<Entry>,
 }
 
-pub type StackSource = Box<dyn FnMut() -> Vec<u64> + Send>;
+pub type StackSource = Box<dyn FnMut(u64) -> Vec<u64> + Send>;
 
 /// What the QEMU side must do after a hypercall.
 #[derive(Debug, PartialEq, Eq)]
@@ -303,7 +303,7 @@ impl Tracer {
             op,
             meta: Meta {
                 pc: Some(pc),
-                stack: self.stack_source.as_mut().map_or_else(Vec::new, |f| f()),
+                stack: self.stack_source.as_mut().map_or_else(Vec::new, |f| f(pc)),
             },
         })
     }
@@ -357,7 +357,7 @@ mod tests {
             ..args(&dir)
         });
         let mut depth = 0;
-        t.set_stack_source(Box::new(move || {
+        t.set_stack_source(Box::new(move |_| {
             depth += 1;
             (0..depth).collect()
         }));
