@@ -24,7 +24,7 @@ pub struct PipelineArgs {
     #[arg(long, default_value = "program-order")]
     pub strategy: Strategy,
     /// Record no stack traces. By default every entry gets its call chain (shadow call
-    /// stacks: about 1.6x the cost of tracing the operations, which take well under a
+    /// stacks: about 1.2-1.3x the cost of tracing the operations, which take well under a
     /// second in most tests), so reports name the callers of the code behind each
     /// violation; `fast` needs them.
     #[arg(long)]
