@@ -199,9 +199,13 @@ unsafe extern "C" fn on_access_raw(
             });
         }
         StackOp::Ret => {
+            let target = || match info.value() {
+                MemValue::U64(target) => target,
+                _ => 0,
+            };
             with_shadow(|s| {
                 let key = s.key(vaddr);
-                s.stacks.ret(key, vaddr)
+                s.stacks.ret(key, vaddr, target)
             });
         }
         _ => {}

@@ -71,9 +71,23 @@ impl ShadowStacks {
         frames.push(Frame { slot, ret });
     }
 
-    /// A `ret` about to execute: `rsp` points at the slot of the frame it returns through.
-    pub fn ret(&mut self, key: StackKey, rsp: u64) {
-        drop_below(self.stack(key), rsp.wrapping_add(1));
+    /// A `ret` from `slot` (its stack pointer) to `target()` (asked only when no frame
+    /// was pushed to that slot, rarely): it ends the frame of that
+    /// slot and any below it. A return through a slot no call pushed to, to the innermost
+    /// frame's return address, ends that frame too: its code moved its return address
+    /// down before returning (the kernel's `error_entry` pushes the registers under it),
+    /// and the frame would otherwise outlive the return until the next call or return
+    /// above it.
+    pub fn ret(&mut self, key: StackKey, slot: u64, target: impl FnOnce() -> u64) {
+        let frames = self.stack(key);
+        let mut through_own_slot = false;
+        while let Some(frame) = frames.last().filter(|f| f.slot <= slot) {
+            through_own_slot = frame.slot == slot;
+            frames.pop();
+        }
+        if !through_own_slot && frames.last().is_some_and(|f| f.ret == target()) {
+            frames.pop();
+        }
     }
 
     /// The return addresses of the live frames at stack pointer `rsp`, innermost first.
@@ -159,12 +173,12 @@ mod tests {
         s.call(K, TOP, 0xa); // slot TOP-8
         s.call(K, TOP - 0x20, 0xb); // slot TOP-0x28
         assert_eq!(s.current(K, TOP - 0x40), [0xb, 0xa]);
-        s.ret(K, TOP - 0x28);
+        s.ret(K, TOP - 0x28, || 0xb);
         assert_eq!(s.current(K, TOP - 0x20), [0xa]);
         s.call(K, TOP - 0x30, 0xc);
         assert_eq!(s.current(K, TOP - 0x38), [0xc, 0xa]);
-        s.ret(K, TOP - 0x38);
-        s.ret(K, TOP - 8);
+        s.ret(K, TOP - 0x38, || 0xc);
+        s.ret(K, TOP - 8, || 0xa);
         assert!(s.current(K, TOP).is_empty());
     }
 
@@ -191,7 +205,7 @@ mod tests {
         let mut s = ShadowStacks::default();
         s.call(K, TOP, 0xa);
         s.call(K, TOP - 0x20, 0xb);
-        s.ret(K, TOP - 0x28);
+        s.ret(K, TOP - 0x28, || 0xb);
         assert_eq!(s.current(K, TOP - 0x30), [0xa]);
     }
 
@@ -211,10 +225,40 @@ mod tests {
         assert_eq!(s.current(user, 0x7ffe_fff8), [0xc]);
         // Returning through a frame called before tracing started (above every recorded
         // one) ends all the frames inside it.
-        s.ret(K, TOP + 0x100);
+        s.ret(K, TOP + 0x100, || 0x999);
         assert!(s.current(K, TOP).is_empty());
         assert_eq!(StackKey::kernel(TOP), StackKey::kernel(TOP + 0x3fff));
         assert_ne!(StackKey::kernel(TOP), StackKey::kernel(TOP + 0x4000));
+    }
+
+    #[test]
+    fn a_return_address_moved_down_before_the_ret_ends_its_frame() {
+        // An interrupt in f: the entry code calls error_entry (slot TOP-0x48), which
+        // pushes the registers under its return address and moves it down (to
+        // TOP-0xc0) before returning. Without the rule the frame outlives the interrupt:
+        // f's stores would show the entry code as their caller.
+        let mut s = ShadowStacks::default();
+        s.call(K, TOP, 0xa);
+        s.call(K, TOP - 0x40, 0xe);
+        s.ret(K, TOP - 0xc0, || 0xe);
+        assert_eq!(s.latest_kernel(), [0xa]);
+        // A return through an unrecorded slot to another address ends nothing more.
+        s.call(K, TOP - 0x40, 0xe);
+        s.ret(K, TOP - 0xc0, || 0x999);
+        assert_eq!(s.latest_kernel(), [0xe, 0xa]);
+    }
+
+    #[test]
+    fn recursion_returns_one_frame_at_a_time() {
+        // f calls itself: both inner frames return to the same address.
+        let mut s = ShadowStacks::default();
+        s.call(K, TOP, 0xa);
+        s.call(K, TOP - 0x20, 0xf);
+        s.call(K, TOP - 0x40, 0xf);
+        s.ret(K, TOP - 0x48, || 0xf);
+        assert_eq!(s.latest_kernel(), [0xf, 0xa]);
+        s.ret(K, TOP - 0x28, || 0xf);
+        assert_eq!(s.latest_kernel(), [0xa]);
     }
 
     #[test]
@@ -224,7 +268,7 @@ mod tests {
         s.call(K, TOP, 0xa);
         s.call(K, TOP - 0x20, 0xb);
         s.call(K, TOP - 0x40, 0xc);
-        s.ret(K, TOP - 0x48);
+        s.ret(K, TOP - 0x48, || 0xc);
         // In b after c returned: what reading rsp would give.
         assert_eq!(s.latest_kernel(), [0xb, 0xa]);
         assert_eq!(s.latest_kernel(), s.current(K, TOP - 0x30));
@@ -232,8 +276,8 @@ mod tests {
         let irq = StackKey::kernel(TOP + 0x10000);
         s.call(irq, TOP + 0x10000, 0xd);
         assert_eq!(s.latest_kernel(), [0xd]);
-        s.ret(irq, TOP + 0xfff8);
-        s.ret(K, TOP - 0x28);
+        s.ret(irq, TOP + 0xfff8, || 0xd);
+        s.ret(K, TOP - 0x28, || 0xb);
         assert_eq!(s.latest_kernel(), [0xa]);
         // A user stack's frames are never a kernel stack trace.
         let user = StackKey::User {
