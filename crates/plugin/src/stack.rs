@@ -71,21 +71,21 @@ impl ShadowStacks {
         frames.push(Frame { slot, ret });
     }
 
-    /// A `ret` from `slot` (its stack pointer) to `target()` (asked only when no frame
-    /// was pushed to that slot, rarely): it ends the frame of that
+    /// A `ret` from `slot` (its stack pointer) to `target()`: it ends the frame of that
     /// slot and any below it. A return through a slot no call pushed to, to the innermost
     /// frame's return address, ends that frame too: its code moved its return address
     /// down before returning (the kernel's `error_entry` pushes the registers under it),
     /// and the frame would otherwise outlive the return until the next call or return
-    /// above it.
+    /// above it. `target` is asked only then, which is rare.
     pub fn ret(&mut self, key: StackKey, slot: u64, target: impl FnOnce() -> u64) {
         let frames = self.stack(key);
-        let mut through_own_slot = false;
-        while let Some(frame) = frames.last().filter(|f| f.slot <= slot) {
-            through_own_slot = frame.slot == slot;
-            frames.pop();
-        }
-        if !through_own_slot && frames.last().is_some_and(|f| f.ret == target()) {
+        let pushed_to_slot = frames
+            .iter()
+            .rev()
+            .take_while(|f| f.slot <= slot)
+            .any(|f| f.slot == slot);
+        drop_below(frames, slot.wrapping_add(1));
+        if !pushed_to_slot && frames.last().is_some_and(|f| f.ret == target()) {
             frames.pop();
         }
     }
