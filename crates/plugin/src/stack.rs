@@ -100,8 +100,9 @@ impl ShadowStacks {
     /// The return addresses of the frames the last call or return left live, innermost
     /// first, if it was on a kernel stack. Kernel functions are entered by a call and left
     /// by a ret, and what moves the stack pointer between them (pushes, interrupts and
-    /// context switches, which come back to it) ends no frame, so these are the frames of
-    /// the code running now, without reading its stack pointer. None for the kernel code
+    /// context switches, which come back to it) ends no frame (a return address moved
+    /// before its `ret` is handled there), so these are the frames of the code running
+    /// now, without reading its stack pointer. None for the kernel code
     /// between an entry from user mode and its first call, which stores no PM.
     pub fn latest_kernel(&self) -> Vec<u64> {
         match self.key {
