@@ -306,8 +306,8 @@ fn group(suspects: Vec<Suspect>, site_of: impl Fn(u64, bool) -> String) -> Vec<C
 mod tests {
     use super::*;
     use crate::StateInfo;
+    use persim_state::Outcome;
     use persim_trace::Reader;
-    use persim_vm::Outcome;
 
     const TRACE: &str = "\
 # persim-trace pm-size=0x1000

@@ -2,7 +2,7 @@
 
 use crate::verdict::CheckpointVerdict;
 use persim_model::{CacheMode, Strategy};
-use persim_vm::Outcome;
+use persim_state::Outcome;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt::Write as _;
 

@@ -6,7 +6,7 @@
 use crate::culprits::UNKNOWN_SITE;
 use crate::report::{telling_lines, Report};
 use crate::verdict::Media;
-use persim_vm::Recovered;
+use persim_state::Recovered;
 use serde_json::Value;
 use std::collections::BTreeSet;
 
@@ -143,7 +143,7 @@ pub fn without_numbers(text: &str) -> String {
 mod tests {
     use super::*;
     use crate::{CheckpointVerdict, Culprit, ErrorInfo, StateInfo};
-    use persim_vm::Outcome;
+    use persim_state::Outcome;
 
     #[test]
     fn fields_name_what_differs_whatever_the_file_names() {

@@ -3,7 +3,7 @@
 //! final state* and *atomic*.
 
 use persim_model::{Choice, FailurePoint, Origin};
-use persim_vm::{Outcome, Recovered};
+use persim_state::{Outcome, Recovered};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 

@@ -2,8 +2,8 @@
 
 use persim_analyze::{verdicts, ImageOrigins, Media};
 use persim_model::{replay_in_memory, Choice, Config, FailureKind, FailurePoint, Origin};
+use persim_state::Recovered;
 use persim_trace::{Entry, Reader};
-use persim_vm::Recovered;
 use std::collections::{BTreeMap, HashMap};
 
 fn origin(index: u64, kind: FailureKind, checkpoint: u64, choice: Choice) -> Origin {

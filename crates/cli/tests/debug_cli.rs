@@ -262,7 +262,7 @@ fn report_with_a_state_from_the_disk() -> persim_analyze::Report {
     use persim_analyze::{CheckpointVerdict, Media, Report, StateInfo, Timings};
     let state = |k: usize, failure_points: &[u64], media: &[Media]| StateInfo {
         name: format!("c1s{k}"),
-        outcome: persim_vm::Outcome::State,
+        outcome: persim_state::Outcome::State,
         partial_only: false,
         failure_points: failure_points.to_vec(),
         images: vec![format!("{k:064x}")],

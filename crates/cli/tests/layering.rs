@@ -9,12 +9,14 @@ use std::process::Command;
 const ALLOWED: &[(&str, &[&str])] = &[
     ("persim-abi", &[]),
     ("persim-trace", &[]),
+    ("persim-state", &[]),
     ("persim-model", &["persim-trace"]),
     ("persim-image", &["persim-model", "persim-trace"]),
-    ("persim-vm", &["persim-abi", "persim-trace"]),
+    ("persim-vm", &["persim-abi", "persim-trace", "persim-state"]),
+    // Analysis judges states; it must not compile the VM driver that produces them.
     (
         "persim-analyze",
-        &["persim-vm", "persim-model", "persim-trace"],
+        &["persim-state", "persim-model", "persim-trace"],
     ),
     (
         "persim-tester",
@@ -25,6 +27,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "persim-model",
             "persim-trace",
             "persim-abi",
+            "persim-state",
         ],
     ),
     (

@@ -18,9 +18,9 @@ use persim_analyze::{
 };
 use persim_image::ImageStore;
 use persim_model::{Config, Strategy};
+use persim_state::Recovered;
 use persim_trace::atomic_file::{create_atomically, write_atomically};
 use persim_trace::{Reader, Symbols};
-use persim_vm::Recovered;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};

@@ -20,7 +20,7 @@ use crate::reads::NtDecision;
 use anyhow::{bail, Context, Result};
 use persim_analyze::Report;
 use persim_model::CacheMode;
-use persim_vm::Recovered;
+use persim_state::Recovered;
 use serde::de::DeserializeOwned;
 use std::path::{Path, PathBuf};
 

@@ -7,8 +7,9 @@ use crate::rundir::RunDir;
 use crate::testcase::TestCase;
 use anyhow::{Context, Result};
 use persim_image::ImageStore;
+use persim_state::Recovered;
 use persim_trace::atomic_file::write_atomically;
-use persim_vm::{Extracted, Recovered};
+use persim_vm::Extracted;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 

@@ -8,8 +8,8 @@ mod worker;
 
 use crate::config::VmConfig;
 use crate::error::VmError;
-use crate::recovered::Recovered;
 use crate::trace::{prepare, Artifacts, Prepared};
+use persim_state::Recovered;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};

@@ -14,7 +14,6 @@ mod extract;
 mod initramfs;
 mod kernel;
 mod qemu;
-mod recovered;
 mod scratch;
 mod snapshot;
 #[cfg(feature = "testing")]
@@ -31,7 +30,6 @@ pub use extract::{
 pub use kernel::Kernel;
 pub use persim_abi::Stacks;
 pub use qemu::check_version;
-pub use recovered::{Outcome, Recovered};
 pub use trace::{trace, Artifacts, TraceOptions, TraceSummary, TracingVm};
 
 #[cfg(feature = "testing")]

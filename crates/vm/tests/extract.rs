@@ -1,7 +1,7 @@
 //! State extraction with the real QEMU, kernel and fs-dump (scripts/setup.sh installs and
 //! builds them). Without them the tests are skipped with a message, except under CI.
 
-use persim_vm::Recovered;
+use persim_state::Recovered;
 use persim_vm::{
     default_config_dir, extract_states, prepare, Artifacts, ExtractMode, ExtractOptions, QemuSpec,
     Vm, VmConfig,

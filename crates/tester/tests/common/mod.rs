@@ -1,7 +1,8 @@
 //! A guest without a VM for the pipeline's and campaigns' tests.
 
+use persim_state::Recovered;
 use persim_tester::{Guest, Recording, TestCase};
-use persim_vm::{Extracted, Recovered};
+use persim_vm::Extracted;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;

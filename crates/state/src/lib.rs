@@ -1,4 +1,5 @@
-//! What recovering one crash image gave: a user-visible state or a failure.
+//! What recovering one crash image gave: a user-visible state or a failure. The VM
+//! driver produces these, analysis judges them, run directories keep them as JSON.
 
 use serde::{Deserialize, Serialize};
 
