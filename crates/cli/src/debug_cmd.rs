@@ -4,8 +4,9 @@ use crate::size::parse_size;
 use anyhow::Result;
 use clap::Subcommand;
 use persim_analyze::{entries_touching, pending_at, Media, StateInfo};
+use persim_image::{ImagesIndex, PointReads, PointRecord};
 use persim_model::{CacheMode, Config};
-use persim_tester::{materialise_images, ImagesIndex, PointReads, PointRecord, RunDir};
+use persim_tester::{materialise_images, RunDir};
 use persim_trace::{Reader, Symbols};
 use std::path::{Path, PathBuf};
 

@@ -4,12 +4,12 @@ use crate::progress::Progress;
 use crate::size::parse_size;
 use anyhow::{bail, Result};
 use clap::Args;
-use persim_image::DEFAULT_HASH_LEVEL;
-use persim_model::{CacheMode, Config, Strategy};
-use persim_tester::{
-    generate_images, recorded_guidance, Guidance, ImagesJsonWriter, ImagesOptions, ImagesSummary,
-    PointRecord, PointSink, RunDir,
+use persim_image::{
+    generate_images, GenerateOptions, Generated, Guidance, ImagesJsonWriter, PointRecord,
+    PointSink, DEFAULT_HASH_LEVEL,
 };
+use persim_model::{CacheMode, Config, Strategy};
+use persim_tester::{recorded_guidance, Event, Observer, RunDir};
 use std::io::{self, Write};
 use std::path::PathBuf;
 
@@ -77,7 +77,7 @@ pub struct ImagesArgs {
     pub quiet: bool,
 }
 
-impl TryFrom<&ImagesArgs> for ImagesOptions {
+impl TryFrom<&ImagesArgs> for GenerateOptions {
     type Error = anyhow::Error;
 
     fn try_from(a: &ImagesArgs) -> Result<Self> {
@@ -98,7 +98,7 @@ impl TryFrom<&ImagesArgs> for ImagesOptions {
                 guidance
             }
         };
-        Ok(ImagesOptions {
+        Ok(GenerateOptions {
             pm_size: a.pm_size,
             blk_size: a.blk_size,
             cache: a.cache,
@@ -119,20 +119,16 @@ impl TryFrom<&ImagesArgs> for ImagesOptions {
 pub fn run(args: &ImagesArgs) -> Result<()> {
     let out = io::stdout().lock();
     let mut progress = Progress::new("persim images", !args.quiet);
-    let options = ImagesOptions::try_from(args)?;
+    let options = GenerateOptions::try_from(args)?;
+    let progress = &mut |p| progress.event(&Event::replayed(p));
     if args.json {
         let mut writer = ImagesJsonWriter::new(out);
-        let generated = generate_images(
-            &options,
-            &args.trace,
-            |_| Ok(()),
-            &mut writer,
-            &mut progress,
-        );
+        let generated = generate_images(&options, &args.trace, |_| Ok(()), &mut writer, progress);
         // The JSON stays valid: a failure ends it with an "error" record.
         return match generated {
             Ok(summary) => Ok(writer.finish(&summary.images)?.flush()?),
             Err(e) => {
+                let e = anyhow::Error::from(e);
                 writer.fail(&format!("{e:#}"))?.flush()?;
                 Err(e)
             }
@@ -162,7 +158,7 @@ pub fn run(args: &ImagesArgs) -> Result<()> {
             )
         },
         &mut table,
-        &mut progress,
+        progress,
     )?;
     table.finish(&summary)
 }
@@ -189,7 +185,7 @@ impl<W: Write> PointSink for Table<W> {
 }
 
 impl<W: Write> Table<W> {
-    fn finish(mut self, s: &ImagesSummary) -> Result<()> {
+    fn finish(mut self, s: &Generated) -> Result<()> {
         writeln!(
             self.0,
             "{} entries, {} failure points, {} distinct images{} in {:.2}s",

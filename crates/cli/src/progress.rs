@@ -50,6 +50,8 @@ impl Observer for Progress {
                 Stage::Images => "images: reusing the generated images",
                 Stage::States => "states: reusing the recovered states",
             }),
+            // Each pass reports its own progress and end.
+            Event::Replaying(_) => {}
             Event::Replayed {
                 entries,
                 failure_points,

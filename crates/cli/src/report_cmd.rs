@@ -3,8 +3,9 @@
 use anyhow::{Context, Result};
 use clap::Args;
 use persim_analyze::{line_diff, pending_at, Report};
+use persim_image::ImagesIndex;
 use persim_model::Config;
-use persim_tester::{ImagesIndex, RunDir};
+use persim_tester::RunDir;
 use persim_trace::{Reader, Symbols};
 use std::path::PathBuf;
 

@@ -161,8 +161,8 @@ fn profile_prints_a_table_and_draws_plots() {
 
 #[test]
 fn debug_at_shows_what_reads_explored_at_a_failure_point() {
+    use persim_image::{ImagesJsonWriter, PointReads, PointRecord, PointSink};
     use persim_model::{Explored, FailureKind};
-    use persim_tester::{ImagesJsonWriter, PointReads, PointRecord, PointSink};
     let tmp = tempfile::tempdir().unwrap();
     let dir = run_dir(&tmp.path().join("reads"), CacheMode::Volatile);
     let mut writer = ImagesJsonWriter::new(Vec::new());

@@ -1,15 +1,25 @@
-//! Persim crash images: copy-on-write memory images with memoised BLAKE3 hashing, and a
-//! store that keeps each distinct image once with the origins that produced it.
-//! Design and measurements: docs/images.md.
+//! Persim crash images: copy-on-write memory images with memoised BLAKE3 hashing, a store
+//! that keeps each distinct image once with the origins that produced it, and the engine
+//! that makes a trace's crash images through the crash model (`generate_images`, whose
+//! failure points `images.json` lists). Design and measurements: docs/images.md.
 
 mod diff;
 mod error;
+mod generate;
 mod hash_tree;
 mod image;
+mod images_json;
 mod reflink;
 mod store;
 mod tree;
 
 pub use error::ImageError;
+pub use generate::{
+    generate_images, GenerateError, GenerateOptions, Generated, Guidance, NtPrefixesAt, Progress,
+    ReadSets,
+};
 pub use image::{Image, DEFAULT_HASH_LEVEL, MAX_HASH_LEVEL};
+pub use images_json::{
+    ImageRecord, ImagesIndex, ImagesJsonWriter, PointReads, PointRecord, PointSink, ReadIndexError,
+};
 pub use store::{ImageStore, Record};

@@ -77,7 +77,14 @@ impl ImageStore {
 
     /// The file that holds (or will hold) the image with `hash`.
     pub fn image_path(&self, hash: &blake3::Hash) -> PathBuf {
-        self.dir.join(format!("{}.img", hash.to_hex()))
+        ImageStore::image_file(&self.dir, &hash.to_hex())
+    }
+
+    /// The file of the image with hash `hex` in `dir`: the one spelling of `<hash>.img`,
+    /// for a store and for images written elsewhere (a run's fully persisted images, those
+    /// `persim debug image` makes again).
+    pub fn image_file(dir: &Path, hex: &str) -> PathBuf {
+        dir.join(format!("{hex}.img"))
     }
 
     /// Records that `origin` produced `image`, writing the image file if the store does not

@@ -3,12 +3,12 @@
 //! the failing tests grouped by signature. A run directory resumes where it stopped, so a
 //! killed campaign started again redoes only what was not finished.
 
+use crate::cases::{Suite, TestCase};
 use crate::guest::Guest;
 use crate::options::PipelineOptions;
-use crate::pipeline::run_test;
 use crate::progress::Observer;
 use crate::rundir::RunDir;
-use crate::testcase::{Suite, TestCase};
+use crate::stages::run_test;
 use anyhow::{bail, Context, Result};
 use persim_analyze::{signature, without_numbers, Mark, Timings};
 use persim_model::{CacheMode, Strategy};

@@ -1,7 +1,7 @@
 //! What runs the guest for the stages: the QEMU VM, or a fake in tests.
 
+use crate::cases::TestCase;
 use crate::options::VmOptions;
-use crate::testcase::TestCase;
 use anyhow::Result;
 use persim_vm::{
     DumpOptions, ExtractOptions, ExtractPool, Extracted, TraceOptions, TraceSummary, TracingVm,

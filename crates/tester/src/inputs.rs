@@ -4,8 +4,8 @@
 //! before stay valid: a state depends only on the image and the recovery), another
 //! recovery redoes the states.
 
+use crate::cases::TestCase;
 use crate::options::{NtPrefixes, PipelineOptions};
-use crate::testcase::TestCase;
 use persim_model::{CacheMode, Strategy};
 use serde::{Deserialize, Serialize};
 

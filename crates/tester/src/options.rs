@@ -1,12 +1,9 @@
 //! Plain options of the stages (the CLI converts its arguments into these).
 
-use persim_image::DEFAULT_HASH_LEVEL;
 use persim_model::{CacheMode, Config, Strategy};
 use persim_vm::{Artifacts, VmConfig};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// How the guest VM runs.
@@ -87,104 +84,6 @@ impl Default for PipelineOptions {
             force: false,
             keep_images: false,
             nt_prefixes: NtPrefixes::default(),
-        }
-    }
-}
-
-/// Image generation from a trace.
-#[derive(Clone, Debug)]
-pub struct ImagesOptions {
-    /// PM size; None: the trace header's.
-    pub pm_size: Option<u64>,
-    /// Block-device size; None: the trace header's.
-    pub blk_size: Option<u64>,
-    pub cache: CacheMode,
-    pub strategy: Strategy,
-    pub max_images: usize,
-    pub seed: u64,
-    /// Only failure points from this checkpoint on; earlier entries are replayed only.
-    pub from_checkpoint: Option<u64>,
-    pub hash_level: u32,
-    /// Initial contents; None: TRACE.initial if it exists, else zeros.
-    pub initial: Option<PathBuf>,
-    /// Store distinct images in this directory.
-    pub store: Option<PathBuf>,
-    /// Keep every image's contents as hex (for `persim images --json --hex`).
-    pub hex: bool,
-    /// Write the images with these hashes (hex) into a directory as `<hash>.img`.
-    pub materialise: Option<(BTreeSet<String>, PathBuf)>,
-    /// How the `reads` strategy learns what recovery reads.
-    pub guidance: Guidance,
-}
-
-/// The PM words recovery read, by the hash (hex) of the image recovered; None: unknown.
-pub type ReadSets = BTreeMap<String, Option<Vec<u64>>>;
-
-/// What the `reads` strategy knows of recovery's reads.
-#[derive(Clone, Debug, Default)]
-pub enum Guidance {
-    /// Nothing: every dirty line is explored (`global-prefix`).
-    #[default]
-    Unguided,
-    /// The first pass: each failure point's only image is its fully persisted one.
-    FullyPersisted,
-    /// The second pass: explore by the read sets of the fully persisted images, with NT
-    /// prefixes where the set says.
-    ReadSets(Arc<ReadSets>, NtPrefixesAt),
-}
-
-/// The failure points where `reads` explores NT prefixes.
-#[derive(Clone, Debug, Default)]
-pub enum NtPrefixesAt {
-    #[default]
-    Nowhere,
-    Everywhere,
-    /// These failure points (trace indices).
-    Points(Arc<BTreeSet<u64>>),
-}
-
-impl NtPrefixesAt {
-    pub fn includes(&self, index: u64) -> bool {
-        match self {
-            NtPrefixesAt::Nowhere => false,
-            NtPrefixesAt::Everywhere => true,
-            NtPrefixesAt::Points(points) => points.contains(&index),
-        }
-    }
-}
-
-impl ImagesOptions {
-    /// The options of a run's images stage.
-    pub fn for_run(p: &PipelineOptions, store: PathBuf) -> ImagesOptions {
-        ImagesOptions {
-            cache: p.cache,
-            strategy: p.strategy,
-            max_images: p.max_images,
-            // Intervals start at checkpoint 1; what comes before (the program starting
-            // up) is judged by no interval.
-            from_checkpoint: Some(1),
-            store: Some(store),
-            ..ImagesOptions::default()
-        }
-    }
-}
-
-impl Default for ImagesOptions {
-    fn default() -> Self {
-        ImagesOptions {
-            pm_size: None,
-            blk_size: None,
-            cache: CacheMode::Volatile,
-            strategy: Strategy::Exhaustive,
-            max_images: Config::DEFAULT_MAX_IMAGES,
-            seed: 0,
-            from_checkpoint: None,
-            hash_level: DEFAULT_HASH_LEVEL,
-            initial: None,
-            store: None,
-            hex: false,
-            materialise: None,
-            guidance: Guidance::Unguided,
         }
     }
 }

@@ -22,8 +22,24 @@ impl Stage {
     }
 }
 
+/// A replay of the trace, and what it is for. A run replays once per pass it needs
+/// (`crates/tester/tests/pipeline.rs` counts them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pass {
+    /// `reads`: every failure point's fully persisted image.
+    FullyPersisted,
+    /// The crash images (guided by the read sets with `reads`).
+    Images,
+    /// `reads`: the crash images again, with NT prefixes where `--nt-prefixes` says.
+    NtPrefixes,
+    /// The code behind each violation.
+    Culprits,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum Event {
+    /// The trace is replayed once more.
+    Replaying(Pass),
     /// The stage's output exists from an earlier run and is used as it is.
     Reused(Stage),
     /// Image generation so far (reported every few thousand entries).
@@ -39,6 +55,17 @@ pub enum Event {
         total: usize,
     },
     Finished(Stage, Duration),
+}
+
+impl Event {
+    /// An image generation's progress.
+    pub fn replayed(p: persim_image::Progress) -> Event {
+        Event::Replayed {
+            entries: p.entries,
+            failure_points: p.failure_points,
+            images: p.images,
+        }
+    }
 }
 
 pub trait Observer {

@@ -16,7 +16,7 @@
 //! ```
 
 use crate::inputs::Inputs;
-use crate::reads::NtDecision;
+use crate::stages::NtDecision;
 use anyhow::{bail, Context, Result};
 use persim_analyze::Report;
 use persim_model::CacheMode;
@@ -229,7 +229,7 @@ impl RunDir {
     }
 
     /// Where `--nt-prefixes auto` decided to explore NT prefixes, if it has.
-    pub fn read_nt_decision(&self) -> Result<Option<NtDecision>> {
+    pub(crate) fn read_nt_decision(&self) -> Result<Option<NtDecision>> {
         if !self.nt_decision().exists() {
             return Ok(None);
         }

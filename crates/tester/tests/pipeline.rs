@@ -3,7 +3,7 @@
 
 use persim_model::Strategy;
 use persim_tester::{
-    run_test, Event, NtPrefixes, Observer, PipelineOptions, RunDir, Stage, TestCase,
+    run_test, Event, NtPrefixes, Observer, Pass, PipelineOptions, RunDir, Stage, TestCase,
 };
 use std::path::PathBuf;
 
@@ -17,6 +17,19 @@ struct Events(Vec<Event>);
 impl Observer for Events {
     fn event(&mut self, event: &Event) {
         self.0.push(event.clone());
+    }
+}
+
+impl Events {
+    /// The trace's replays, in order.
+    fn passes(&self) -> Vec<Pass> {
+        self.0
+            .iter()
+            .filter_map(|e| match e {
+                Event::Replaying(pass) => Some(*pass),
+                _ => None,
+            })
+            .collect()
     }
 }
 
@@ -367,7 +380,7 @@ fn reads_finds_the_reused_log_with_fewer_images_and_resumes() {
         .iter()
         .any(|e| matches!(e, Event::Finished(Stage::Reads, _))));
 
-    let index = persim_tester::ImagesIndex::read(&dir.images_index()).unwrap();
+    let index = persim_image::ImagesIndex::read(&dir.images_index()).unwrap();
     let reused_log = index
         .failure_points
         .iter()
@@ -377,12 +390,12 @@ fn reads_finds_the_reused_log_with_fewer_images_and_resumes() {
     assert_eq!(reused_log.lines.from_previous, vec![0x00]);
     assert!(reused_log.known);
     assert!(dir.read_set(&reused_log.fully_persisted).is_file());
-    let images_of = |index: &persim_tester::ImagesIndex| index.images.len();
+    let images_of = |index: &persim_image::ImagesIndex| index.images.len();
 
     let global = RunDir::create(tmp.path().join("global")).unwrap();
     let global_report = run(&guest, &global, &mut Events::default());
     assert_eq!(global_report["checkpoints"][0]["atomic"], false);
-    let global_index = persim_tester::ImagesIndex::read(&global.images_index()).unwrap();
+    let global_index = persim_image::ImagesIndex::read(&global.images_index()).unwrap();
     assert!(
         images_of(&index) < images_of(&global_index),
         "reads {} images, global-prefix {}",
@@ -416,11 +429,17 @@ fn nt_prefixes_auto_finds_the_value_torn_between_two_nt_stores() {
     assert!(report.get("nt_prefixes").is_none());
 
     let auto = RunDir::create(tmp.path().join("auto")).unwrap();
-    let report = run_with(
-        &with(NtPrefixes::Auto),
-        &guest,
-        &auto,
-        &mut Events::default(),
+    let mut events = Events::default();
+    let report = run_with(&with(NtPrefixes::Auto), &guest, &auto, &mut events);
+    // Once per pass: the read sets are traced once and serve both image passes.
+    assert_eq!(
+        events.passes(),
+        [
+            Pass::FullyPersisted,
+            Pass::Images,
+            Pass::NtPrefixes,
+            Pass::Culprits
+        ]
     );
     assert_eq!(report["checkpoints"][0]["atomic"], false, "{report:#}");
     assert_eq!(
@@ -441,11 +460,12 @@ fn nt_prefixes_auto_finds_the_value_torn_between_two_nt_stores() {
     let decision = std::fs::read(auto.nt_decision()).unwrap();
     std::fs::remove_file(auto.images_index()).unwrap();
     std::fs::remove_file(auto.report_json()).unwrap();
-    let again = run_with(
-        &with(NtPrefixes::Auto),
-        &guest,
-        &auto,
-        &mut Events::default(),
+    let mut events = Events::default();
+    let again = run_with(&with(NtPrefixes::Auto), &guest, &auto, &mut events);
+    // The decision is known: the images are made with NT prefixes at once.
+    assert_eq!(
+        events.passes(),
+        [Pass::FullyPersisted, Pass::Images, Pass::Culprits]
     );
     assert_eq!(again["checkpoints"], report["checkpoints"]);
     assert_eq!(again["nt_prefixes"], report["nt_prefixes"]);

@@ -6,7 +6,7 @@
 //! rest run untraced in `setup`. Each operation is one exact system call of the static
 //! guest tool `fs-ops`.
 
-use crate::testcase::TestCase;
+use crate::cases::TestCase;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 

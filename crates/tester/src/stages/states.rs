@@ -1,67 +1,72 @@
 //! The states stage: recover every distinct crash image in the guest, keeping each result
 //! as a state file as soon as it is known, so an interrupted run resumes after it.
 
-use crate::guest::Guest;
-use crate::progress::{Event, Observer, Stage};
+use super::{images, Run};
+use crate::progress::{Event, Pass, Stage};
 use crate::rundir::RunDir;
-use crate::testcase::TestCase;
 use anyhow::{Context, Result};
-use persim_image::ImageStore;
+use persim_image::{ImageStore, NtPrefixesAt};
 use persim_state::Recovered;
 use persim_trace::atomic_file::write_atomically;
 use persim_vm::Extracted;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+/// The run's image store and the state of each of its images: those saved as they are,
+/// the others recovered (their files made again first if they are gone).
+pub(super) fn states(
+    run: &mut Run,
+    nt_at: &NtPrefixesAt,
+) -> Result<(ImageStore, BTreeMap<String, Recovered>)> {
+    let dir = run.dir;
+    let mut store = ImageStore::open(dir.image_store())?;
+    let mut saved = saved_states(dir, &store);
+    if saved.lost_images() {
+        // Images without a state whose files are gone: a replay writes them again.
+        let guidance = images::guidance(run, nt_at)?;
+        images::generate(run, guidance, Pass::Images)?;
+        store = ImageStore::open(dir.image_store())?;
+        saved = saved_states(dir, &store);
+    }
+    let states = extract_missing(run, saved)?;
+    Ok((store, states))
+}
+
 /// The state of every image by hash: the `saved` ones as they are, the others recovered,
 /// each image file deleted once its state is saved unless `keep_images`.
-pub fn extract_missing(
-    dir: &RunDir,
-    saved: SavedStates,
-    guest: &dyn Guest,
-    test: &TestCase,
-    keep_images: bool,
-    observer: &mut dyn Observer,
-) -> Result<BTreeMap<String, Recovered>> {
+fn extract_missing(run: &mut Run, saved: SavedStates) -> Result<BTreeMap<String, Recovered>> {
     let SavedStates { mut known, missing } = saved;
     if missing.is_empty() {
         return Ok(known);
     }
-    let results = recover_and_save(
-        dir,
-        guest,
-        test,
-        &missing,
-        Recovery {
-            reads: false,
-            keep_images,
-            stage: Stage::States,
-        },
-        &mut |_, _| Ok(()),
-        observer,
-    )?;
+    let how = Recovery {
+        reads: false,
+        keep_images: run.opts.keep_images,
+        stage: Stage::States,
+    };
+    let results = recover_and_save(run, &missing, how, &mut |_, _| Ok(()))?;
     let states = results.into_iter().map(|e| e.state);
     known.extend(missing.into_iter().map(|(hash, _)| hash).zip(states));
     Ok(known)
 }
 
 /// The states a run directory holds for the images of its store.
-pub struct SavedStates {
+struct SavedStates {
     /// Saved states by image hash.
-    pub known: BTreeMap<String, Recovered>,
+    known: BTreeMap<String, Recovered>,
     /// Images (hash, file) without a state.
-    pub missing: Vec<(String, PathBuf)>,
+    missing: Vec<(String, PathBuf)>,
 }
 
 impl SavedStates {
     /// Whether some image has neither a state nor its file.
-    pub fn lost_images(&self) -> bool {
+    fn lost_images(&self) -> bool {
         self.missing.iter().any(|(_, file)| !file.is_file())
     }
 }
 
 /// How [`recover_and_save`] runs.
-pub(crate) struct Recovery {
+pub(super) struct Recovery {
     /// Also trace what recovery reads.
     pub reads: bool,
     pub keep_images: bool,
@@ -73,39 +78,40 @@ pub(crate) struct Recovery {
 /// known, with `also_save(hash, result)` for more; each image file is deleted once saved,
 /// unless `keep_images` (it can be made again from the trace; the run directory stays
 /// small).
-pub(crate) fn recover_and_save(
-    dir: &RunDir,
-    guest: &dyn Guest,
-    test: &TestCase,
+pub(super) fn recover_and_save(
+    run: &mut Run,
     images: &[(String, PathBuf)],
     how: Recovery,
     also_save: &mut dyn FnMut(&str, &Extracted) -> Result<()>,
-    observer: &mut dyn Observer,
 ) -> Result<Vec<Extracted>> {
+    let dir = run.dir;
     std::fs::create_dir_all(dir.states())
         .with_context(|| format!("cannot create {}", dir.states().display()))?;
     let paths: Vec<PathBuf> = images.iter().map(|(_, path)| path.clone()).collect();
     let total = paths.len();
     let mut done = 0;
     let mut write_error = None;
-    let results = guest.extract(test, &paths, how.reads, &mut |i, extracted| {
-        let (hash, image) = &images[i];
-        let saved = serde_json::to_vec(&extracted.state)
-            .map_err(anyhow::Error::from)
-            .and_then(|json| Ok(write_atomically(&dir.state(hash), &json)?))
-            .and_then(|()| also_save(hash, extracted));
-        match saved {
-            Ok(()) if !how.keep_images => drop(std::fs::remove_file(image)),
-            Ok(()) => {}
-            Err(e) => drop(write_error.get_or_insert(e)),
-        }
-        done += 1;
-        observer.event(&Event::Recovered {
-            stage: how.stage,
-            done,
-            total,
-        });
-    })?;
+    let observer = &mut *run.observer;
+    let results = run
+        .guest
+        .extract(run.test, &paths, how.reads, &mut |i, extracted| {
+            let (hash, image) = &images[i];
+            let saved = serde_json::to_vec(&extracted.state)
+                .map_err(anyhow::Error::from)
+                .and_then(|json| Ok(write_atomically(&dir.state(hash), &json)?))
+                .and_then(|()| also_save(hash, extracted));
+            match saved {
+                Ok(()) if !how.keep_images => drop(std::fs::remove_file(image)),
+                Ok(()) => {}
+                Err(e) => drop(write_error.get_or_insert(e)),
+            }
+            done += 1;
+            observer.event(&Event::Recovered {
+                stage: how.stage,
+                done,
+                total,
+            });
+        })?;
     match write_error {
         Some(e) => Err(e),
         None => Ok(results),
@@ -114,7 +120,7 @@ pub(crate) fn recover_and_save(
 
 /// The states saved in `dir` for the images of `store`. A state file that cannot be read
 /// back (e.g. from an older Persim) counts as none.
-pub fn saved_states(dir: &RunDir, store: &ImageStore) -> SavedStates {
+fn saved_states(dir: &RunDir, store: &ImageStore) -> SavedStates {
     let mut known = BTreeMap::new();
     let mut missing = Vec::new();
     for (hash, _) in store.records() {

@@ -11,12 +11,11 @@
 //!
 //! Written one failure point at a time, so memory does not grow with the trace.
 
-use anyhow::{Context, Result};
 use persim_model::{Explored, FailureKind};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{self, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// One failure point and the distinct images chosen there.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -69,11 +68,33 @@ pub struct ImagesIndex {
     pub images: BTreeMap<String, ImageRecord>,
 }
 
+/// Why an `images.json` cannot be read back.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadIndexError {
+    #[error("cannot read {}", path.display())]
+    Unreadable {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{} is malformed", path.display())]
+    Malformed {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
 impl ImagesIndex {
-    pub fn read(path: &Path) -> Result<ImagesIndex> {
-        let text =
-            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-        serde_json::from_slice(&text).with_context(|| format!("{} is malformed", path.display()))
+    pub fn read(path: &Path) -> Result<ImagesIndex, ReadIndexError> {
+        let text = std::fs::read(path).map_err(|source| ReadIndexError::Unreadable {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        serde_json::from_slice(&text).map_err(|source| ReadIndexError::Malformed {
+            path: path.to_path_buf(),
+            source,
+        })
     }
 
     /// The trace index of `hypercall checkpoint N`.

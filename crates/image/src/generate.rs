@@ -1,18 +1,20 @@
-//! The images stage: replay a trace through the crash model, materialise each crash image
-//! on top of the persisted image, hash it and (optionally) store it, and hand each failure
-//! point to a [`PointSink`] as soon as it is done.
+//! The crash-image engine: replay a trace through the crash model, materialise each crash
+//! image on top of the persisted image, hash it and (optionally) store it, and hand each
+//! failure point to a [`PointSink`] as soon as it is done. `persim images` runs it alone;
+//! a run's images stage runs it into the run directory's store.
 
-use crate::images_index::{ImageRecord, PointReads, PointRecord, PointSink};
-use crate::options::{Guidance, ImagesOptions};
-use crate::progress::{Event, Observer};
-use anyhow::{bail, Context, Result};
-use persim_image::{Image, ImageStore};
-use persim_model::{Config, CrashImages, FailureView, Origin, ReadGuide, Replay, Sink, Strategy};
-use persim_trace::{initial_block_image_path, initial_image_path, Reader};
+use crate::images_json::{ImageRecord, PointReads, PointRecord, PointSink};
+use crate::{Image, ImageError, ImageStore, DEFAULT_HASH_LEVEL};
+use persim_model::{
+    CacheMode, Config, CrashImages, FailureView, ModelError, Origin, ReadGuide, Replay, Sink,
+    Strategy,
+};
+use persim_trace::{initial_block_image_path, initial_image_path, Reader, TraceError};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How often the store's index is saved during a run, so an interrupted run can resume.
@@ -21,12 +23,160 @@ const INDEX_SAVE_INTERVAL: Duration = Duration::from_secs(10);
 /// and materialising cost grows with the size (64 GiB: ~40 s and 400 MB for a 7-image
 /// trace); beyond this a typo (`--pm-size 16777216G`) would exhaust the machine.
 const MAX_IMAGE_LEN: u64 = 64 << 30;
-/// Entries between progress events.
+/// Entries between progress reports.
 const PROGRESS_ENTRIES: u64 = 4096;
+
+/// What decides the crash images of a trace, and where they go.
+#[derive(Clone, Debug)]
+pub struct GenerateOptions {
+    /// PM size; None: the trace header's.
+    pub pm_size: Option<u64>,
+    /// Block-device size; None: the trace header's.
+    pub blk_size: Option<u64>,
+    pub cache: CacheMode,
+    pub strategy: Strategy,
+    pub max_images: usize,
+    pub seed: u64,
+    /// Only failure points from this checkpoint on; earlier entries are replayed only.
+    pub from_checkpoint: Option<u64>,
+    pub hash_level: u32,
+    /// Initial contents; None: TRACE.initial if it exists, else zeros.
+    pub initial: Option<PathBuf>,
+    /// Store distinct images in this directory.
+    pub store: Option<PathBuf>,
+    /// Keep every image's contents as hex (for `persim images --json --hex`).
+    pub hex: bool,
+    /// Write the images with these hashes (hex) into a directory as `<hash>.img`.
+    pub materialise: Option<(BTreeSet<String>, PathBuf)>,
+    /// How the `reads` strategy learns what recovery reads.
+    pub guidance: Guidance,
+}
+
+impl Default for GenerateOptions {
+    fn default() -> Self {
+        GenerateOptions {
+            pm_size: None,
+            blk_size: None,
+            cache: CacheMode::Volatile,
+            strategy: Strategy::Exhaustive,
+            max_images: Config::DEFAULT_MAX_IMAGES,
+            seed: 0,
+            from_checkpoint: None,
+            hash_level: DEFAULT_HASH_LEVEL,
+            initial: None,
+            store: None,
+            hex: false,
+            materialise: None,
+            guidance: Guidance::Unguided,
+        }
+    }
+}
+
+/// The PM words recovery read, by the hash (hex) of the image recovered; None: unknown.
+pub type ReadSets = BTreeMap<String, Option<Vec<u64>>>;
+
+/// What the `reads` strategy knows of recovery's reads.
+#[derive(Clone, Debug, Default)]
+pub enum Guidance {
+    /// Nothing: every dirty line is explored (`global-prefix`).
+    #[default]
+    Unguided,
+    /// The first pass: each failure point's only image is its fully persisted one.
+    FullyPersisted,
+    /// The second pass: explore by the read sets of the fully persisted images, with NT
+    /// prefixes where the set says.
+    ReadSets(Arc<ReadSets>, NtPrefixesAt),
+}
+
+/// The failure points where `reads` explores NT prefixes.
+#[derive(Clone, Debug, Default)]
+pub enum NtPrefixesAt {
+    #[default]
+    Nowhere,
+    Everywhere,
+    /// These failure points (trace indices).
+    Points(Arc<BTreeSet<u64>>),
+}
+
+impl NtPrefixesAt {
+    pub fn includes(&self, index: u64) -> bool {
+        match self {
+            NtPrefixesAt::Nowhere => false,
+            NtPrefixesAt::Everywhere => true,
+            NtPrefixesAt::Points(points) => points.contains(&index),
+        }
+    }
+}
+
+/// A generation so far (reported every few thousand entries).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Progress {
+    pub entries: u64,
+    pub failure_points: u64,
+    pub images: usize,
+}
+
+/// Why a generation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum GenerateError {
+    #[error(
+        "the PM size of {} is unknown: give --pm-size BYTES (or start the trace with \
+         `# persim-trace pm-size=BYTES`)",
+        trace.display()
+    )]
+    UnknownPmSize { trace: PathBuf },
+    #[error(
+        "PM of {pm_size:#x} bytes and a block device of {blk_size:#x} bytes are more than \
+         Persim's limit of {} GiB per crash image: check --pm-size/--blk-size or the trace \
+         header of {}",
+        MAX_IMAGE_LEN >> 30,
+        trace.display()
+    )]
+    TooLarge {
+        pm_size: u64,
+        blk_size: u64,
+        trace: PathBuf,
+    },
+    #[error("cannot read the initial image {}", path.display())]
+    InitialUnreadable {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error(
+        "the initial image {} has {len} bytes, but {what} has {want} bytes: give the initial \
+         image of this trace (or --pm-size/--blk-size of its machine)",
+        path.display()
+    )]
+    InitialLength {
+        path: PathBuf,
+        len: u64,
+        what: &'static str,
+        want: u64,
+    },
+    #[error("reading the initial image {names}")]
+    InitialContents {
+        names: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("replaying {}", trace.display())]
+    Replay {
+        trace: PathBuf,
+        #[source]
+        source: ModelError,
+    },
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    #[error(transparent)]
+    Image(#[from] ImageError),
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
 
 /// What a generation produced.
 #[derive(Debug)]
-pub struct ImagesSummary {
+pub struct Generated {
     pub config: Config,
     pub entries: u64,
     pub failure_points: u64,
@@ -40,14 +190,15 @@ pub struct ImagesSummary {
 }
 
 /// Replays `trace` with `opts`; `started(config)` is called before the first failure
-/// point (for a caller that prints a title), then `sink` gets every failure point.
+/// point (for a caller that prints a title), then `sink` gets every failure point and
+/// `progress` a [`Progress`] every few thousand entries.
 pub fn generate_images(
-    opts: &ImagesOptions,
+    opts: &GenerateOptions,
     trace: &Path,
     started: impl FnOnce(&Config) -> io::Result<()>,
     sink: &mut dyn PointSink,
-    observer: &mut dyn Observer,
-) -> Result<ImagesSummary> {
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Generated, GenerateError> {
     let began = Instant::now();
     let reader = Reader::open(trace)?;
     let header = reader.header();
@@ -55,11 +206,9 @@ pub fn generate_images(
         .pm_size
         .or((header.pm_size > 0).then_some(header.pm_size))
     else {
-        bail!(
-            "the PM size of {} is unknown: give --pm-size BYTES (or start the trace with \
-             `# persim-trace pm-size=BYTES`)",
-            trace.display()
-        );
+        return Err(GenerateError::UnknownPmSize {
+            trace: trace.to_path_buf(),
+        });
     };
     let config = Config {
         cache: opts.cache,
@@ -75,15 +224,11 @@ pub fn generate_images(
         .checked_add(config.blk_size)
         .is_none_or(|len| len > MAX_IMAGE_LEN)
     {
-        bail!(
-            "PM of {:#x} bytes and a block device of {:#x} bytes are more than Persim's \
-             limit of {} GiB per crash image: check --pm-size/--blk-size or the trace header \
-             of {}",
-            config.pm_size,
-            config.blk_size,
-            MAX_IMAGE_LEN >> 30,
-            trace.display()
-        );
+        return Err(GenerateError::TooLarge {
+            pm_size: config.pm_size,
+            blk_size: config.blk_size,
+            trace: trace.to_path_buf(),
+        });
     }
     let persisted = initial_image(opts, trace, &config)?.with_hash_level(opts.hash_level)?;
     let store = opts.store.as_ref().map(ImageStore::open).transpose()?;
@@ -103,29 +248,31 @@ pub fn generate_images(
         index_saved: Instant::now(),
     };
     let mut entries = 0u64;
-    let replayed = (|| -> Result<()> {
+    let replaying = |source| GenerateError::Replay {
+        trace: trace.to_path_buf(),
+        source,
+    };
+    let replayed = (|| -> Result<(), GenerateError> {
         let mut replay = Replay::new(config.clone());
         for entry in reader.read_ahead() {
-            replay
-                .step(&entry?, &mut materialiser)
-                .with_context(|| format!("replaying {}", trace.display()))?;
+            replay.step(&entry?, &mut materialiser).map_err(replaying)?;
             entries += 1;
             if entries.is_multiple_of(PROGRESS_ENTRIES) {
-                observer.event(&Event::Replayed {
+                progress(Progress {
                     entries,
                     failure_points: materialiser.points,
                     images: materialiser.images.len(),
                 });
             }
         }
-        Ok(replay.finish(&mut materialiser)?)
+        replay.finish(&mut materialiser).map_err(replaying)
     })();
     // Also after a failure: every image file in the store is in its index, none orphaned.
     if let Some(store) = &materialiser.store {
         store.flush_index()?;
     }
     replayed?;
-    Ok(ImagesSummary {
+    Ok(Generated {
         config,
         entries,
         failure_points: materialiser.points,
@@ -140,7 +287,11 @@ pub fn generate_images(
 /// device), or the recorded ones beside the trace (`TRACE.initial`, and
 /// `TRACE.blk-initial` with a block device), or zeros. Each must be exactly as long as
 /// its medium.
-fn initial_image(opts: &ImagesOptions, trace: &Path, config: &Config) -> Result<Image> {
+fn initial_image(
+    opts: &GenerateOptions,
+    trace: &Path,
+    config: &Config,
+) -> Result<Image, GenerateError> {
     let parts = match &opts.initial {
         Some(path) => vec![(path.clone(), config.image_len(), "PM and block device")],
         None => {
@@ -163,24 +314,30 @@ fn initial_image(opts: &ImagesOptions, trace: &Path, config: &Config) -> Result<
     };
     for (path, want, what) in &parts {
         let len = std::fs::metadata(path)
-            .with_context(|| format!("cannot read the initial image {}", path.display()))?
+            .map_err(|source| GenerateError::InitialUnreadable {
+                path: path.clone(),
+                source,
+            })?
             .len();
         if len != *want {
-            let what = if config.blk_size == 0 { "PM" } else { what };
-            bail!(
-                "the initial image {} has {len} bytes, but {what} has {want} bytes: give the \
-                 initial image of this trace (or --pm-size/--blk-size of its machine)",
-                path.display(),
-            );
+            return Err(GenerateError::InitialLength {
+                path: path.clone(),
+                len,
+                what: if config.blk_size == 0 { "PM" } else { what },
+                want: *want,
+            });
         }
     }
     let parts: Vec<(&Path, u64)> = parts
         .iter()
         .map(|(p, len, _)| (p.as_path(), *len))
         .collect();
-    Image::from_files(&parts).with_context(|| {
+    Image::from_files(&parts).map_err(|source| {
         let names: Vec<String> = parts.iter().map(|(p, _)| p.display().to_string()).collect();
-        format!("reading the initial image {}", names.join(" and "))
+        GenerateError::InitialContents {
+            names: names.join(" and "),
+            source,
+        }
     })
 }
 
@@ -230,7 +387,7 @@ impl Sink for Materialiser<'_> {
             .to_hex()
             .to_string();
             if let Some((wanted, dir)) = self.materialise {
-                let path = dir.join(format!("{hash}.img"));
+                let path = ImageStore::image_file(dir, &hash);
                 if wanted.contains(&hash) && !path.exists() {
                     contents.write_to(&path)?;
                 }

@@ -1,0 +1,160 @@
+//! One test through every stage into a run directory, one file per stage:
+//!
+//! ```text
+//! record    the traced run                      -> trace.ptrace (+ .initial, .symbols, …)
+//! reads     `reads`: fully persisted images' recoveries traced for loads -> reads/
+//! images    the crash images                    -> images/, images.json
+//! states    each image recovered                -> states/<hash>.json
+//! nt        `reads`: where NT prefixes matter   -> nt-prefixes.json (then images, states again)
+//! verdicts  judged, the code behind each violation named -> report.json, report.txt
+//! ```
+//!
+//! Every stage is a function over one [`Run`]; [`Run::stage`] is the one reuse rule (a
+//! stage whose output exists is not run again, so an interrupted run resumes), and the
+//! products a later stage needs (read sets, the images index) are kept in the `Run`, so a
+//! run replays its trace once per pass it needs.
+
+mod images;
+mod nt;
+mod reads;
+mod record;
+mod states;
+mod verdicts;
+
+pub use images::{generate_options, materialise_images};
+pub(crate) use nt::NtDecision;
+pub use reads::recorded_guidance;
+pub use verdicts::judge;
+
+use crate::cases::TestCase;
+use crate::guest::Guest;
+use crate::inputs::Inputs;
+use crate::options::{NtPrefixes, PipelineOptions};
+use crate::progress::{Event, Observer, Pass, Stage};
+use crate::rundir::RunDir;
+use anyhow::{bail, Result};
+use persim_analyze::{Report, Timings};
+use persim_image::{ImagesIndex, NtPrefixesAt, ReadSets};
+use persim_model::Strategy;
+use persim_trace::atomic_file::write_atomically;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// One test's run: what every stage reads, and what the stages made so far.
+struct Run<'a> {
+    opts: &'a PipelineOptions,
+    guest: &'a dyn Guest,
+    test: &'a TestCase,
+    dir: &'a RunDir,
+    observer: &'a mut dyn Observer,
+    timings: Timings,
+    /// `reads`: the read sets of the fully persisted images, once traced or read back.
+    read_sets: Option<Arc<ReadSets>>,
+    /// `images.json` of the last images pass, read once.
+    index: Option<ImagesIndex>,
+}
+
+impl Run<'_> {
+    /// The one reuse rule: unless `done` (the stage's output exists from an earlier run),
+    /// runs `body`, tells the observer, and returns how long it took.
+    fn stage(
+        &mut self,
+        stage: Stage,
+        done: bool,
+        body: impl FnOnce(&mut Self) -> Result<()>,
+    ) -> Result<Option<f64>> {
+        if done {
+            self.observer.event(&Event::Reused(stage));
+            return Ok(None);
+        }
+        let started = Instant::now();
+        body(self)?;
+        let took = started.elapsed();
+        self.observer.event(&Event::Finished(stage, took));
+        Ok(Some(took.as_secs_f64()))
+    }
+
+    /// Tells the observer that the trace is replayed once more, and why.
+    fn replaying(&mut self, pass: Pass) {
+        self.observer.event(&Event::Replaying(pass));
+    }
+}
+
+/// Runs `test` through every stage into `dir` and writes the report there.
+pub fn run_test(
+    opts: &PipelineOptions,
+    guest: &dyn Guest,
+    name: &str,
+    test: &TestCase,
+    dir: &RunDir,
+    observer: &mut dyn Observer,
+) -> Result<Report> {
+    let started = Instant::now();
+    reconcile(
+        dir,
+        &Inputs::of(opts, name, test, &guest.identity()),
+        opts.force,
+    )?;
+    let mut run = Run {
+        opts,
+        guest,
+        test,
+        dir,
+        observer,
+        timings: Timings::default(),
+        read_sets: None,
+        index: None,
+    };
+    run.timings.trace = record::record(&mut run)?;
+    let decided = dir.read_nt_decision()?;
+    let nt_at = match (&decided, opts.nt_prefixes) {
+        (_, NtPrefixes::All) => NtPrefixesAt::Everywhere,
+        (Some(decided), _) => NtPrefixesAt::Points(Arc::new(decided.points.clone())),
+        (None, _) => NtPrefixesAt::Nowhere,
+    };
+    images::images(&mut run, &nt_at)?;
+    let states_started = Instant::now();
+    let (mut store, mut states) = states::states(&mut run, &nt_at)?;
+    let mut nt_summary = None;
+    if opts.strategy == Strategy::Reads && opts.nt_prefixes == NtPrefixes::Auto {
+        nt_summary = Some(nt::nt_prefixes(&mut run, decided, &mut store, &mut states)?);
+    }
+    let took = states_started.elapsed();
+    run.observer.event(&Event::Finished(Stage::States, took));
+    run.timings.states = Some(took.as_secs_f64());
+    verdicts::verdicts(&mut run, name, &store, &states, nt_summary, started)
+}
+
+/// Makes the directory's outputs those of `inputs`: refuses a directory of another test or
+/// machine (unless `force`, which starts over), redoes the stages whose inputs changed,
+/// and records the inputs and the test.
+fn reconcile(dir: &RunDir, inputs: &Inputs, force: bool) -> Result<()> {
+    let recorded = dir.read_inputs()?;
+    let root = dir.root().display();
+    if force {
+        dir.remove_all()?;
+    } else if let Some(recorded) = &recorded {
+        if recorded.trace_key != inputs.trace_key && dir.has_results() {
+            bail!(
+                "{root} holds a run of {}, not of {}: pass --force to start over there, or \
+                 give another --out",
+                recorded.describe(),
+                inputs.describe()
+            );
+        }
+        if recorded.images_key != inputs.images_key {
+            dir.remove_images()?;
+        }
+        if recorded.states_key != inputs.states_key {
+            dir.remove_states()?;
+        }
+    } else if dir.has_results() {
+        bail!(
+            "{root} holds results that say nothing of what made them (no inputs.json): pass \
+             --force to start over there, or give another --out"
+        );
+    }
+    let json = serde_json::to_vec_pretty(inputs)?;
+    write_atomically(&dir.inputs(), &json)?;
+    Ok(())
+}

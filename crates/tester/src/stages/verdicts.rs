@@ -1,0 +1,127 @@
+//! The verdicts stage: every checkpoint interval judged from the store's origins and the
+//! states, the code behind each violation named, and the report written.
+
+use super::{images, Run};
+use crate::progress::Pass;
+use anyhow::{Context, Result};
+use persim_analyze::{
+    find_culprits, verdicts as judge_intervals, CheckpointVerdict, ImageOrigins, NtSummary, Report,
+    RuntimeSummary, StateLines,
+};
+use persim_image::{ImageStore, ImagesIndex, PointReads};
+use persim_model::Config;
+use persim_state::Recovered;
+use persim_trace::atomic_file::write_atomically;
+use persim_trace::{Reader, Symbols};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
+
+/// Judges the run, names the code behind each violation, and writes the report.
+pub(super) fn verdicts(
+    run: &mut Run,
+    name: &str,
+    store: &ImageStore,
+    states: &BTreeMap<String, Recovered>,
+    nt_prefixes: Option<NtSummary>,
+    started: Instant,
+) -> Result<Report> {
+    let mut checkpoints = judge(store, states);
+    explain(run, &mut checkpoints)?;
+    let runtime_data = runtime_summary(images::index(run)?);
+    let mut timings = run.timings.clone();
+    timings.total = Some(started.elapsed().as_secs_f64());
+    let report = Report {
+        test: name.to_string(),
+        fs: run.guest.name().to_string(),
+        cache: run.opts.cache,
+        strategy: run.opts.strategy,
+        checkpoints,
+        nt_prefixes,
+        runtime_data,
+        timings,
+    };
+    let dir = run.dir;
+    write_atomically(
+        &dir.report_json(),
+        serde_json::to_string_pretty(&report)?.as_bytes(),
+    )?;
+    write_atomically(&dir.report_text(), report.to_text().as_bytes())?;
+    Ok(report)
+}
+
+/// The verdicts of every checkpoint interval, from the store's origins and the states.
+pub fn judge(store: &ImageStore, states: &BTreeMap<String, Recovered>) -> Vec<CheckpointVerdict> {
+    let hashes: Vec<String> = store
+        .records()
+        .map(|(h, _)| h.to_hex().to_string())
+        .collect();
+    judge_intervals(
+        store
+            .records()
+            .zip(&hashes)
+            .map(|((_, record), hash)| ImageOrigins {
+                hash,
+                origins: &record.origins,
+            }),
+        |h| states.get(h),
+    )
+}
+
+/// Names the code behind each violation (`persim_analyze::find_culprits`), through the
+/// symbols recorded beside the trace when there are any; with `reads`, only stores to
+/// lines recovery reads are named (the others cannot change a state), and each state
+/// says which lines were explored and skipped at its first failure point.
+fn explain(run: &mut Run, checkpoints: &mut [CheckpointVerdict]) -> Result<()> {
+    let trace = run.dir.trace();
+    let mut config = Config::of_header(&Reader::open(&trace)?.header());
+    config.cache = run.opts.cache;
+    let symbols = Symbols::of_trace(&trace);
+    let reads: BTreeMap<u64, &PointReads> = images::index(run)?
+        .failure_points
+        .iter()
+        .filter_map(|p| Some((p.index, p.reads.as_ref().filter(|r| r.known)?)))
+        .collect();
+    for state in checkpoints.iter_mut().flat_map(|c| &mut c.states) {
+        let Some((&point, r)) = state
+            .failure_points
+            .first()
+            .and_then(|p| reads.get_key_value(p))
+        else {
+            continue;
+        };
+        state.lines = Some(StateLines {
+            point,
+            explored: r.lines.explored.clone(),
+            skipped: r.lines.skipped.clone(),
+        });
+    }
+    let focus: BTreeMap<u64, BTreeSet<u64>> = reads
+        .into_iter()
+        .map(|(point, r)| (point, r.lines.explored.iter().copied().collect()))
+        .collect();
+    run.replaying(Pass::Culprits);
+    find_culprits(
+        || Reader::open(&trace),
+        config,
+        checkpoints,
+        symbols.as_ref(),
+        &focus,
+    )
+    .with_context(|| format!("cannot replay {} to find the code behind", trace.display()))
+}
+
+/// The dirty lines of declared run-time data the images index records, if any.
+fn runtime_summary(index: &ImagesIndex) -> Option<RuntimeSummary> {
+    let points = index
+        .failure_points
+        .iter()
+        .filter(|p| !p.runtime_lines.is_empty());
+    let lines: BTreeSet<u64> = points
+        .clone()
+        .flat_map(|p| p.runtime_lines.clone())
+        .collect();
+    (!lines.is_empty()).then(|| RuntimeSummary {
+        lines: lines.len(),
+        failure_points: points.count(),
+    })
+}
