@@ -9,7 +9,7 @@ use persim_model::{
     CacheMode, Config, CrashImages, FailureView, ModelError, Origin, ReadGuide, Replay, Sink,
     Strategy,
 };
-use persim_trace::{initial_block_image_path, initial_image_path, Reader, TraceError};
+use persim_trace::{Reader, Recording, TraceError};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::io;
@@ -295,13 +295,14 @@ fn initial_image(
     let parts = match &opts.initial {
         Some(path) => vec![(path.clone(), config.image_len(), "PM and block device")],
         None => {
-            let pm = initial_image_path(trace);
+            let recording = Recording::new(trace);
+            let pm = recording.initial_image();
             if !pm.is_file() {
                 return Ok(Image::zeroed(config.image_len()));
             }
             let mut parts = vec![(pm, config.pm_size, "PM")];
             if config.blk_size > 0 {
-                let blk = initial_block_image_path(trace);
+                let blk = recording.initial_block_image();
                 if blk.is_file() {
                     parts.push((blk, config.blk_size, "the block device"));
                 } else {

@@ -5,7 +5,8 @@
 //! DIR/inputs.json                 what produced each stage (Inputs)
 //! DIR/test.toml                   the test as it ran
 //! DIR/output.txt                  what the guest printed, per operation
-//! DIR/trace.ptrace (+ .initial)   the recorded trace and the PM it starts from
+//! DIR/trace.ptrace (+ .initial, …) the recorded trace and the files beside it
+//!                                 (persim_trace::Recording: initial images, symbols)
 //! DIR/images.json                 failure points and their images (ImagesIndex)
 //! DIR/images/                     the image store: <hash>.img, index.json
 //! DIR/states/<hash>.json          what recovering each image gave
@@ -21,6 +22,7 @@ use anyhow::{bail, Context, Result};
 use persim_analyze::Report;
 use persim_model::CacheMode;
 use persim_state::Recovered;
+use persim_trace::Recording;
 use serde::de::DeserializeOwned;
 use std::path::{Path, PathBuf};
 
@@ -67,13 +69,9 @@ impl RunDir {
         self.root.join("trace.ptrace")
     }
 
-    pub fn initial_image(&self) -> PathBuf {
-        persim_trace::initial_image_path(&self.trace())
-    }
-
-    /// The block device's contents at the trace's start (a machine with a disk).
-    pub fn initial_block_image(&self) -> PathBuf {
-        persim_trace::initial_block_image_path(&self.trace())
+    /// The recorded trace with the files beside it.
+    pub fn recording(&self) -> Recording {
+        Recording::new(self.trace())
     }
 
     pub fn images_index(&self) -> PathBuf {
@@ -162,14 +160,12 @@ impl RunDir {
 
     /// Removes every stage's output (for `--force`).
     pub fn remove_all(&self) -> Result<()> {
-        for path in [
-            self.trace(),
-            self.initial_image(),
-            self.initial_block_image(),
-            self.output(),
-            self.test(),
-            self.inputs(),
-        ] {
+        for path in
+            self.recording()
+                .files()
+                .into_iter()
+                .chain([self.output(), self.test(), self.inputs()])
+        {
             remove(&path)?;
         }
         self.remove_images()?;
@@ -200,17 +196,13 @@ impl RunDir {
                 source.root.display()
             );
         }
+        source.recording().link_to(&self.recording())?;
         for (from, to) in [
-            (source.trace(), self.trace()),
-            (source.initial_image(), self.initial_image()),
             (source.inputs(), self.inputs()),
             (source.test(), self.test()),
             (source.output(), self.output()),
         ] {
             link_or_copy(&from, &to)?;
-        }
-        if source.initial_block_image().is_file() {
-            link_or_copy(&source.initial_block_image(), &self.initial_block_image())?;
         }
         std::fs::create_dir_all(self.states())
             .with_context(|| format!("cannot create {}", self.states().display()))?;

@@ -142,7 +142,7 @@ fn a_run_resumes_at_every_stage_boundary_with_the_same_verdict() {
     assert_eq!(guest.extracted.get(), images + 1);
 
     // Without a complete trace (no initial image), it is recorded again.
-    std::fs::remove_file(dir.initial_image()).unwrap();
+    std::fs::remove_file(dir.recording().initial_image()).unwrap();
     assert_eq!(run(&guest, &dir, &mut Events::default()), first);
     assert_eq!(guest.records.get(), 2);
 }
@@ -205,7 +205,7 @@ fn a_failed_workload_is_an_error_that_names_the_operation_and_leaves_no_trace() 
         e.contains("exit code 1") && e.contains("can't remove 'x'"),
         "{e}"
     );
-    assert!(!dir.trace().exists() && !dir.initial_image().exists());
+    assert!(dir.recording().files().iter().all(|f| !f.exists()));
     assert!(!dir.report_json().exists());
 }
 
@@ -302,6 +302,39 @@ fn an_execution_is_judged_again_in_a_new_directory_without_running_it() {
 
     let e = again.adopt_trace_from(&source).unwrap_err().to_string();
     assert!(e.contains("already holds a run"), "{e}");
+}
+
+/// A run judged again names the code behind its violations as the first run did: the
+/// symbols recorded beside the trace come along with it.
+#[test]
+fn a_run_judged_again_still_names_the_code() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = common::example_text("journal-missing-fence.trace").replace(
+        "write 0x40 0100000000000000",
+        "write 0x40 0100000000000000 @ pc=0xffffffff81000010",
+    );
+    let guest = FakeGuest {
+        trace: trace.leak(),
+        symbols: Some("ffffffff81000000 t commit_transaction\n"),
+        ..FakeGuest::new("journal-missing-fence.trace")
+    };
+    let source = RunDir::create(tmp.path().join("source")).unwrap();
+    run(&guest, &source, &mut Events::default());
+    let named = |dir: &RunDir| {
+        std::fs::read_to_string(dir.report_text())
+            .unwrap()
+            .contains("commit_transaction+0x10")
+    };
+    assert!(named(&source));
+    let again = RunDir::create(tmp.path().join("again")).unwrap();
+    again.adopt_trace_from(&source).unwrap();
+    let rejudged = run(&guest, &again, &mut Events::default());
+    assert_eq!(rejudged["checkpoints"][0]["atomic"], false);
+    assert!(
+        named(&again),
+        "{}",
+        std::fs::read_to_string(again.report_text()).unwrap()
+    );
     let empty = RunDir::create(tmp.path().join("empty")).unwrap();
     let e = RunDir::create(tmp.path().join("x"))
         .unwrap()

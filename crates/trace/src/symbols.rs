@@ -12,14 +12,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::io::Read;
-use std::path::{Path, PathBuf};
-
-/// The symbols file of a trace, next to it.
-pub fn symbols_path(trace: &Path) -> PathBuf {
-    let mut name = trace.as_os_str().to_owned();
-    name.push(".symbols");
-    name.into()
-}
+use std::path::Path;
 
 /// Function symbols sorted by address, per address space: 0 holds the kernel's (and those
 /// of a file that names none), n ≥ 1 the code of one user process of the traced run, as
@@ -297,7 +290,7 @@ impl Symbols {
     /// The symbols recorded beside `trace`, if any (none for traces written by hand or
     /// recorded before symbols were kept).
     pub fn of_trace(trace: &Path) -> Option<Symbols> {
-        Symbols::load(&symbols_path(trace)).ok()
+        Symbols::load(&crate::Recording::new(trace).symbols()).ok()
     }
 }
 
@@ -437,7 +430,7 @@ not a symbol line
         let dir = tempfile::tempdir().unwrap();
         let trace = dir.path().join("trace.ptrace");
         let s = Symbols::from_kallsyms(KALLSYMS);
-        s.save(&symbols_path(&trace)).unwrap();
+        s.save(&crate::Recording::new(&trace).symbols()).unwrap();
         assert_eq!(Symbols::of_trace(&trace), Some(s));
         assert_eq!(Symbols::of_trace(&dir.path().join("other")), None);
     }

@@ -11,7 +11,7 @@ use crate::qemu::{check_version, Plugin, QemuSpec, MAX_MEMORY_MIB};
 use crate::scratch::ScratchPm;
 use persim_abi::machine::PM_BASE;
 use persim_abi::{PluginArgs, Stacks};
-use persim_trace::{initial_block_image_path, initial_image_path};
+use persim_trace::Recording;
 use std::collections::HashMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -140,7 +140,7 @@ pub struct TraceOptions {
     /// traced commands work on; end with `sync` to make them durable).
     pub setup: String,
     /// The trace; the PM contents at `hypercall start` go next to it
-    /// (`persim_trace::initial_image_path`).
+    /// (`persim_trace::Recording`).
     pub output: PathBuf,
     pub reads: bool,
     /// A stack trace with every entry, and how it is found.
@@ -279,7 +279,7 @@ impl TracingVm {
         let recorded = self.try_record(setup, command, output);
         if recorded.is_err() {
             self.vm = None;
-            persim_trace::remove_recording(output);
+            Recording::new(output).remove();
         }
         recorded
     }
@@ -435,7 +435,7 @@ impl TracingVm {
             // Empty (or cat's complaint) when the command ran no user code.
             user_mappings: vm.run(&format!("cat {USER_MAPS}"), timeout)?.output,
         };
-        let target = persim_trace::symbols_path(output);
+        let target = Recording::new(output).symbols();
         let _ = std::fs::remove_file(&target);
         if let Some((previous_layout, previous)) = &self.last_symbols {
             if *previous_layout == layout && std::fs::hard_link(previous, &target).is_ok() {
@@ -469,10 +469,10 @@ impl TracingVm {
         let blk_link = self
             .blk
             .as_ref()
-            .map(|(_, link)| (link, initial_block_image_path(&output)));
+            .map(|(_, link)| (link, Recording::new(&output).initial_block_image()));
         for (link, target) in [
             (&self.links.0, output.clone()),
-            (&self.links.1, initial_image_path(&output)),
+            (&self.links.1, Recording::new(&output).initial_image()),
         ]
         .into_iter()
         .chain(blk_link)
@@ -495,7 +495,7 @@ struct CodeLayout {
 }
 
 /// Saves the guest's function symbols, the kernel's and the run's `user` programs',
-/// beside the trace (`persim_trace::symbols_path`).
+/// beside the trace (`persim_trace::Recording`).
 /// Under `nokaslr` the kernel's own addresses are fixed, and a module's functions keep
 /// their offsets from its load address, which `/proc/modules` gives. So `/proc/kallsyms`
 /// (about 4 MB over the serial console, 10 s) is fetched once per kernel and set of

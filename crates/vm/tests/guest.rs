@@ -817,7 +817,8 @@ fn nvme_writes_flushes_and_forced_writes_are_traced_in_order_with_pm() {
     let (header, entries) = persim_trace::read_all(&output).unwrap();
     assert_eq!(header.blk_size, 16 << 20);
     // The disk was blank when tracing started.
-    let initial = std::fs::read(persim_trace::initial_block_image_path(&output)).unwrap();
+    let initial =
+        std::fs::read(persim_trace::Recording::new(&output).initial_block_image()).unwrap();
     assert_eq!(initial.len(), 16 << 20);
     assert!(initial.iter().all(|b| *b == 0));
 

@@ -9,7 +9,7 @@ use persim_trace::atomic_file::write_atomically;
 /// Records the trace unless the directory has it; returns the seconds it took.
 pub(super) fn record(run: &mut Run) -> Result<Option<f64>> {
     let dir = run.dir;
-    let done = dir.trace().is_file() && dir.initial_image().is_file();
+    let done = dir.recording().is_complete();
     run.stage(Stage::Trace, done, |run| {
         let test = run.test;
         write_atomically(&dir.test(), toml::to_string(test)?.as_bytes())?;
@@ -27,9 +27,7 @@ pub(super) fn record(run: &mut Run) -> Result<Option<f64>> {
         write_atomically(&dir.output(), output.as_bytes())?;
         if recording.exit_code != 0 {
             // The workload did not run as written: nothing of it is a result.
-            let _ = std::fs::remove_file(dir.trace());
-            let _ = std::fs::remove_file(dir.initial_image());
-            let _ = std::fs::remove_file(dir.initial_block_image());
+            dir.recording().remove();
             bail!("{}", test.failure(recording.exit_code, &recording.output));
         }
         Ok(())

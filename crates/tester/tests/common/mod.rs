@@ -38,6 +38,8 @@ pub struct FakeGuest {
     /// (marker, trace): a command containing the marker records that trace instead.
     pub other_traces: Vec<(&'static str, &'static str)>,
     pub exit_code: i32,
+    /// Symbols (kallsyms text) saved beside each recorded trace, as the VM saves the guest's.
+    pub symbols: Option<&'static str>,
     /// Hang in the last operation: fail as the VM does, with the console output so far.
     pub hang: bool,
     pub records: Count,
@@ -52,6 +54,7 @@ impl FakeGuest {
             trace: example_text(example),
             other_traces: Vec::new(),
             exit_code: 0,
+            symbols: None,
             hang: false,
             records: Count::default(),
             extracted: Count::default(),
@@ -89,11 +92,12 @@ impl Guest for FakeGuest {
             .iter()
             .find(|(marker, _)| command.contains(marker))
             .map_or(self.trace, |(_, text)| text);
+        let recording = persim_trace::Recording::new(trace);
         std::fs::write(trace, text)?;
-        std::fs::write(
-            persim_trace::initial_image_path(trace),
-            vec![0u8; PM_SIZE as usize],
-        )?;
+        std::fs::write(recording.initial_image(), vec![0u8; PM_SIZE as usize])?;
+        if let Some(symbols) = self.symbols {
+            persim_trace::Symbols::from_kallsyms(symbols).save(&recording.symbols())?;
+        }
         Ok(Recording {
             exit_code: self.exit_code,
             output: "rm: can't remove 'x': No such file or directory\n".into(),
