@@ -28,20 +28,14 @@ macro_rules! say {
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-mod analyze_cmd;
-mod campaign;
-mod debug_cmd;
-mod generate;
-mod images;
-mod profile_cmd;
+mod commands;
 mod progress;
-mod record;
-mod report_cmd;
-mod run;
 mod size;
-mod suite;
-mod trace_cmd;
 mod vm_args;
+
+use commands::{
+    analyze, campaign, debug, generate, images, profile, record, report, run, suite, trace,
+};
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -80,15 +74,15 @@ enum Command {
     Run(run::RunArgs),
     Suite(suite::SuiteArgs),
     Campaign(campaign::CampaignArgs),
-    Report(report_cmd::ReportArgs),
+    Report(report::ReportArgs),
     Images(images::ImagesArgs),
-    Analyze(analyze_cmd::AnalyzeArgs),
-    Profile(profile_cmd::ProfileArgs),
+    Analyze(analyze::AnalyzeArgs),
+    Profile(profile::ProfileArgs),
     Trace(TraceArgs),
     /// Look into a run's trace through the crash model.
     Debug {
         #[command(subcommand)]
-        command: debug_cmd::DebugCommand,
+        command: debug::DebugCommand,
     },
     /// Generate tests (a suite directory for `persim suite DIR`).
     Generate {
@@ -105,7 +99,7 @@ enum Command {
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 struct TraceArgs {
     #[command(subcommand)]
-    command: Option<trace_cmd::TraceCommand>,
+    command: Option<trace::TraceCommand>,
     #[command(flatten)]
     record: record::RecordArgs,
 }
@@ -116,16 +110,16 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(&args).map(violations),
         Command::Suite(args) => suite::run(&args).map(violations),
         Command::Campaign(args) => campaign::run(&args).map(violations),
-        Command::Report(args) => report_cmd::run(&args).map(violations),
-        Command::Debug { command } => debug_cmd::run(&command).map(|()| ExitCode::SUCCESS),
+        Command::Report(args) => report::run(&args).map(violations),
+        Command::Debug { command } => debug::run(&command).map(|()| ExitCode::SUCCESS),
         Command::Generate { command } => generate::run(&command).map(|()| ExitCode::SUCCESS),
         Command::Images(args) => images::run(&args).map(|()| ExitCode::SUCCESS),
-        Command::Analyze(args) => analyze_cmd::run(&args).map(violations),
-        Command::Profile(args) => profile_cmd::run(&args).map(|()| ExitCode::SUCCESS),
+        Command::Analyze(args) => analyze::run(&args).map(violations),
+        Command::Profile(args) => profile::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Trace(TraceArgs {
             command: Some(command),
             ..
-        }) => trace_cmd::run(&command).map(|()| ExitCode::SUCCESS),
+        }) => trace::run(&command).map(|()| ExitCode::SUCCESS),
         Command::Trace(TraceArgs { record, .. }) => {
             record::run(&record).map(|()| ExitCode::SUCCESS)
         }

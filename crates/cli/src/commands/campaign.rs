@@ -1,7 +1,7 @@
 //! `persim campaign run DIR --fs ext4 --out C` and `persim campaign merge`: thousands of
 //! generated tests on warm VMs, several at once, in shards, grouped by signature.
 
-use crate::run::PipelineArgs;
+use crate::commands::run::PipelineArgs;
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use persim_tester::{

@@ -1,7 +1,7 @@
 //! `persim suite fs --fs ext4 --out DIR`: every test of a suite, and a results table.
 
+use crate::commands::run::PipelineArgs;
 use crate::progress::Progress;
-use crate::run::PipelineArgs;
 use anyhow::Result;
 use clap::Args;
 use persim_tester::{run_campaign, CampaignOptions, RunDir, Suite, TestEvent};
