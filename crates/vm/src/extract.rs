@@ -6,10 +6,11 @@
 
 mod worker;
 
+use crate::boot::{prepare, Artifacts, Prepared};
 use crate::config::VmConfig;
 use crate::error::VmError;
 use crate::recovered::Recovered;
-use crate::trace::{prepare, Artifacts, Prepared};
+use crate::shell::shell_quote;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -296,11 +297,6 @@ fn check_image(image: &Path, image_len: u64) -> Result<(), VmError> {
         ));
     }
     Ok(())
-}
-
-/// `text` as one shell word, whatever it holds (newlines included).
-pub(crate) fn shell_quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', r"'\''"))
 }
 
 #[cfg(test)]

@@ -3,8 +3,8 @@
 
 use persim_vm::Recovered;
 use persim_vm::{
-    default_config_dir, extract_states, prepare, Artifacts, ExtractMode, ExtractOptions, QemuSpec,
-    Vm, VmConfig,
+    default_config_dir, extract_states, prepare, Artifacts, ExtractMode, ExtractOptions, Vm,
+    VmConfig,
 };
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -41,7 +41,7 @@ fn crash_images(fs: &str, artifacts: &Artifacts, dir: &Path, steps: &[&str]) -> 
         .unwrap()
         .set_len(config.pm_size())
         .unwrap();
-    let spec = QemuSpec::new(&prepared, &config, pm.clone());
+    let spec = prepared.qemu_spec(&config, pm.clone());
     let mut vm = Vm::boot(&spec, TIMEOUT).unwrap();
     for command in [&config.mkfs, &config.mount] {
         let out = vm.run(command, TIMEOUT).unwrap();

@@ -39,7 +39,7 @@ fn boot(config: &VmConfig, artifacts: &Artifacts, pm_file: PathBuf, plugin: Opti
     let spec = QemuSpec {
         plugin,
         blk_file,
-        ..QemuSpec::new(&prepared, config, pm_file)
+        ..prepared.qemu_spec(config, pm_file)
     };
     Vm::boot(&spec, TIMEOUT).unwrap()
 }
@@ -673,7 +673,7 @@ fn a_restored_guest_answers_at_once_and_sees_its_own_pm_after_attaching() {
             .unwrap();
         QemuSpec {
             snapshots: Some(dir.path().join("snapshots")),
-            ..QemuSpec::new(&prepared, &config, pm_file)
+            ..prepared.qemu_spec(&config, pm_file)
         }
     };
     std::fs::create_dir(dir.path().join("snapshots")).unwrap();
@@ -743,7 +743,7 @@ fn first_commands_run_before_the_console_and_end_at_a_failure() {
     for snapshots in [None, Some(cache_dir())] {
         let spec = QemuSpec {
             snapshots: snapshots.clone(),
-            ..QemuSpec::new(&prepared, &config, pm_file.clone())
+            ..prepared.qemu_spec(&config, pm_file.clone())
         };
         let mut vm = Vm::boot_running(&spec, &first, TIMEOUT).unwrap();
         assert_eq!(vm.restored(), snapshots.is_some());

@@ -5,13 +5,13 @@
 //! loads give the PM words recovery read of the image.
 
 use super::{DumpOptions, ExtractMode, ExtractOptions};
+use crate::boot::Prepared;
 use crate::console::{setup_failure, CommandOutput, Vm, BEGIN, END};
 use crate::error::VmError;
 use crate::qemu::Plugin;
 use crate::qemu::QemuSpec;
 use crate::recovered::Recovered;
 use crate::scratch::ScratchPm;
-use crate::trace::Prepared;
 use persim_abi::machine::PM_BASE;
 use persim_abi::PluginArgs;
 use persim_trace::{Op, Reader};
@@ -62,7 +62,7 @@ enum Stop {
 impl Worker {
     pub(super) fn new(opts: Arc<ExtractOptions>, prepared: &Prepared) -> Result<Self, VmError> {
         let pm = ScratchPm::create(&opts.cache_dir, opts.config.pm_size())?;
-        let mut spec = QemuSpec::new(prepared, &opts.config, pm.path().to_owned());
+        let mut spec = prepared.qemu_spec(&opts.config, pm.path().to_owned());
         let blk = match opts.config.blk_size() {
             0 => None,
             size => Some(ScratchPm::create(&opts.cache_dir, size)?),

@@ -1,134 +1,26 @@
-//! `persim trace`: boot the configured VM with the tracing plugin, set up the file system,
-//! run the user's commands between `hypercall start` and `hypercall success|fail`.
+//! Recording: the tracing VM, which boots the configured guest with the tracing plugin,
+//! sets up the file system and runs the user's commands between `hypercall start` and
+//! `hypercall success|fail` (what the CLI's `persim trace` does). Named `record`, not
+//! `trace`, because the trace itself (its format, reading, writing) is the crate
+//! `persim-trace`'s.
 
+use crate::boot::{prepare, Artifacts, Prepared};
 use crate::config::VmConfig;
 use crate::console::Vm;
 use crate::error::VmError;
-use crate::extract::shell_quote;
-use crate::initramfs::{build_cached, InitramfsSpec};
-use crate::kernel::Kernel;
-use crate::qemu::{check_version, Plugin, QemuSpec, MAX_MEMORY_MIB};
+use crate::qemu::{Plugin, QemuSpec};
 use crate::scratch::ScratchPm;
+use crate::shell::shell_quote;
+use crate::symbols::{SymbolSaver, USER_MAPS};
 use persim_abi::machine::PM_BASE;
 use persim_abi::{PluginArgs, Stacks};
 use persim_trace::{initial_block_image_path, initial_image_path};
-use std::collections::HashMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// Persim's own guest tools (package persim-guest) and the ring buffer's (persim-subjects),
-/// all built into one target directory by `cargo guest-tools` (.cargo/config.toml).
-const GUEST_TOOLS: [&str; 7] = [
-    "hypercall",
-    "fs-dump",
-    "fs-ops",
-    "fw-cfg",
-    "stay-busy",
-    "user-maps",
-    "ringbuf-tool",
-];
-const PLUGIN_FILE: &str = "libpersim_plugin.so";
 /// The traced run's script; `@COMMAND@` stands for the user's commands (quoted).
 const TRACED_RUN: &str = include_str!("traced-run.sh");
-const BUILD_HINT: &str = "build them with `scripts/setup.sh` (or: cargo build --release -p \
-     persim-plugin && cargo guest-tools)";
-
-/// Files built from this workspace that the VM needs.
-#[derive(Clone, Debug)]
-pub struct Artifacts {
-    pub plugin: PathBuf,
-    /// Static guest binaries, installed as /bin/<name> in the guest.
-    pub guest_tools: Vec<PathBuf>,
-    pub busybox: PathBuf,
-}
-
-impl Artifacts {
-    /// The plugin `PLUGIN_DIR/libpersim_plugin.so` and the guest tools in `guest_dir`
-    /// (where a source tree or an installation keeps them: `persim_tester::Home`).
-    pub fn from_dirs(plugin_dir: &Path, guest_dir: &Path) -> Result<Artifacts, VmError> {
-        let plugin = plugin_dir.join(PLUGIN_FILE);
-        if !plugin.is_file() {
-            return Err(VmError::Missing {
-                what: format!("the tracing plugin {}", plugin.display()),
-                hint: BUILD_HINT.to_owned(),
-            });
-        }
-        Artifacts {
-            plugin,
-            guest_tools: Vec::new(),
-            busybox: PathBuf::from("/bin/busybox"),
-        }
-        .with_guest_tools_from(guest_dir)
-    }
-
-    /// This source tree's build, for the crate's own tests.
-    #[cfg(any(test, feature = "testing"))]
-    pub fn of_source_tree() -> Result<Artifacts, VmError> {
-        let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target");
-        Self::from_dirs(
-            &target.join("release"),
-            &target.join("x86_64-unknown-linux-gnu/release"),
-        )
-    }
-
-    /// Takes the guest tools from `dir` instead, e.g. a build with other features in
-    /// another target directory (`<target>/x86_64-unknown-linux-gnu/release`).
-    pub fn with_guest_tools_from(mut self, dir: &Path) -> Result<Artifacts, VmError> {
-        self.guest_tools = guest_tools(|tool| Some(dir.join(tool)).filter(|p| p.is_file()))
-            .map_err(|tool| VmError::Missing {
-                what: format!("the static guest tool `{tool}` in {}", dir.display()),
-                hint: BUILD_HINT.to_owned(),
-            })?;
-        Ok(self)
-    }
-}
-
-/// Every guest tool's path as `find` gives it, or the name of the first it cannot find.
-fn guest_tools(find: impl Fn(&str) -> Option<PathBuf>) -> Result<Vec<PathBuf>, &'static str> {
-    GUEST_TOOLS
-        .iter()
-        .map(|&tool| find(tool).ok_or(tool))
-        .collect()
-}
-
-/// A kernel and initramfs ready to boot for one configuration.
-#[derive(Clone, Debug)]
-pub struct Prepared {
-    pub kernel: Kernel,
-    pub initramfs: PathBuf,
-    pub qemu_version: String,
-}
-
-pub fn prepare(
-    config: &VmConfig,
-    artifacts: &Artifacts,
-    cache_dir: &Path,
-) -> Result<Prepared, VmError> {
-    let qemu_version = check_version()?;
-    if config.memory_mib > MAX_MEMORY_MIB {
-        return Err(VmError::Config {
-            path: config.origin.clone(),
-            message: format!(
-                "memory_mib must be at most {MAX_MEMORY_MIB} (RAM must stay below 4 GiB)"
-            ),
-        });
-    }
-    let kernel = Kernel::for_config(config)?;
-    let spec = InitramfsSpec {
-        kernel: &kernel,
-        modules: &config.modules,
-        tools: &config.tools,
-        guest_tools: &artifacts.guest_tools,
-        busybox: &artifacts.busybox,
-    };
-    let initramfs = build_cached(&spec, cache_dir)?;
-    Ok(Prepared {
-        kernel,
-        initramfs,
-        qemu_version,
-    })
-}
 
 #[derive(Clone, Debug)]
 pub struct TraceOptions {
@@ -203,8 +95,8 @@ pub struct TracingVm {
     used: bool,
     /// Where the plugin writes: links to the current recording's trace and initial image.
     links: (PathBuf, PathBuf),
-    /// The loaded modules and user code mappings, and the symbols file saved for them last.
-    last_symbols: Option<(CodeLayout, PathBuf)>,
+    /// The symbols of the recordings so far, which the next may share.
+    symbols: SymbolSaver,
 }
 
 impl Drop for TracingVm {
@@ -253,7 +145,7 @@ impl TracingVm {
             snapshots: blk.is_none().then(|| opts.cache_dir.clone()),
             blk_file: blk.as_ref().map(|(file, _)| file.path().to_owned()),
             icount: opts.reproducible,
-            ..QemuSpec::new(&prepared, &opts.config, pm.path().to_owned())
+            ..prepared.qemu_spec(&opts.config, pm.path().to_owned())
         };
         Ok(TracingVm {
             opts: opts.clone(),
@@ -264,7 +156,7 @@ impl TracingVm {
             vm: None,
             used: false,
             links,
-            last_symbols: None,
+            symbols: SymbolSaver::default(),
         })
     }
 
@@ -348,7 +240,11 @@ impl TracingVm {
             traced.as_secs_f64(),
             out.exit_code
         ));
-        if let Err(e) = self.save_symbols(output) {
+        let vm = self.vm.as_mut().expect("the guest runs");
+        let saved = self
+            .symbols
+            .save(vm, &self.prepared, &self.opts.cache_dir, output, timeout);
+        if let Err(e) = saved {
             self.say(format!("no symbols for the trace: {e}"));
         }
         if self.blk.is_some() {
@@ -424,44 +320,6 @@ impl TracingVm {
         Ok(boot)
     }
 
-    /// Saves the guest's symbols beside `output`'s trace: a hard link to the previous
-    /// recording's when the same modules and user code were at the same addresses (a
-    /// campaign's tests on one guest), else [`save_symbols`].
-    fn save_symbols(&mut self, output: &Path) -> Result<(), VmError> {
-        let timeout = self.opts.timeout;
-        let vm = self.vm.as_mut().expect("the guest runs");
-        let layout = CodeLayout {
-            modules: module_addresses(&vm.run("cat /proc/modules", timeout)?.output),
-            // Empty (or cat's complaint) when the command ran no user code.
-            user_mappings: vm.run(&format!("cat {USER_MAPS}"), timeout)?.output,
-        };
-        let target = persim_trace::symbols_path(output);
-        let _ = std::fs::remove_file(&target);
-        if let Some((previous_layout, previous)) = &self.last_symbols {
-            if *previous_layout == layout && std::fs::hard_link(previous, &target).is_ok() {
-                return Ok(());
-            }
-        }
-        let user = user_symbols(
-            vm,
-            &self.prepared,
-            &self.opts.cache_dir,
-            &layout.user_mappings,
-            timeout,
-        )?;
-        save_symbols(
-            vm,
-            &self.prepared,
-            &self.opts.cache_dir,
-            &layout.modules,
-            user,
-            &target,
-            timeout,
-        )?;
-        self.last_symbols = Some((layout, target));
-        Ok(())
-    }
-
     /// Points the plugin's trace and initial-image links at `output`'s.
     fn point_links_at(&self, output: &Path) -> Result<(), VmError> {
         let output = std::path::absolute(output)
@@ -483,124 +341,6 @@ impl TracingVm {
         }
         Ok(())
     }
-}
-
-/// Where code was in the guest when a run ended: what its symbols depend on.
-#[derive(PartialEq, Eq)]
-struct CodeLayout {
-    /// Module name -> load address (`/proc/modules`).
-    modules: HashMap<String, u64>,
-    /// What `user-maps record` kept of the traced run's programs.
-    user_mappings: String,
-}
-
-/// Saves the guest's function symbols, the kernel's and the run's `user` programs',
-/// beside the trace (`persim_trace::symbols_path`).
-/// Under `nokaslr` the kernel's own addresses are fixed, and a module's functions keep
-/// their offsets from its load address, which `/proc/modules` gives. So `/proc/kallsyms`
-/// (about 4 MB over the serial console, 10 s) is fetched once per kernel and set of
-/// modules and cached with the load addresses it was taken at; a later trace reads only
-/// `/proc/modules` and moves the modules' functions to where this boot loaded them.
-fn save_symbols(
-    vm: &mut Vm,
-    prepared: &Prepared,
-    cache_dir: &Path,
-    loaded: &HashMap<String, u64>,
-    user: persim_trace::Symbols,
-    target: &Path,
-    timeout: Duration,
-) -> Result<(), VmError> {
-    let mut names: Vec<&String> = loaded.keys().collect();
-    names.sort();
-    let mut key = blake3::Hasher::new();
-    key.update(prepared.kernel.image.as_os_str().as_encoded_bytes());
-    for name in names {
-        key.update(name.as_bytes()).update(b"\n");
-    }
-    let stem = format!("kallsyms-{}", &key.finalize().to_hex()[..16]);
-    let (cached, cached_modules) = (
-        cache_dir.join(format!("{stem}.zst")),
-        cache_dir.join(format!("{stem}.modules")),
-    );
-    let write_error = |path: &Path, e| VmError::io(format!("cannot write {}", path.display()), e);
-    let mut fetched = match (
-        persim_trace::Symbols::load(&cached),
-        std::fs::read_to_string(&cached_modules),
-    ) {
-        (Ok(symbols), Ok(modules)) => {
-            symbols.with_modules_moved(&module_addresses(&modules), loaded)
-        }
-        _ => {
-            let kallsyms = vm.run("cat /proc/kallsyms", timeout)?;
-            let symbols = persim_trace::Symbols::from_kallsyms(&kallsyms.output);
-            if symbols.is_empty() {
-                return Err(VmError::io(
-                    "/proc/kallsyms in the guest",
-                    std::io::Error::other("no function symbols"),
-                ));
-            }
-            let modules: String = loaded
-                .iter()
-                .map(|(m, a)| format!("{m} 0 0 - Live {a:#x}\n"))
-                .collect();
-            symbols.save(&cached).map_err(|e| write_error(&cached, e))?;
-            persim_trace::atomic_file::write_atomically(&cached_modules, modules.as_bytes())
-                .map_err(|e| write_error(&cached_modules, e))?;
-            symbols
-        }
-    };
-    fetched.extend(user);
-    fetched.save(target).map_err(|e| write_error(target, e))
-}
-
-/// The functions of the traced run's user programs where `mappings` (what `user-maps
-/// record` kept) had them. The guest's programs are the initramfs's, so they are read once
-/// per initramfs and set of mappings into the cache directory (a hello-world run's
-/// `hypercall` alone is about 200 KB over the console), unless a program ran from the file
-/// system under test, whose files a test may change.
-fn user_symbols(
-    vm: &mut Vm,
-    prepared: &Prepared,
-    cache_dir: &Path,
-    mappings: &str,
-    timeout: Duration,
-) -> Result<persim_trace::Symbols, VmError> {
-    if mappings.trim().is_empty() {
-        return Ok(persim_trace::Symbols::default());
-    }
-    let mut key = blake3::Hasher::new();
-    key.update(prepared.initramfs.as_os_str().as_encoded_bytes())
-        .update(b"\n")
-        .update(mappings.as_bytes());
-    let cached = cache_dir.join(format!(
-        "user-symbols-{}.zst",
-        &key.finalize().to_hex()[..16]
-    ));
-    if let Ok(symbols) = persim_trace::Symbols::load(&cached) {
-        return Ok(symbols);
-    }
-    let text = vm
-        .run(&format!("user-maps symbols {USER_MAPS}"), timeout)?
-        .output;
-    let symbols = persim_trace::Symbols::from_kallsyms(&text);
-    if !mappings.contains(" /mnt/") {
-        symbols
-            .save(&cached)
-            .map_err(|e| VmError::io(format!("cannot write {}", cached.display()), e))?;
-    }
-    Ok(symbols)
-}
-
-/// Module name -> load address from `/proc/modules` lines (`name size refs deps state
-/// address`); other lines (kernel messages share the console) are skipped.
-fn module_addresses(text: &str) -> HashMap<String, u64> {
-    text.lines()
-        .filter_map(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            let address = fields.get(5)?.strip_prefix("0x")?;
-            Some((fields[0].to_owned(), u64::from_str_radix(address, 16).ok()?))
-        })
-        .collect()
 }
 
 /// The plugin is told where PM is from the machine layout; the guest kernel's view of the
@@ -629,10 +369,6 @@ const PM_RANGE: &str = "cat /sys/bus/nd/devices/region0/resource /sys/bus/nd/dev
 /// detaching destroys pmem0 with its mounts.
 const REATTACH: &str = "cd / && persim-pmem detach && persim-pmem attach";
 
-/// Where `user-maps record` keeps, in the guest, the code mappings of the traced run's
-/// programs.
-const USER_MAPS: &str = "/tmp/persim-user-maps";
-
 /// The guest script of the traced run of `command`.
 fn traced_run_script(command: &str) -> String {
     TRACED_RUN
@@ -643,17 +379,6 @@ fn traced_run_script(command: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn module_addresses_come_from_proc_modules_lines_only() {
-        let text = "ext4 983040 1 - Live 0xffffffffc0297000\n\
-            [   3.1] EXT4-fs (pmem0): mounted filesystem with ordered data mode 1 2\n\
-            jbd2 167936 1 ext4, Live 0xffffffffc026d000 (E)\n";
-        let modules = module_addresses(text);
-        assert_eq!(modules.len(), 2, "{modules:?}");
-        assert_eq!(modules["ext4"], 0xffffffffc0297000);
-        assert_eq!(modules["jbd2"], 0xffffffffc026d000);
-    }
 
     #[test]
     fn the_traced_run_wraps_the_commands_once_between_hypercalls() {
