@@ -30,9 +30,7 @@ pub use images_index::{
     ImageRecord, ImagesIndex, ImagesJsonWriter, PointReads, PointRecord, PointSink,
 };
 pub use inputs::Inputs;
-pub use options::{
-    Guidance, ImagesOptions, NtPrefixes, NtPrefixesAt, PipelineOptions, ReadSets, VmOptions,
-};
+pub use options::{Guidance, ImagesOptions, NtPrefixes, NtPrefixesAt, PipelineOptions, ReadSets};
 pub use pipeline::{judge, materialise_images, recorded_guidance, run_test};
 pub use progress::{Event, Observer, Stage};
 pub use rundir::RunDir;

@@ -4,10 +4,10 @@
 //! `trace`, because the trace itself (its format, reading, writing) is the crate
 //! `persim-trace`'s.
 
-use crate::boot::{prepare, Artifacts, Prepared};
-use crate::config::VmConfig;
+use crate::boot::{prepare, Prepared};
 use crate::console::Vm;
 use crate::error::VmError;
+use crate::machine::Machine;
 use crate::qemu::{Plugin, QemuSpec};
 use crate::scratch::ScratchPm;
 use crate::shell::shell_quote;
@@ -22,33 +22,17 @@ use std::time::{Duration, Instant};
 /// The traced run's script; `@COMMAND@` stands for the user's commands (quoted).
 const TRACED_RUN: &str = include_str!("traced-run.sh");
 
-#[derive(Clone, Debug)]
-pub struct TraceOptions {
-    pub config: VmConfig,
-    /// Shell commands run in the guest, in /mnt, between `hypercall start` and
-    /// `hypercall success` (exit code 0) or `hypercall fail`.
-    pub command: String,
-    /// Shell commands run after mount, before tracing starts (e.g. to create files the
-    /// traced commands work on; end with `sync` to make them durable).
-    pub setup: String,
-    /// The trace; the PM contents at `hypercall start` go next to it
-    /// (`persim_trace::initial_image_path`).
-    pub output: PathBuf,
+/// What a tracing VM's recordings hold besides PM stores, and how they run: the choices of
+/// one guest's recordings, which the [`Machine`] leaves open.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecordOptions {
+    /// Record loads too.
     pub reads: bool,
     /// A stack trace with every entry, and how it is found.
     pub stack_traces: Stacks,
     /// Guest time counts instructions (`-icount`), so a recording in a fresh guest gives
     /// the same trace in every run (docs/tracer.md, "Reproducibility").
     pub reproducible: bool,
-    /// Limit for each phase after the boot (setup, traced run, shutdown).
-    pub timeout: Duration,
-    /// Limit for booting the guest.
-    pub boot_timeout: Duration,
-    /// Initramfs cache and scratch PM files.
-    pub cache_dir: PathBuf,
-    pub artifacts: Artifacts,
-    /// Print phases and their timings to stderr.
-    pub progress: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -65,11 +49,18 @@ pub struct TraceSummary {
     pub shutdown: Duration,
 }
 
-/// Records a trace. On an error (a hang, a guest panic, QEMU failing) nothing of the
-/// recording is left: no partial trace, initial image or temporary file.
-pub fn trace(opts: &TraceOptions) -> Result<TraceSummary, VmError> {
-    let mut vm = TracingVm::new(opts)?;
-    let mut summary = vm.record(&opts.setup, &opts.command, &opts.output)?;
+/// Records a trace of `command` after `setup` into `output` in a guest of its own
+/// ([`TracingVm::record`] says how). On an error (a hang, a guest panic, QEMU failing)
+/// nothing of the recording is left: no partial trace, initial image or temporary file.
+pub fn trace(
+    machine: &Machine,
+    options: RecordOptions,
+    setup: &str,
+    command: &str,
+    output: &Path,
+) -> Result<TraceSummary, VmError> {
+    let mut vm = TracingVm::new(machine, options)?;
+    let mut summary = vm.record(setup, command, output)?;
     summary.shutdown = vm.shutdown()?;
     Ok(summary)
 }
@@ -82,8 +73,7 @@ pub fn trace(opts: &TraceOptions) -> Result<TraceSummary, VmError> {
 /// recording's own directory. A recording that fails takes the guest with it; the next
 /// one boots a new guest.
 pub struct TracingVm {
-    /// The guest's options; their setup, command and output are each recording's own.
-    opts: TraceOptions,
+    machine: Machine,
     prepared: Prepared,
     spec: QemuSpec,
     pm: ScratchPm,
@@ -110,17 +100,18 @@ impl Drop for TracingVm {
 }
 
 impl TracingVm {
-    /// Prepares the guest of `opts` (booted at the first recording).
-    pub fn new(opts: &TraceOptions) -> Result<TracingVm, VmError> {
-        let prepared = prepare(&opts.config, &opts.artifacts, &opts.cache_dir)?;
-        let pm = ScratchPm::create(&opts.cache_dir, opts.config.pm_size())?;
+    /// Prepares a guest of `machine` that records as `options` say (booted at the first
+    /// recording).
+    pub fn new(machine: &Machine, options: RecordOptions) -> Result<TracingVm, VmError> {
+        let prepared = prepare(&machine.config, &machine.artifacts, &machine.cache_dir)?;
+        let pm = ScratchPm::create(&machine.cache_dir, machine.config.pm_size())?;
         let links = (
             pm.path().with_extension("trace"),
             pm.path().with_extension("initial"),
         );
-        let blk_size = opts.config.blk_size();
+        let blk_size = machine.config.blk_size();
         let blk = if blk_size > 0 {
-            let file = ScratchPm::create(&opts.cache_dir, blk_size)?;
+            let file = ScratchPm::create(&machine.cache_dir, blk_size)?;
             let link = pm.path().with_extension("blk-initial");
             Some((file, link))
         } else {
@@ -128,27 +119,27 @@ impl TracingVm {
         };
         let spec = QemuSpec {
             plugin: Some(Plugin {
-                library: opts.artifacts.plugin.clone(),
+                library: machine.artifacts.plugin.clone(),
                 args: PluginArgs {
-                    reads: opts.reads,
-                    stacks: opts.stack_traces,
+                    reads: options.reads,
+                    stacks: options.stack_traces,
                     initial: Some((pm.path().to_owned(), links.1.clone())),
                     repeat: true,
                     blk_size,
                     blk_initial: blk
                         .as_ref()
                         .map(|(file, link)| (file.path().to_owned(), link.clone())),
-                    ..PluginArgs::new(PM_BASE, opts.config.pm_size(), links.0.clone())
+                    ..PluginArgs::new(PM_BASE, machine.config.pm_size(), links.0.clone())
                 },
             }),
             // A booted snapshot holds no disk contents and a controller that has run.
-            snapshots: blk.is_none().then(|| opts.cache_dir.clone()),
+            snapshots: blk.is_none().then(|| machine.cache_dir.clone()),
             blk_file: blk.as_ref().map(|(file, _)| file.path().to_owned()),
-            icount: opts.reproducible,
-            ..prepared.qemu_spec(&opts.config, pm.path().to_owned())
+            icount: options.reproducible,
+            ..prepared.qemu_spec(&machine.config, pm.path().to_owned())
         };
         Ok(TracingVm {
-            opts: opts.clone(),
+            machine: machine.clone(),
             prepared,
             spec,
             pm,
@@ -180,13 +171,13 @@ impl TracingVm {
     pub fn shutdown(mut self) -> Result<Duration, VmError> {
         let started = Instant::now();
         if let Some(vm) = self.vm.take() {
-            vm.shutdown(self.opts.timeout)?;
+            vm.shutdown(self.machine.timeout)?;
         }
         Ok(started.elapsed())
     }
 
     fn say(&self, text: String) {
-        if self.opts.progress {
+        if self.machine.progress {
             // A closed stderr (`persim … 2>&1 | head`) must not stop the run.
             let _ = writeln!(std::io::stderr(), "persim trace: {text}");
         }
@@ -198,9 +189,9 @@ impl TracingVm {
         command: &str,
         output: &Path,
     ) -> Result<TraceSummary, VmError> {
-        let timeout = self.opts.timeout;
-        let pm_size = self.opts.config.pm_size();
-        let config = &self.opts.config;
+        let timeout = self.machine.timeout;
+        let pm_size = self.machine.config.pm_size();
+        let config = &self.machine.config;
         // The setup commands, then the traced run.
         let recording: Vec<String> = [config.mkfs.as_str(), &config.mount, setup]
             .into_iter()
@@ -243,7 +234,7 @@ impl TracingVm {
         let vm = self.vm.as_mut().expect("the guest runs");
         let saved = self
             .symbols
-            .save(vm, &self.prepared, &self.opts.cache_dir, output, timeout);
+            .save(vm, &self.prepared, &self.machine.cache_dir, output, timeout);
         if let Err(e) = saved {
             self.say(format!("no symbols for the trace: {e}"));
         }
@@ -270,7 +261,7 @@ impl TracingVm {
     /// fresh guest runs the same instructions every time (docs/tracer.md,
     /// "Reproducibility").
     fn guest_with_blank_pm(&mut self, recording: &[String]) -> Result<Duration, VmError> {
-        let timeout = self.opts.timeout;
+        let timeout = self.machine.timeout;
         let mut boot = Duration::ZERO;
         if self.vm.is_none() {
             self.pm.clear()?;
@@ -279,7 +270,7 @@ impl TracingVm {
             }
             self.say(format!(
                 "booting {} (QEMU {}, kernel {})",
-                self.opts.config.name,
+                self.machine.config.name,
                 self.prepared.qemu_version,
                 self.prepared.kernel.image.display()
             ));
@@ -292,7 +283,7 @@ impl TracingVm {
                 .chain(recording.iter().cloned())
                 .collect();
             let started = Instant::now();
-            let mut vm = Vm::boot_running(&self.spec, &first, self.opts.boot_timeout)?;
+            let mut vm = Vm::boot_running(&self.spec, &first, self.machine.boot_timeout)?;
             boot = started.elapsed();
             self.say(format!(
                 "{} {:.2} s",
@@ -302,7 +293,7 @@ impl TracingVm {
             if let Some(reattach) = &reattach {
                 vm.run(reattach, timeout)?.succeeded(reattach)?;
             }
-            check_pm_range(&mut vm, self.opts.config.pm_size(), timeout)?;
+            check_pm_range(&mut vm, self.machine.config.pm_size(), timeout)?;
             self.used = false;
             self.vm = Some(vm);
         }
