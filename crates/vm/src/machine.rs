@@ -4,6 +4,7 @@
 
 use crate::boot::Artifacts;
 use crate::config::VmConfig;
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -28,12 +29,62 @@ pub struct Machine {
 
 impl Machine {
     /// Where built initramfs images, booted snapshots and scratch PM files are kept:
-    /// $PERSIM_CACHE, else ~/.cache/persim.
+    /// $PERSIM_CACHE, else $XDG_CACHE_HOME/persim, else ~/.cache/persim.
     pub fn default_cache_dir() -> PathBuf {
-        if let Some(dir) = std::env::var_os("PERSIM_CACHE") {
-            return PathBuf::from(dir);
+        let var = std::env::var_os;
+        cache_dir_in(var("PERSIM_CACHE"), var("XDG_CACHE_HOME"), || {
+            var("HOME").map_or_else(std::env::temp_dir, PathBuf::from)
+        })
+    }
+}
+
+/// [`Machine::default_cache_dir`] from the values of PERSIM_CACHE, XDG_CACHE_HOME and the
+/// home directory. The XDG base directory spec ignores a relative or empty
+/// XDG_CACHE_HOME.
+fn cache_dir_in(
+    persim_cache: Option<OsString>,
+    xdg_cache_home: Option<OsString>,
+    home: impl FnOnce() -> PathBuf,
+) -> PathBuf {
+    if let Some(dir) = persim_cache {
+        return PathBuf::from(dir);
+    }
+    match xdg_cache_home.map(PathBuf::from) {
+        Some(xdg) if xdg.is_absolute() => xdg.join("persim"),
+        _ => home().join(".cache/persim"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn home() -> PathBuf {
+        PathBuf::from("/home/u")
+    }
+
+    #[test]
+    fn the_cache_is_persim_cache_else_under_xdg_cache_home_else_under_home() {
+        let some = |s: &str| Some(OsString::from(s));
+        assert_eq!(
+            cache_dir_in(some("/c"), some("/x"), home),
+            PathBuf::from("/c")
+        );
+        assert_eq!(
+            cache_dir_in(None, some("/x/cache"), home),
+            PathBuf::from("/x/cache/persim")
+        );
+        assert_eq!(
+            cache_dir_in(None, None, home),
+            PathBuf::from("/home/u/.cache/persim")
+        );
+        // Empty or relative: not set, as the XDG spec says.
+        for ignored in ["", "cache"] {
+            assert_eq!(
+                cache_dir_in(None, some(ignored), home),
+                PathBuf::from("/home/u/.cache/persim"),
+                "{ignored:?}"
+            );
         }
-        let home = std::env::var_os("HOME").map_or_else(std::env::temp_dir, PathBuf::from);
-        home.join(".cache/persim")
     }
 }
