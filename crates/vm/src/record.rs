@@ -152,7 +152,12 @@ impl TracingVm {
     }
 
     /// Records `command` after `setup` into `output` (with its initial image and symbols
-    /// beside it). On an error nothing of the recording is left.
+    /// beside it). `setup`: shell commands run after mount, before tracing starts (e.g. to
+    /// create files the traced commands work on; end with `sync` to make them durable).
+    /// `command`: shell commands run in the guest, in /mnt, between `hypercall start` and
+    /// `hypercall success` (exit code 0) or `hypercall fail`. The PM contents at `hypercall
+    /// start` go next to `output` (`persim_trace::initial_image_path`). On an error
+    /// nothing of the recording is left.
     pub fn record(
         &mut self,
         setup: &str,
