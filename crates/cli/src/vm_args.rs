@@ -2,8 +2,8 @@
 
 use anyhow::{bail, Result};
 use clap::Args;
-use persim_tester::{Home, VmOptions};
-use persim_vm::VmConfig;
+use persim_tester::Home;
+use persim_vm::{Machine, VmConfig};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -50,33 +50,23 @@ impl VmArgs {
         })
     }
 
-    /// The VM's options; `jobs`: images recovered in parallel (default: the cores).
-    pub fn options(&self, jobs: Option<usize>, progress: bool) -> Result<VmOptions> {
+    /// The VM; `jobs`: images recovered in parallel (default: the cores).
+    pub fn machine(&self, jobs: Option<usize>, progress: bool) -> Result<Machine> {
         let home = self.home()?;
         let artifacts = home.artifacts()?;
         let artifacts = match &self.guest_tools {
             Some(dir) => artifacts.with_guest_tools_from(dir)?,
             None => artifacts,
         };
-        Ok(VmOptions {
+        Ok(Machine {
             config: self.config(&home)?,
             artifacts,
             timeout: Duration::from_secs(self.timeout),
             boot_timeout: Duration::from_secs(self.boot_timeout),
-            cache_dir: cache_dir(),
+            cache_dir: Machine::default_cache_dir(),
             jobs: jobs
                 .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
             progress,
         })
     }
-}
-
-/// Where built initramfs images and scratch PM files are kept: $PERSIM_CACHE, else
-/// ~/.cache/persim.
-fn cache_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("PERSIM_CACHE") {
-        return PathBuf::from(dir);
-    }
-    let home = std::env::var_os("HOME").map_or_else(std::env::temp_dir, PathBuf::from);
-    home.join(".cache/persim")
 }

@@ -281,10 +281,7 @@ fn scratch_files_of_a_killed_run_are_removed_by_the_next() {
     if !vm_ready("scratch_files_of_a_killed_run_are_removed_by_the_next") {
         return;
     }
-    let cache = std::env::var_os("PERSIM_CACHE").map_or_else(
-        || Path::new(&std::env::var_os("HOME").unwrap()).join(".cache/persim"),
-        PathBuf::from,
-    );
+    let cache = persim_vm::Machine::default_cache_dir();
     let dir = tempfile::tempdir().unwrap();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_persim"))
         .args([

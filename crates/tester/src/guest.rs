@@ -1,16 +1,16 @@
 //! What runs the guest for the stages: the QEMU VM, or a fake in tests.
 
 use crate::cases::TestCase;
-use crate::options::VmOptions;
 use anyhow::Result;
 use persim_vm::{
-    DumpOptions, ExtractOptions, ExtractPool, Extracted, TraceOptions, TraceSummary, TracingVm,
+    DumpOptions, ExtractMode, ExtractPool, Extracted, Machine, RecordOptions, TraceSummary,
+    TracingVm,
 };
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 /// What a traced run gave.
-pub type Recording = TraceSummary;
+pub type Recorded = TraceSummary;
 
 pub trait Guest {
     /// The name of the machine configuration, for reports.
@@ -22,7 +22,7 @@ pub trait Guest {
 
     /// Runs `setup` untraced and `command` traced, writing the trace (and its initial
     /// image) to `trace`.
-    fn record(&self, setup: &str, command: &str, trace: &Path) -> Result<Recording>;
+    fn record(&self, setup: &str, command: &str, trace: &Path) -> Result<Recorded>;
 
     /// Recovers each image and extracts its state as `test` asks, with `reads` also the PM
     /// words that recovery read of it; `finished(i, result)` is called as soon as image `i` has
@@ -41,14 +41,11 @@ pub trait Guest {
 /// once): a tracing VM per concurrent recording, which gives each test a blank PM and a
 /// fresh file system (`persim_vm::TracingVm`), and pools of extraction guests.
 pub struct VmGuest {
-    pub options: VmOptions,
-    /// Record loads too.
-    pub reads: bool,
-    /// Attach a stack trace to every entry, and how.
-    pub stack_traces: persim_vm::Stacks,
-    /// Record in guests whose time counts instructions: a test traced first in a fresh
-    /// guest (every `persim run`) gives the same trace in every run.
-    pub reproducible: bool,
+    pub machine: Machine,
+    /// What the recordings hold besides stores (loads, stack traces), and whether their
+    /// guests' time counts instructions: a test traced first in a fresh guest (every
+    /// `persim run`) then gives the same trace in every run.
+    pub record: RecordOptions,
     /// Idle tracing VMs.
     tracers: Mutex<Vec<TracingVm>>,
     /// The extraction pools without and with read tracing, made when first needed.
@@ -56,12 +53,10 @@ pub struct VmGuest {
 }
 
 impl VmGuest {
-    pub fn new(options: VmOptions) -> VmGuest {
+    pub fn new(machine: Machine) -> VmGuest {
         VmGuest {
-            options,
-            reads: false,
-            stack_traces: persim_vm::Stacks::Off,
-            reproducible: false,
+            machine,
+            record: RecordOptions::default(),
             tracers: Mutex::default(),
             pools: Mutex::default(),
         }
@@ -73,14 +68,11 @@ impl VmGuest {
         if let Some(pool) = &pools[usize::from(reads)] {
             return Ok(Arc::clone(pool));
         }
-        let o = &self.options;
-        let mut options =
-            ExtractOptions::new(o.config.clone(), o.artifacts.clone(), o.cache_dir.clone());
-        options.timeout = o.timeout;
-        options.boot_timeout = o.boot_timeout;
-        options.jobs = o.jobs;
-        options.reads = reads;
-        let pool = Arc::new(ExtractPool::new(options)?);
+        let pool = Arc::new(ExtractPool::new(
+            &self.machine,
+            ExtractMode::ReuseGuest,
+            reads,
+        )?);
         pools[usize::from(reads)] = Some(Arc::clone(&pool));
         Ok(pool)
     }
@@ -88,48 +80,32 @@ impl VmGuest {
 
 impl Guest for VmGuest {
     fn name(&self) -> &str {
-        &self.options.config.name
+        &self.machine.config.name
     }
 
     fn identity(&self) -> String {
-        let o = &self.options;
+        let m = &self.machine;
         // The file behind a stable link (vm/ext4-dax-6.12.toml's), so a new build counts.
-        let kernel = persim_vm::Kernel::for_config(&o.config)
+        let kernel = persim_vm::Kernel::for_config(&m.config)
             .map(|k| k.image.canonicalize().unwrap_or(k.image))
             .map(|image| image.display().to_string())
             .unwrap_or_default();
         // Stack traces change the recorded trace (and what `fast` skips).
-        let stacks = match self.stack_traces {
+        let stacks = match self.record.stack_traces {
             persim_vm::Stacks::Off => String::new(),
             on => format!("\nstack traces {}", on.name()),
         };
         format!(
             "{}\n{:?}\nkernel {kernel}\nguest tools {:?}{stacks}",
-            o.config.name, o.config, o.artifacts.guest_tools
+            m.config.name, m.config, m.artifacts.guest_tools
         )
     }
 
-    fn record(&self, setup: &str, command: &str, trace: &Path) -> Result<Recording> {
+    fn record(&self, setup: &str, command: &str, trace: &Path) -> Result<Recorded> {
         let idle = self.tracers.lock().unwrap_or_else(|e| e.into_inner()).pop();
         let mut tracer = match idle {
             Some(tracer) => tracer,
-            None => {
-                let o = &self.options;
-                TracingVm::new(&TraceOptions {
-                    config: o.config.clone(),
-                    command: command.to_string(),
-                    setup: setup.to_string(),
-                    output: trace.to_path_buf(),
-                    reads: self.reads,
-                    stack_traces: self.stack_traces,
-                    reproducible: self.reproducible,
-                    timeout: o.timeout,
-                    boot_timeout: o.boot_timeout,
-                    cache_dir: o.cache_dir.clone(),
-                    artifacts: o.artifacts.clone(),
-                    progress: o.progress,
-                })?
-            }
+            None => TracingVm::new(&self.machine, self.record)?,
         };
         let recording = tracer.record(setup, command, trace)?;
         self.tracers
@@ -149,7 +125,7 @@ impl Guest for VmGuest {
         let dump = DumpOptions {
             command: test.state.clone(),
             ignore: test.ignore.clone(),
-            exclude: self.options.config.dump_exclude.clone(),
+            exclude: self.machine.config.dump_exclude.clone(),
             ..DumpOptions::default()
         };
         Ok(self.pool(reads)?.extract(&dump, images, finished)?)

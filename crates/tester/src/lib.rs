@@ -20,10 +20,10 @@ pub use campaign::{
     merge, run_campaign, CampaignOptions, Group, Shard, SuiteResults, TestEvent, TestResult,
 };
 pub use cases::{ace, Suite, TestCase};
-pub use guest::{Guest, Recording, VmGuest};
+pub use guest::{Guest, Recorded, VmGuest};
 pub use home::Home;
 pub use inputs::Inputs;
-pub use options::{NtPrefixes, PipelineOptions, VmOptions};
+pub use options::{NtPrefixes, PipelineOptions};
 pub use progress::{Event, Observer, Pass, Stage};
 pub use rundir::RunDir;
 pub use stages::{generate_options, judge, materialise_images, recorded_guidance, run_test};

@@ -1,29 +1,7 @@
 //! Plain options of the stages (the CLI converts its arguments into these).
 
 use persim_model::{CacheMode, Config, Strategy};
-use persim_vm::{Artifacts, VmConfig};
 use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
-use std::time::Duration;
-
-/// How the guest VM runs.
-#[derive(Clone, Debug)]
-pub struct VmOptions {
-    pub config: VmConfig,
-    /// The plugin and static guest tools the VM is built from.
-    pub artifacts: Artifacts,
-    /// Limit of each VM phase (boot, setup, traced run, shutdown) and of each image's
-    /// recovery; beyond it the guest is killed and reported as hung.
-    pub timeout: Duration,
-    /// Limit of booting a guest (for tracing, and each extraction worker's).
-    pub boot_timeout: Duration,
-    /// Initramfs cache and scratch PM files.
-    pub cache_dir: PathBuf,
-    /// Crash images recovered in parallel (one VM each).
-    pub jobs: usize,
-    /// The VM phases' progress on stderr.
-    pub progress: bool,
-}
 
 /// What decides the crash images of a run.
 #[derive(Clone, Debug)]

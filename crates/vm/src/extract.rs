@@ -6,14 +6,14 @@
 
 mod worker;
 
-use crate::config::VmConfig;
+use crate::boot::{prepare, Prepared};
 use crate::error::VmError;
-use crate::trace::{prepare, Artifacts, Prepared};
+use crate::machine::Machine;
+use crate::shell::shell_quote;
 use persim_state::Recovered;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
-use std::time::Duration;
 use worker::Worker;
 
 const FS_DUMP: &str = "fs-dump";
@@ -84,74 +84,42 @@ impl DumpOptions {
     }
 }
 
-#[derive(Clone, Debug)]
-pub struct ExtractOptions {
-    /// The VM of the trace: its PM size, modules, tools and `recover` command.
-    pub config: VmConfig,
-    pub dump: DumpOptions,
-    /// Parallel workers, each with its own guest.
-    pub jobs: usize,
-    /// Limit per image for recovery, dump and unmount; beyond it the image is a `Hang`.
-    pub timeout: Duration,
-    /// Limit for booting a guest.
-    pub boot_timeout: Duration,
-    pub mode: ExtractMode,
-    /// Initramfs cache and the workers' scratch PM files.
-    pub cache_dir: PathBuf,
-    pub artifacts: Artifacts,
-    /// Record the PM words each image's recovery and dump read of the image.
-    pub reads: bool,
-}
-
 /// What recovering one crash image gave.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Extracted {
     pub state: Recovered,
-    /// With `ExtractOptions::reads`: the PM words (offsets of aligned 8-byte words,
+    /// With `reads` (`ExtractPool::new`): the PM words (offsets of aligned 8-byte words,
     /// ascending, distinct) that recovery and state extraction loaded before writing them
     /// (what they read of the image); None when not traced or unknown (the guest crashed
     /// or hung).
     pub words_read: Option<Vec<u64>>,
 }
 
-impl ExtractOptions {
-    /// Defaults: fs-dump of /mnt with all fields, one worker per available core, 60 s per
-    /// image, 120 s per boot, a reused guest.
-    pub fn new(config: VmConfig, artifacts: Artifacts, cache_dir: PathBuf) -> ExtractOptions {
-        ExtractOptions {
-            config,
-            dump: DumpOptions::default(),
-            jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            timeout: Duration::from_secs(60),
-            boot_timeout: Duration::from_secs(120),
-            mode: ExtractMode::default(),
-            cache_dir,
-            artifacts,
-            reads: false,
-        }
-    }
-}
-
-/// Recovers every image and returns its state or failure, in the order of `images`.
+/// Recovers every image in guests of `machine` as `mode` says and returns its state
+/// printed by `dump` or its failure, in the order of `images`; with `reads` also the PM
+/// words each recovery read.
 /// `finished(i, &state)` is called (on the calling thread) as soon as image `i` has its
 /// result, so a caller can keep results of an interrupted run. A tool
 /// failure (QEMU cannot start, an unreadable image, a broken guest) stops all workers and
 /// is returned as the error.
 pub fn extract_states(
-    opts: &ExtractOptions,
+    machine: &Machine,
+    mode: ExtractMode,
+    reads: bool,
+    dump: &DumpOptions,
     images: &[PathBuf],
     finished: impl FnMut(usize, &Extracted),
 ) -> Result<Vec<Extracted>, VmError> {
     if images.is_empty() {
         return Ok(Vec::new());
     }
-    ExtractPool::new(opts.clone())?.extract(&opts.dump, images, finished)
+    ExtractPool::new(machine, mode, reads)?.extract(dump, images, finished)
 }
 
 /// Extraction guests kept booted from one call to the next: a campaign recovers the
 /// images of test after test without booting again, and the images of concurrent calls
 /// share the guests (one job per image). The dump, which differs between tests, is given
-/// per call; everything else of the options is the pool's. Each guest is driven by a
+/// per call; the machine, the mode and whether recovery's reads are traced are the pool's. Each guest is driven by a
 /// thread of the pool's own, which takes image after image from the queue, whichever
 /// call it came from.
 pub struct ExtractPool {
@@ -172,19 +140,26 @@ struct Job {
 }
 
 impl ExtractPool {
-    /// Prepares the kernel and initramfs and starts `opts.jobs` threads; each boots its
-    /// guest when its first image comes.
-    pub fn new(opts: ExtractOptions) -> Result<ExtractPool, VmError> {
-        let prepared = Arc::new(prepare(&opts.config, &opts.artifacts, &opts.cache_dir)?);
-        let image_len = opts.config.pm_size() + opts.config.blk_size();
-        let opts = Arc::new(opts);
+    /// Prepares the kernel and initramfs and starts `machine.jobs` threads; each boots its
+    /// guest when its first image comes. With `reads`, recovery's reads are traced.
+    pub fn new(machine: &Machine, mode: ExtractMode, reads: bool) -> Result<ExtractPool, VmError> {
+        let prepared = Arc::new(prepare(
+            &machine.config,
+            &machine.artifacts,
+            &machine.cache_dir,
+        )?);
+        let image_len = machine.config.pm_size() + machine.config.blk_size();
+        let machine = Arc::new(machine.clone());
         let (jobs, queue) = mpsc::channel::<Job>();
         let queue = Arc::new(Mutex::new(queue));
-        let threads = (0..opts.jobs.max(1))
+        let threads = (0..machine.jobs.max(1))
             .map(|_| {
-                let (opts, prepared, queue) =
-                    (Arc::clone(&opts), Arc::clone(&prepared), Arc::clone(&queue));
-                std::thread::spawn(move || serve(&opts, &prepared, &queue))
+                let (machine, prepared, queue) = (
+                    Arc::clone(&machine),
+                    Arc::clone(&prepared),
+                    Arc::clone(&queue),
+                );
+                std::thread::spawn(move || serve(&machine, mode, reads, &prepared, &queue))
             })
             .collect();
         Ok(ExtractPool {
@@ -255,7 +230,13 @@ impl Drop for ExtractPool {
 
 /// A pool thread: recovers image after image with its worker, until the queue closes. A
 /// worker whose guest broke (a tool failure) is replaced for the next image.
-fn serve(opts: &Arc<ExtractOptions>, prepared: &Prepared, queue: &Mutex<mpsc::Receiver<Job>>) {
+fn serve(
+    machine: &Arc<Machine>,
+    mode: ExtractMode,
+    reads: bool,
+    prepared: &Prepared,
+    queue: &Mutex<mpsc::Receiver<Job>>,
+) {
     let mut worker: Option<Worker> = None;
     loop {
         let job = queue.lock().unwrap_or_else(|e| e.into_inner()).recv();
@@ -265,7 +246,9 @@ fn serve(opts: &Arc<ExtractOptions>, prepared: &Prepared, queue: &Mutex<mpsc::Re
         }
         let result = match &mut worker {
             Some(worker) => Ok(worker),
-            None => Worker::new(Arc::clone(opts), prepared).map(|w| worker.insert(w)),
+            None => {
+                Worker::new(Arc::clone(machine), mode, reads, prepared).map(|w| worker.insert(w))
+            }
         }
         .and_then(|w| w.extract(&job.image, &job.dump));
         if result.is_err() {
@@ -296,11 +279,6 @@ fn check_image(image: &Path, image_len: u64) -> Result<(), VmError> {
         ));
     }
     Ok(())
-}
-
-/// `text` as one shell word, whatever it holds (newlines included).
-pub(crate) fn shell_quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', r"'\''"))
 }
 
 #[cfg(test)]

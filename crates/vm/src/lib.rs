@@ -2,10 +2,33 @@
 //! booted from the installed Debian kernel and an initramfs Persim builds, driven over its
 //! serial console, optionally with the tracing plugin loaded.
 //!
-//! The API is what the tester and the CLI use: [`trace`] a command, [`extract_states`] of
-//! crash images. The parts below them (booting a [`Vm`] and running commands in it) are
-//! public only with the `testing` feature, for this crate's integration tests.
+//! The API is what the tester and the CLI use: one [`Machine`] (configuration, artifacts,
+//! timeouts, cache directory, jobs) describes the guest, and each call adds only its own
+//! arguments: [`trace`] a command (or record test after test in one [`TracingVm`]) with
+//! [`RecordOptions`], [`extract_states`] of crash images (or keep an [`ExtractPool`]'s
+//! guests across calls) with a [`DumpOptions`]. The parts below them (booting a `Vm` and
+//! running commands in it, `QemuSpec`, `prepare`) are public only with the `testing`
+//! feature, for the crates' integration tests.
+//!
+//! Modules and what each uses of the others (no cycle; `error` is used by nearly all and
+//! left out). "Trace" names a file format (`persim-trace`) and a CLI command, so the
+//! module that makes traces is `record`:
+//! - `record` (the tracing VM): `boot`, `console`, `machine`, `qemu`, `scratch`, `shell`,
+//!   `symbols`
+//! - `extract` (with `extract/worker`): `boot`, `console`, `machine`, `qemu`,
+//!   `scratch`, `shell`
+//! - `symbols` (a recording's function symbols): `boot`, `console`
+//! - `machine` (the machine description): `boot`, `config`
+//! - `testing`: `boot`, `config`, `kernel`, `qemu`
+//! - `boot` (kernel and initramfs of a boot): `config`, `initramfs`, `kernel`, `qemu`
+//! - `console` (a running guest): `qemu`, `scratch`, `snapshot`
+//! - `initramfs`: `cpio`, `kernel`
+//! - `kernel`: `config`
+//! - `qemu` (command line, version check): `snapshot`
+//! - `config` (its unit tests use `kernel`), `cpio`, `scratch`, `shell`,
+//!   `snapshot`: none
 
+mod boot;
 mod config;
 mod console;
 mod cpio;
@@ -13,28 +36,31 @@ mod error;
 mod extract;
 mod initramfs;
 mod kernel;
+mod machine;
 mod qemu;
+mod record;
 mod scratch;
+mod shell;
 mod snapshot;
+mod symbols;
 #[cfg(feature = "testing")]
 pub mod testing;
-mod trace;
 
+pub use boot::Artifacts;
+#[cfg(feature = "testing")]
+pub use boot::{prepare, Prepared};
 #[cfg(feature = "testing")]
 pub use config::default_config_dir;
 pub use config::VmConfig;
 pub use error::VmError;
-pub use extract::{
-    extract_states, DumpOptions, ExtractMode, ExtractOptions, ExtractPool, Extracted,
-};
+pub use extract::{extract_states, DumpOptions, ExtractMode, ExtractPool, Extracted};
 pub use kernel::Kernel;
+pub use machine::Machine;
 pub use persim_abi::Stacks;
 pub use qemu::check_version;
-pub use trace::{trace, Artifacts, TraceOptions, TraceSummary, TracingVm};
+pub use record::{trace, RecordOptions, TraceSummary, TracingVm};
 
 #[cfg(feature = "testing")]
 pub use console::{CommandOutput, Vm};
 #[cfg(feature = "testing")]
 pub use qemu::{Plugin, QemuSpec};
-#[cfg(feature = "testing")]
-pub use trace::{prepare, Prepared};

@@ -1,8 +1,6 @@
 //! The QEMU command line for a Persim guest and the QEMU version check.
 
-use crate::config::VmConfig;
 use crate::error::VmError;
-use crate::trace::Prepared;
 use persim_abi::machine::{KERNEL_4_LEVEL_PAGING, KERNEL_NOKASLR, PM_BASE};
 use persim_abi::PluginArgs;
 use std::path::PathBuf;
@@ -51,22 +49,6 @@ pub struct QemuSpec {
 }
 
 impl QemuSpec {
-    /// A guest of `config` booting what `prepared` found, on `pm_file`, without the plugin.
-    pub fn new(prepared: &Prepared, config: &VmConfig, pm_file: PathBuf) -> QemuSpec {
-        QemuSpec {
-            kernel: prepared.kernel.image.clone(),
-            initramfs: prepared.initramfs.clone(),
-            memory_mib: config.memory_mib,
-            pm_file,
-            pm_size: config.pm_size(),
-            blk_file: None,
-            plugin: None,
-            snapshots: None,
-            icount: false,
-            qemu_version: prepared.qemu_version.clone(),
-        }
-    }
-
     /// The arguments of `qemu-system-x86_64`.
     pub fn args(&self) -> Vec<String> {
         self.args_with(&self.pm_file, self.plugin.as_ref())

@@ -1,9 +1,9 @@
 //! The one preflight of every VM test, in every crate (feature `testing`).
 
+use crate::boot::Artifacts;
 use crate::config::VmConfig;
 use crate::kernel::Kernel;
 use crate::qemu::check_version;
-use crate::trace::Artifacts;
 
 /// This source tree's build, when QEMU, the configuration's kernel and the build are all
 /// here; otherwise the test `test` is skipped with the reason, except under CI (`CI` set),

@@ -3,8 +3,8 @@
 
 use persim_state::Recovered;
 use persim_vm::{
-    default_config_dir, extract_states, prepare, Artifacts, ExtractMode, ExtractOptions, QemuSpec,
-    Vm, VmConfig,
+    default_config_dir, extract_states, prepare, Artifacts, DumpOptions, ExtractMode, Machine, Vm,
+    VmConfig,
 };
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -41,7 +41,7 @@ fn crash_images(fs: &str, artifacts: &Artifacts, dir: &Path, steps: &[&str]) -> 
         .unwrap()
         .set_len(config.pm_size())
         .unwrap();
-    let spec = QemuSpec::new(&prepared, &config, pm.clone());
+    let spec = prepared.qemu_spec(&config, pm.clone());
     let mut vm = Vm::boot(&spec, TIMEOUT).unwrap();
     for command in [&config.mkfs, &config.mount] {
         let out = vm.run(command, TIMEOUT).unwrap();
@@ -96,26 +96,45 @@ fn hash(path: &Path) -> blake3::Hash {
     blake3::hash(&std::fs::read(path).unwrap())
 }
 
-fn options(fs: &str, artifacts: Artifacts, mode: ExtractMode, jobs: usize) -> ExtractOptions {
-    let mut opts = ExtractOptions::new(config(fs), artifacts, cache_dir());
-    opts.mode = mode;
-    opts.jobs = jobs;
-    opts.dump.ignore = ["atime", "ctime", "mtime"].map(str::to_owned).into();
-    opts.dump.exclude = vec!["lost+found".to_owned()];
-    opts
+/// A machine of `fs` with `jobs` extraction workers, 60 s per image.
+fn machine(fs: &str, artifacts: Artifacts, jobs: usize) -> Machine {
+    Machine {
+        config: config(fs),
+        artifacts,
+        timeout: Duration::from_secs(60),
+        boot_timeout: TIMEOUT,
+        cache_dir: cache_dir(),
+        jobs,
+        progress: false,
+    }
+}
+
+/// fs-dump without times and lost+found.
+fn fs_dump() -> DumpOptions {
+    DumpOptions {
+        ignore: ["atime", "ctime", "mtime"].map(str::to_owned).into(),
+        exclude: vec!["lost+found".to_owned()],
+        ..DumpOptions::default()
+    }
 }
 
 /// Extracts and returns the results and the wall time per image; checks that each image's
 /// result was reported once, as it is returned.
-fn timed_extract(opts: &ExtractOptions, images: &[PathBuf]) -> (Vec<Recovered>, f64) {
+fn timed_extract(
+    machine: &Machine,
+    mode: ExtractMode,
+    images: &[PathBuf],
+) -> (Vec<Recovered>, f64) {
     let mut calls = Vec::new();
     let started = Instant::now();
-    let states: Vec<Recovered> =
-        extract_states(opts, images, |i, e| calls.push((i, e.state.clone())))
-            .unwrap()
-            .into_iter()
-            .map(|e| e.state)
-            .collect();
+    let dump = fs_dump();
+    let states: Vec<Recovered> = extract_states(machine, mode, false, &dump, images, |i, e| {
+        calls.push((i, e.state.clone()))
+    })
+    .unwrap()
+    .into_iter()
+    .map(|e| e.state)
+    .collect();
     let per_image = started.elapsed().as_secs_f64() / images.len() as f64;
     assert_eq!(states.len(), images.len());
     calls.sort_by_key(|(i, _)| *i);
@@ -163,14 +182,9 @@ fn a_reused_guest_gives_the_states_of_fresh_boots_and_images_stay_untouched() {
         "the image needs a journal replay"
     );
 
-    let (reused, reuse_time) = timed_extract(
-        &options("ext4", artifacts.clone(), ExtractMode::ReuseGuest, 2),
-        &images,
-    );
-    let (fresh, fresh_time) = timed_extract(
-        &options("ext4", artifacts, ExtractMode::FreshBoot, 2),
-        &images,
-    );
+    let machine = machine("ext4", artifacts, 2);
+    let (reused, reuse_time) = timed_extract(&machine, ExtractMode::ReuseGuest, &images);
+    let (fresh, fresh_time) = timed_extract(&machine, ExtractMode::FreshBoot, &images);
     eprintln!(
         "{} images, 2 workers: reused guest {reuse_time:.2} s/image, fresh boot {fresh_time:.2} s/image",
         images.len()
@@ -225,11 +239,12 @@ fn reads_gives_the_lines_recovery_loaded_without_changing_states() {
         &["echo one >/mnt/a && sync"],
     );
     images.push(zero_image(&dir.path().join("zero.img"), size));
+    let machine = machine("ext4", artifacts, 1);
     let extract = |reads: bool| {
-        let mut opts = options("ext4", artifacts.clone(), ExtractMode::ReuseGuest, 1);
-        opts.reads = reads;
         let started = Instant::now();
-        let extracted = extract_states(&opts, &images, |_, _| {}).unwrap();
+        let mode = ExtractMode::ReuseGuest;
+        let extracted =
+            extract_states(&machine, mode, reads, &fs_dump(), &images, |_, _| {}).unwrap();
         (extracted, started.elapsed().as_secs_f64())
     };
     let (traced, traced_time) = extract(true);
@@ -283,11 +298,13 @@ fn xfs_log_recovery_in_a_reused_guest_matches_fresh_boots() {
     images.push(images[0].clone());
     let before: Vec<_> = images.iter().map(|i| hash(i)).collect();
     let (reused, _) = timed_extract(
-        &options("xfs", artifacts.clone(), ExtractMode::ReuseGuest, 1),
+        &machine("xfs", artifacts.clone(), 1),
+        ExtractMode::ReuseGuest,
         &images,
     );
     let (fresh, _) = timed_extract(
-        &options("xfs", artifacts, ExtractMode::FreshBoot, 2),
+        &machine("xfs", artifacts, 2),
+        ExtractMode::FreshBoot,
         &images,
     );
     assert_eq!(reused, fresh);
@@ -315,16 +332,16 @@ fn crashes_and_hangs_are_results_and_the_worker_carries_on() {
             "rm /mnt/hang && touch /mnt/panic && sync",
         ],
     );
-    let mut opts = options("ext4", artifacts, ExtractMode::ReuseGuest, 1);
+    let mut machine = machine("ext4", artifacts, 1);
     // A recovery that hangs or panics the kernel on the images marked for it.
-    opts.config.recover = format!(
+    machine.config.recover = format!(
         "{} || exit\n[ -e /mnt/hang ] && sleep 600\n\
          [ -e /mnt/panic ] && echo c >/proc/sysrq-trigger\ntrue",
-        opts.config.recover
+        machine.config.recover
     );
-    opts.timeout = Duration::from_secs(10);
+    machine.timeout = Duration::from_secs(10);
     let order = [0, 1, 0, 2, 0].map(|i| images[i].clone());
-    let (states, _) = timed_extract(&opts, &order);
+    let (states, _) = timed_extract(&machine, ExtractMode::ReuseGuest, &order);
 
     assert!(dump(&states[0]).contains("/f\""));
     assert!(
@@ -367,7 +384,10 @@ fn measure_reused_guest_against_fresh_boot() {
         let mut finished = Vec::new();
         let started = Instant::now();
         let states = extract_states(
-            &options("ext4", artifacts.clone(), mode, 1),
+            &machine("ext4", artifacts.clone(), 1),
+            mode,
+            false,
+            &fs_dump(),
             &images,
             |_, _| finished.push(started.elapsed().as_secs_f64()),
         )

@@ -5,7 +5,8 @@ use persim_abi::machine::PM_BASE;
 use persim_abi::{PluginArgs, Stacks};
 use persim_trace::{FenceKind, FlushKind, Hypercall, Op};
 use persim_vm::{
-    default_config_dir, prepare, Artifacts, Plugin, QemuSpec, TraceOptions, Vm, VmConfig,
+    default_config_dir, prepare, Artifacts, Machine, Plugin, QemuSpec, RecordOptions, TraceSummary,
+    Vm, VmConfig,
 };
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -39,7 +40,7 @@ fn boot(config: &VmConfig, artifacts: &Artifacts, pm_file: PathBuf, plugin: Opti
     let spec = QemuSpec {
         plugin,
         blk_file,
-        ..QemuSpec::new(&prepared, config, pm_file)
+        ..prepared.qemu_spec(config, pm_file)
     };
     Vm::boot(&spec, TIMEOUT).unwrap()
 }
@@ -91,21 +92,38 @@ fn commands_run_over_the_serial_console_with_exit_codes() {
     eprintln!("shutdown: {:.2} s", started.elapsed().as_secs_f64());
 }
 
-fn trace_options(fs: &str, command: &str, output: PathBuf, artifacts: Artifacts) -> TraceOptions {
-    TraceOptions {
-        config: VmConfig::for_fs(&default_config_dir(), fs).unwrap(),
-        command: command.to_owned(),
-        setup: String::new(),
-        output,
-        reads: false,
-        stack_traces: Stacks::Off,
-        reproducible: false,
+/// A machine of `config` for recording, its phases on stderr.
+fn machine(config: VmConfig, artifacts: Artifacts) -> Machine {
+    Machine {
+        config,
+        artifacts,
         timeout: TIMEOUT,
         boot_timeout: TIMEOUT,
         cache_dir: cache_dir(),
-        artifacts,
+        jobs: 1,
         progress: true,
     }
+}
+
+fn ext4(artifacts: Artifacts) -> Machine {
+    machine(
+        VmConfig::for_fs(&default_config_dir(), "ext4").unwrap(),
+        artifacts,
+    )
+}
+
+/// Records `command` (without setup) into `output` with `stack_traces`.
+fn trace(
+    machine: &Machine,
+    command: &str,
+    output: &Path,
+    stack_traces: Stacks,
+) -> Result<TraceSummary, persim_vm::VmError> {
+    let options = RecordOptions {
+        stack_traces,
+        ..RecordOptions::default()
+    };
+    persim_vm::trace(machine, options, "", command, output)
 }
 
 #[test]
@@ -119,8 +137,7 @@ fn hello_world_on_ext4_dax_is_traced_between_checkpoints() {
     let output = dir.path().join("hello.trace");
     let command = "hypercall checkpoint 1\necho HelloWorld > /mnt/myfile\nhypercall checkpoint 2";
     let started = Instant::now();
-    let summary =
-        persim_vm::trace(&trace_options("ext4", command, output.clone(), artifacts)).unwrap();
+    let summary = trace(&ext4(artifacts), command, &output, Stacks::Off).unwrap();
     eprintln!("VM start to end: {:.2} s", started.elapsed().as_secs_f64());
     assert_eq!(summary.exit_code, 0, "{}", summary.output);
 
@@ -170,9 +187,11 @@ fn missing_kernel_modules_and_corrupt_configs_are_clear_errors() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let mut opts = trace_options("ext4", "true", dir.path().join("t"), artifacts);
-    opts.config.modules.push("no_such_module".to_owned());
-    let e = persim_vm::trace(&opts).unwrap_err().to_string();
+    let mut machine = ext4(artifacts);
+    machine.config.modules.push("no_such_module".to_owned());
+    let e = trace(&machine, "true", &dir.path().join("t"), Stacks::Off)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("`no_such_module`"), "{e}");
 
     let corrupt = dir.path().join("bad.toml");
@@ -227,9 +246,8 @@ fn run_probe(artifacts: Artifacts, stack_traces: Stacks) -> ProbeRun {
 fn run_probe_once(artifacts: Artifacts, stack_traces: Stacks) -> ProbeRun {
     let dir = tempfile::tempdir().unwrap();
     let output = dir.path().join("probe.trace");
-    let mut opts = trace_options("ext4", "pm-probe /mnt/probe", output.clone(), artifacts);
-    opts.stack_traces = stack_traces;
-    let summary = persim_vm::trace(&opts).unwrap();
+    let machine = ext4(artifacts);
+    let summary = trace(&machine, "pm-probe /mnt/probe", &output, stack_traces).unwrap();
     assert_eq!(summary.exit_code, 0, "{}", summary.output);
     let printed = |key: &str| {
         summary
@@ -331,14 +349,8 @@ fn kernel_stores_carry_symbolised_call_chains_on_the_stock_kernel() {
     };
     let dir = tempfile::tempdir().unwrap();
     let output = dir.path().join("hello.trace");
-    let mut opts = trace_options(
-        "ext4",
-        "echo HelloWorld > /mnt/myfile && sync",
-        output.clone(),
-        artifacts,
-    );
-    opts.stack_traces = Stacks::Shadow;
-    let summary = persim_vm::trace(&opts).unwrap();
+    let command = "echo HelloWorld > /mnt/myfile && sync";
+    let summary = trace(&ext4(artifacts), command, &output, Stacks::Shadow).unwrap();
     assert_eq!(summary.exit_code, 0, "{}", summary.output);
     let (_, entries) = persim_trace::read_all(&output).unwrap();
     let symbols = persim_trace::Symbols::of_trace(&output).expect("symbols beside the trace");
@@ -529,13 +541,8 @@ fn bench_tracer_overhead() {
     let dir = tempfile::tempdir().unwrap();
     let command = "echo HelloWorld > /mnt/myfile";
     let started = Instant::now();
-    let opts = trace_options(
-        "ext4",
-        command,
-        dir.path().join("hello.trace"),
-        artifacts.clone(),
-    );
-    let summary = persim_vm::trace(&opts).unwrap();
+    let output = dir.path().join("hello.trace");
+    let summary = trace(&ext4(artifacts.clone()), command, &output, Stacks::Off).unwrap();
     let hello = started.elapsed();
     assert_eq!(summary.exit_code, 0, "{}", summary.output);
     eprintln!(
@@ -673,7 +680,7 @@ fn a_restored_guest_answers_at_once_and_sees_its_own_pm_after_attaching() {
             .unwrap();
         QemuSpec {
             snapshots: Some(dir.path().join("snapshots")),
-            ..QemuSpec::new(&prepared, &config, pm_file)
+            ..prepared.qemu_spec(&config, pm_file)
         }
     };
     std::fs::create_dir(dir.path().join("snapshots")).unwrap();
@@ -743,7 +750,7 @@ fn first_commands_run_before_the_console_and_end_at_a_failure() {
     for snapshots in [None, Some(cache_dir())] {
         let spec = QemuSpec {
             snapshots: snapshots.clone(),
-            ..QemuSpec::new(&prepared, &config, pm_file.clone())
+            ..prepared.qemu_spec(&config, pm_file.clone())
         };
         let mut vm = Vm::boot_running(&spec, &first, TIMEOUT).unwrap();
         assert_eq!(vm.restored(), snapshots.is_some());
@@ -795,16 +802,9 @@ fn nvme_writes_flushes_and_forced_writes_are_traced_in_order_with_pm() {
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let output = dir.path().join("probe.trace");
-    let opts = TraceOptions {
-        config,
-        ..trace_options(
-            "ext4",
-            "blk-probe /dev/nvme0n1 /dev/pmem0 && cat /sys/module/nvme/parameters/sgl_threshold",
-            output.clone(),
-            artifacts,
-        )
-    };
-    let summary = persim_vm::trace(&opts).unwrap();
+    let command =
+        "blk-probe /dev/nvme0n1 /dev/pmem0 && cat /sys/module/nvme/parameters/sgl_threshold";
+    let summary = trace(&machine(config, artifacts), command, &output, Stacks::Off).unwrap();
     assert_eq!(summary.exit_code, 0, "{}", summary.output);
     // The driver was loaded with scatter-gather lists off, as the decoder needs: the
     // kernel command line's module option reached it (init.sh passes it to insmod).

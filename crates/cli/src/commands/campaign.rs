@@ -80,10 +80,10 @@ pub fn run(args: &CampaignArgs) -> Result<bool> {
 fn run_tests(args: &RunCampaignArgs) -> Result<bool> {
     let p = &args.pipeline;
     let mut guest = p.guest()?;
-    let parallel = tests_at_once(args.parallel, guest.options.jobs)?;
+    let parallel = tests_at_once(args.parallel, guest.machine.jobs)?;
     RunDir::create(&args.out)?;
     // One line per test instead of every VM's phases.
-    guest.options.progress = false;
+    guest.machine.progress = false;
     let suite = Suite::named_or_dir(&p.vm.home()?, &args.tests);
     let campaign = CampaignOptions {
         parallel,

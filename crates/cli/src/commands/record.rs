@@ -4,7 +4,7 @@ use crate::vm_args::VmArgs;
 use anyhow::{bail, Result};
 use clap::Args;
 use persim_tester::{Guest, VmGuest};
-use persim_vm::Stacks;
+use persim_vm::{RecordOptions, Stacks};
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]
@@ -46,10 +46,12 @@ pub fn run(args: &RecordArgs) -> Result<()> {
     let (Some(command), Some(out)) = (&args.cmd, &args.out) else {
         bail!("give the commands to trace (--cmd) and the output file (-o)");
     };
-    let mut guest = VmGuest::new(args.vm.options(None, !args.quiet)?);
-    guest.reads = args.reads;
-    guest.stack_traces = args.stack_traces.unwrap_or(Stacks::Off);
-    guest.reproducible = args.reproducible;
+    let mut guest = VmGuest::new(args.vm.machine(None, !args.quiet)?);
+    guest.record = RecordOptions {
+        reads: args.reads,
+        stack_traces: args.stack_traces.unwrap_or(Stacks::Off),
+        reproducible: args.reproducible,
+    };
     let summary = guest.record(&args.setup, command, out)?;
     out!("{}", summary.output)?;
     for error in &summary.kernel_errors {

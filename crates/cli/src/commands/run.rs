@@ -72,9 +72,9 @@ impl PipelineArgs {
         if self.no_stack_traces && self.strategy == Strategy::Fast {
             bail!("--strategy fast tells failure points apart by their stacks: leave out --no-stack-traces");
         }
-        let mut guest = VmGuest::new(self.vm.options(self.jobs, !self.quiet)?);
+        let mut guest = VmGuest::new(self.vm.machine(self.jobs, !self.quiet)?);
         if !self.no_stack_traces {
-            guest.stack_traces = Stacks::Shadow;
+            guest.record.stack_traces = Stacks::Shadow;
         }
         Ok(guest)
     }
@@ -123,7 +123,7 @@ pub fn run(args: &RunArgs) -> Result<bool> {
     };
     let dir = RunDir::create(&args.out)?;
     let mut guest = p.guest()?;
-    guest.reproducible = args.reproducible;
+    guest.record.reproducible = args.reproducible;
     let (name, test) = match (given, &args.trace_from) {
         (Some(given), _) => given,
         (None, Some(source)) => {

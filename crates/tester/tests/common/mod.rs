@@ -1,7 +1,7 @@
 //! A guest without a VM for the pipeline's and campaigns' tests.
 
 use persim_state::Recovered;
-use persim_tester::{Guest, Recording, TestCase};
+use persim_tester::{Guest, Recorded, TestCase};
 use persim_vm::Extracted;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -72,7 +72,7 @@ impl Guest for FakeGuest {
         format!("fake\n{}", self.trace)
     }
 
-    fn record(&self, _setup: &str, command: &str, trace: &Path) -> anyhow::Result<Recording> {
+    fn record(&self, _setup: &str, command: &str, trace: &Path) -> anyhow::Result<Recorded> {
         self.records.add(1);
         if self.hang {
             // what the guest's shell printed: every `echo` of the command ran
@@ -98,7 +98,7 @@ impl Guest for FakeGuest {
         if let Some(symbols) = self.symbols {
             persim_trace::Symbols::from_kallsyms(symbols).save(&recording.symbols())?;
         }
-        Ok(Recording {
+        Ok(Recorded {
             exit_code: self.exit_code,
             output: "rm: can't remove 'x': No such file or directory\n".into(),
             kernel_errors: Vec::new(),

@@ -4,13 +4,14 @@
 //! run between `hypercall start` and `hypercall success`: one trace per image, whose
 //! loads give the PM words recovery read of the image.
 
-use super::{DumpOptions, ExtractMode, ExtractOptions};
+use super::{DumpOptions, ExtractMode};
+use crate::boot::Prepared;
 use crate::console::{setup_failure, CommandOutput, Vm, BEGIN, END};
 use crate::error::VmError;
+use crate::machine::Machine;
 use crate::qemu::Plugin;
 use crate::qemu::QemuSpec;
 use crate::scratch::ScratchPm;
-use crate::trace::Prepared;
 use persim_abi::machine::PM_BASE;
 use persim_abi::PluginArgs;
 use persim_state::Recovered;
@@ -32,7 +33,8 @@ const READS_END: &str = "hypercall success";
 const WORD: u64 = 8;
 
 pub(super) struct Worker {
-    opts: Arc<ExtractOptions>,
+    machine: Arc<Machine>,
+    mode: ExtractMode,
     spec: QemuSpec,
     pm: ScratchPm,
     /// The NVMe namespace's file, with configurations that have one.
@@ -60,33 +62,41 @@ enum Stop {
 }
 
 impl Worker {
-    pub(super) fn new(opts: Arc<ExtractOptions>, prepared: &Prepared) -> Result<Self, VmError> {
-        let pm = ScratchPm::create(&opts.cache_dir, opts.config.pm_size())?;
-        let mut spec = QemuSpec::new(prepared, &opts.config, pm.path().to_owned());
-        let blk = match opts.config.blk_size() {
+    /// A worker for guests of `machine`, booted from `prepared`; with `reads`, its guests
+    /// trace what recovery reads.
+    pub(super) fn new(
+        machine: Arc<Machine>,
+        mode: ExtractMode,
+        reads: bool,
+        prepared: &Prepared,
+    ) -> Result<Self, VmError> {
+        let pm = ScratchPm::create(&machine.cache_dir, machine.config.pm_size())?;
+        let mut spec = prepared.qemu_spec(&machine.config, pm.path().to_owned());
+        let blk = match machine.config.blk_size() {
             0 => None,
-            size => Some(ScratchPm::create(&opts.cache_dir, size)?),
+            size => Some(ScratchPm::create(&machine.cache_dir, size)?),
         };
         spec.blk_file = blk.as_ref().map(|b| b.path().to_owned());
         // QEMU cannot migrate an NVMe controller, and a snapshot would not hold the disk.
-        if opts.mode == ExtractMode::ReuseGuest && blk.is_none() {
+        if mode == ExtractMode::ReuseGuest && blk.is_none() {
             // Restored guests detach the NVDIMM first and attach each image: a fresh boot
             // per image must boot on the image instead.
-            spec.snapshots = Some(opts.cache_dir.clone());
+            spec.snapshots = Some(machine.cache_dir.clone());
         }
-        let reads_trace = opts.reads.then(|| pm.path().with_extension("reads"));
+        let reads_trace = reads.then(|| pm.path().with_extension("reads"));
         if let Some(trace) = &reads_trace {
             spec.plugin = Some(Plugin {
-                library: opts.artifacts.plugin.clone(),
+                library: machine.artifacts.plugin.clone(),
                 args: PluginArgs {
                     reads: true,
                     repeat: true,
-                    ..PluginArgs::new(PM_BASE, opts.config.pm_size(), trace.clone())
+                    ..PluginArgs::new(PM_BASE, machine.config.pm_size(), trace.clone())
                 },
             });
         }
         Ok(Worker {
-            opts,
+            machine,
+            mode,
             spec,
             pm,
             blk,
@@ -103,7 +113,7 @@ impl Worker {
         dump: &DumpOptions,
     ) -> Result<(Recovered, Option<Vec<u64>>), VmError> {
         let result = self.steps(image, dump);
-        if self.opts.mode == ExtractMode::FreshBoot {
+        if self.mode == ExtractMode::FreshBoot {
             self.vm = None;
         }
         match result {
@@ -118,11 +128,11 @@ impl Worker {
         image: &Path,
         dump: &DumpOptions,
     ) -> Result<(Recovered, Option<Vec<u64>>), Stop> {
-        let deadline = match self.opts.mode {
+        let deadline = match self.mode {
             ExtractMode::ReuseGuest => {
                 self.detached_guest().map_err(Stop::Tool)?;
                 self.load(image).map_err(Stop::Tool)?;
-                let deadline = Instant::now() + self.opts.timeout;
+                let deadline = Instant::now() + self.machine.timeout;
                 self.vm_mut().clear_log();
                 let out = self.run(ATTACH, deadline)?;
                 if let Some(message) = setup_failure(out.output.lines()) {
@@ -136,10 +146,10 @@ impl Worker {
             }
             ExtractMode::FreshBoot => {
                 self.load(image).map_err(Stop::Tool)?;
-                let vm = Vm::boot(&self.spec, self.opts.boot_timeout).map_err(vm_failure)?;
+                let vm = Vm::boot(&self.spec, self.machine.boot_timeout).map_err(vm_failure)?;
                 self.vm = Some(vm);
                 self.vm_mut().clear_log();
-                Instant::now() + self.opts.timeout
+                Instant::now() + self.machine.timeout
             }
         };
         if let Some(trace) = &self.reads_trace {
@@ -168,7 +178,7 @@ impl Worker {
     fn load(&mut self, image: &Path) -> Result<(), VmError> {
         self.pm.load(image, 0)?;
         if let Some(blk) = &mut self.blk {
-            blk.load(image, self.opts.config.pm_size())?;
+            blk.load(image, self.machine.config.pm_size())?;
         }
         Ok(())
     }
@@ -182,8 +192,9 @@ impl Worker {
         if let Some(blk) = &self.blk {
             blk.clear()?;
         }
-        let mut vm = Vm::boot(&self.spec, self.opts.boot_timeout)?;
-        vm.run(DETACH, self.opts.boot_timeout)?.succeeded(DETACH)?;
+        let mut vm = Vm::boot(&self.spec, self.machine.boot_timeout)?;
+        vm.run(DETACH, self.machine.boot_timeout)?
+            .succeeded(DETACH)?;
         self.vm = Some(vm);
         Ok(())
     }
@@ -193,8 +204,8 @@ impl Worker {
         dump: &DumpOptions,
         deadline: Instant,
     ) -> Result<Recovered, Stop> {
-        let opts = Arc::clone(&self.opts);
-        let recover = self.run(&opts.config.recover, deadline)?;
+        let machine = Arc::clone(&self.machine);
+        let recover = self.run(&machine.config.recover, deadline)?;
         if recover.exit_code != 0 {
             return Ok(Recovered::RecoveryError {
                 output: normalise(&recover.output),
