@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Checks that a refactoring left Persim's outputs as they were: runs the ring buffer suite's
+# tests and hello-world with --reproducible (so a second run records the same trace) under
+# two builds, and compares, byte for byte, each run's trace, images.json, report.json
+# (without its wall-clock timings) and `persim images TRACE --json`.
+#   scripts/compare-outputs.sh OLD_PERSIM NEW_PERSIM [OUT_DIR] [STRATEGY]
+# e.g. with the build of an older commit in a worktree:
+#   git worktree add --detach /tmp/old REV && (cd /tmp/old && cargo build --release \
+#     --workspace && cargo guest-tools)
+#   scripts/compare-outputs.sh /tmp/old/target/release/persim target/release/persim
+# Prints one line per test and file; exits 1 if anything differs.
+set -euo pipefail
+old=${1:?usage: $0 OLD_PERSIM NEW_PERSIM [OUT_DIR] [STRATEGY]}
+new=${2:?usage: $0 OLD_PERSIM NEW_PERSIM [OUT_DIR] [STRATEGY]}
+out=${3:-/tmp/persim-compare}
+strategy=${4:-global-prefix}
+tests=(hello-world ringbuf/append ringbuf/append-clwb ringbuf/multi-line ringbuf/reuse)
+
+# report.json without the fields that are wall-clock times
+without_timings() {
+    python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); r.pop("timings", None); print(json.dumps(r, indent=1, sort_keys=True))' "$1"
+}
+
+differs=0
+same() { # NAME FILE_A FILE_B
+    if cmp -s "$2" "$3"; then
+        echo "  $1: identical ($(wc -c <"$2") bytes)"
+    else
+        echo "  $1: DIFFERS ($2 vs $3)"
+        differs=1
+    fi
+}
+
+for test in "${tests[@]}"; do
+    name=${test//\//-}
+    echo "$test ($strategy):"
+    for side in old new; do
+        dir=$out/$side/$name
+        rm -rf "$dir"
+        persim=$old
+        [[ $side == new ]] && persim=$new
+        # exit code 1 (violations) is a result; 2 (the tool failed) stops the comparison
+        "$persim" run --fs ext4 --test "$test" --strategy "$strategy" --reproducible \
+            --out "$dir" -q >/dev/null || [[ $? -eq 1 ]]
+        without_timings "$dir/report.json" >"$dir/report.untimed.json"
+        "$persim" images "$dir/trace.ptrace" --strategy "$strategy" --json -q >"$dir/images-cli.json"
+    done
+    for file in trace.ptrace images.json report.untimed.json images-cli.json; do
+        same "$file" "$out/old/$name/$file" "$out/new/$name/$file"
+    done
+done
+exit $differs
