@@ -89,24 +89,13 @@ impl Config {
 }
 
 /// The name of a value did not match any variant.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {what} '{name}' (expected {expected})")]
 pub struct UnknownName {
     pub what: &'static str,
     pub name: String,
     pub expected: &'static str,
 }
-
-impl fmt::Display for UnknownName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "unknown {} '{}' (expected {})",
-            self.what, self.name, self.expected
-        )
-    }
-}
-
-impl std::error::Error for UnknownName {}
 
 macro_rules! named {
     ($ty:ty, $what:literal, $($name:literal => $variant:expr),+) => {
