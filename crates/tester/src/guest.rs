@@ -104,8 +104,10 @@ impl Guest for VmGuest {
             on => format!("\nstack traces {}", on.name()),
         };
         format!(
-            "{}\n{:?}\nkernel {kernel}\nguest tools {:?}{stacks}",
-            o.config.name, o.config, o.artifacts.guest_tools
+            "{}\n{}\nkernel {kernel}\nguest tools {}{stacks}",
+            o.config.name,
+            crate::inputs::stable_text(&o.config),
+            crate::inputs::stable_text(&o.artifacts.guest_tools)
         )
     }
 
