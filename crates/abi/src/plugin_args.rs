@@ -46,6 +46,8 @@ pub enum Stacks {
     FramePointers,
 }
 
+// Named by hand, not with strum as the other enums users name (crates/model/src/names.rs):
+// persim-abi stays dependency-free for the static guest tools and the plugin.
 impl Stacks {
     pub const NAMES: [&'static str; 3] = ["off", "shadow", "frame-pointers"];
 

@@ -49,34 +49,22 @@ pub struct PendingUnit {
     pub code: Option<String>,
 }
 
-/// Something went wrong reading or replaying the trace.
-#[derive(Debug)]
+/// Something went wrong reading or replaying the trace. The message is the trace's or the
+/// model's own, so neither is also the source (a chain would repeat it).
+#[derive(Debug, thiserror::Error)]
 pub enum DebugError {
+    #[error("{0}")]
     Trace(TraceError),
+    #[error("{0}")]
     Model(ModelError),
     /// The index asked for is past the end of the trace.
-    Beyond {
-        index: u64,
-        entries: u64,
-    },
+    #[error(
+        "entry {index} is beyond the trace, which has {entries} entries (0 to {last}; \
+         {entries} is its end)",
+        last = entries.saturating_sub(1)
+    )]
+    Beyond { index: u64, entries: u64 },
 }
-
-impl std::fmt::Display for DebugError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            DebugError::Trace(e) => write!(f, "{e}"),
-            DebugError::Model(e) => write!(f, "{e}"),
-            DebugError::Beyond { index, entries } => write!(
-                f,
-                "entry {index} is beyond the trace, which has {entries} entries (0 to {}; \
-                 {entries} is its end)",
-                entries.saturating_sub(1)
-            ),
-        }
-    }
-}
-
-impl std::error::Error for DebugError {}
 
 /// Replays entries before `index` and returns the pending state there.
 pub fn pending_at(

@@ -5,21 +5,40 @@
 //! earlier cached data); with persistent caches every store needs only a fence.
 
 use crate::line_table::LineTable;
-use persim_model::CacheMode;
+use persim_model::{unknown_name, CacheMode, Named, UnknownName};
 use persim_trace::{Entry, Hypercall, Meta, Op, Symbols, TraceError};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::str::FromStr;
+use strum::{Display, EnumString, IntoStaticStr, VariantNames};
 
 const LINE: u64 = 64;
 /// Findings kept per call site as examples; the rest are counted.
 const EXAMPLES_PER_SITE: usize = 3;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Display,
+    EnumString,
+    IntoStaticStr,
+    VariantNames,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(
+    serialize_all = "kebab-case",
+    parse_err_ty = UnknownName,
+    parse_err_fn = unknown_name::<Self>
+)]
 pub enum Kind {
     /// A flush of a line with nothing of its own to write back: no cached store since the
     /// line was last flushed (with persistent caches, every flush).
@@ -48,35 +67,12 @@ impl Kind {
     ];
 
     pub fn name(self) -> &'static str {
-        match self {
-            Kind::RedundantFlush => "redundant-flush",
-            Kind::RedundantFence => "redundant-fence",
-            Kind::MissingPersist => "missing-persist",
-            Kind::OverwriteUnpersisted => "overwrite-unpersisted",
-            Kind::UnorderedFlushes => "unordered-flushes",
-            Kind::FlushUnwritten => "flush-unwritten",
-        }
+        self.into()
     }
 }
 
-impl fmt::Display for Kind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Kind {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Kind, String> {
-        Kind::ALL
-            .into_iter()
-            .find(|k| k.name() == s)
-            .ok_or_else(|| {
-                let names: Vec<&str> = Kind::ALL.iter().map(|k| k.name()).collect();
-                format!("unknown pattern `{s}` (patterns: {})", names.join(", "))
-            })
-    }
+impl Named for Kind {
+    const WHAT: &'static str = "pattern";
 }
 
 /// One instance of a pattern.
@@ -475,8 +471,34 @@ mod tests {
         // `Scan::counts` is indexed by `Kind as usize` and zipped with `Kind::ALL`
         for (i, kind) in Kind::ALL.iter().enumerate() {
             assert_eq!(*kind as usize, i);
-            assert_eq!(kind.name().parse::<Kind>(), Ok(*kind));
         }
+    }
+
+    /// Fails when a name users give `--fail-on` or read in the JSON changes, or a kind is
+    /// missing here.
+    #[test]
+    fn kinds_are_named_and_parsed() {
+        let names = [
+            (Kind::RedundantFlush, "redundant-flush"),
+            (Kind::RedundantFence, "redundant-fence"),
+            (Kind::MissingPersist, "missing-persist"),
+            (Kind::OverwriteUnpersisted, "overwrite-unpersisted"),
+            (Kind::UnorderedFlushes, "unordered-flushes"),
+            (Kind::FlushUnwritten, "flush-unwritten"),
+        ];
+        let listed: Vec<&str> = names.iter().map(|(_, name)| *name).collect();
+        assert_eq!(Kind::VARIANTS, listed);
+        for (kind, name) in names {
+            assert_eq!(kind.name(), name);
+            assert_eq!(kind.to_string(), name);
+            assert_eq!(name.parse(), Ok(kind));
+            assert_eq!(serde_json::to_string(&kind).unwrap(), format!("\"{name}\""));
+        }
+        assert_eq!(
+            "missing-flush".parse::<Kind>().unwrap_err().to_string(),
+            "unknown pattern 'missing-flush' (expected redundant-flush, redundant-fence, \
+             missing-persist, overwrite-unpersisted, unordered-flushes or flush-unwritten)"
+        );
     }
 
     #[test]

@@ -111,7 +111,7 @@ fn analyze_prints_text_and_json_and_fails_on_asked_kinds() {
     let stderr = String::from_utf8_lossy(&bad.stderr);
     assert_eq!(bad.status.code(), Some(2));
     assert!(
-        stderr.contains("unknown pattern `missing-flush`") && stderr.contains("missing-persist"),
+        stderr.contains("unknown pattern 'missing-flush'") && stderr.contains("missing-persist"),
         "{stderr}"
     );
 }

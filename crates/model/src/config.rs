@@ -1,12 +1,29 @@
 //! How a replay is configured: cache mode, strategy, image cap and region sizes.
 
+use crate::names::{unknown_name, Named, UnknownName};
 use serde::{Deserialize, Serialize};
-use std::fmt;
-use std::str::FromStr;
+use strum::{Display, EnumString, VariantNames};
 
 /// Whether CPU caches survive a crash (docs/model.md: volatile caches vs eADR).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    Display,
+    EnumString,
+    VariantNames,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(
+    serialize_all = "kebab-case",
+    parse_err_ty = UnknownName,
+    parse_err_fn = unknown_name::<Self>
+)]
 pub enum CacheMode {
     #[default]
     Volatile,
@@ -14,8 +31,25 @@ pub enum CacheMode {
 }
 
 /// Which crash images to materialise at each failure point.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    Display,
+    EnumString,
+    VariantNames,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(
+    serialize_all = "kebab-case",
+    parse_err_ty = UnknownName,
+    parse_err_fn = unknown_name::<Self>
+)]
 pub enum Strategy {
     /// Exactly the model's set (a seeded sample above the cap).
     #[default]
@@ -88,51 +122,10 @@ impl Config {
     }
 }
 
-/// The name of a value did not match any variant.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnknownName {
-    pub what: &'static str,
-    pub name: String,
-    pub expected: &'static str,
+impl Named for CacheMode {
+    const WHAT: &'static str = "cache mode";
 }
 
-impl fmt::Display for UnknownName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "unknown {} '{}' (expected {})",
-            self.what, self.name, self.expected
-        )
-    }
+impl Named for Strategy {
+    const WHAT: &'static str = "strategy";
 }
-
-impl std::error::Error for UnknownName {}
-
-macro_rules! named {
-    ($ty:ty, $what:literal, $($name:literal => $variant:expr),+) => {
-        impl FromStr for $ty {
-            type Err = UnknownName;
-            fn from_str(s: &str) -> Result<Self, UnknownName> {
-                match s {
-                    $($name => Ok($variant),)+
-                    _ => Err(UnknownName {
-                        what: $what,
-                        name: s.to_string(),
-                        expected: concat!($($name, " "),+),
-                    }),
-                }
-            }
-        }
-        impl fmt::Display for $ty {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                $(if *self == $variant { return f.write_str($name); })+
-                unreachable!()
-            }
-        }
-    };
-}
-
-named!(CacheMode, "cache mode", "volatile" => CacheMode::Volatile, "persistent" => CacheMode::Persistent);
-named!(Strategy, "strategy", "exhaustive" => Strategy::Exhaustive,
-    "global-prefix" => Strategy::GlobalPrefix, "program-order" => Strategy::ProgramOrder,
-    "reads" => Strategy::Reads, "fast" => Strategy::Fast);

@@ -1,10 +1,25 @@
 //! Where a crash image came from: the failure point and how its pending units were chosen.
 
 use serde::{Deserialize, Serialize};
+use strum::{Display, VariantNames};
 
 /// What kind of trace entry a failure point sits at.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    Display,
+    VariantNames,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum FailureKind {
     /// Just before a fence takes effect.
     Fence,
@@ -16,18 +31,6 @@ pub enum FailureKind {
     Flush,
     /// Just before a block-device flush takes effect.
     Blkflush,
-}
-
-impl std::fmt::Display for FailureKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            FailureKind::Fence => "fence",
-            FailureKind::Checkpoint => "checkpoint",
-            FailureKind::End => "end",
-            FailureKind::Flush => "flush",
-            FailureKind::Blkflush => "blkflush",
-        })
-    }
 }
 
 /// A place in the trace where a crash is simulated.

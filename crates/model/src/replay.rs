@@ -9,7 +9,6 @@ use crate::runtime_data::RuntimeRanges;
 use crate::strategy::{choose, CrashImage, CrashImages, Guided};
 use persim_trace::{Entry, Hypercall, Op};
 use rustc_hash::FxHashSet;
-use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::io;
 
@@ -134,9 +133,13 @@ impl FailureView<'_> {
 }
 
 /// The trace cannot be replayed.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum ModelError {
     /// An access falls outside the PM region or the block device.
+    #[error(
+        "entry {index}: {len}-byte access at {offset:#x} is outside the {what} \
+         ({size:#x} bytes); give the right size (--pm-size / --blk-size or the trace header)"
+    )]
     OutOfRange {
         index: u64,
         what: &'static str,
@@ -145,43 +148,15 @@ pub enum ModelError {
         size: u64,
     },
     /// A block write whose offset or length is not a multiple of 512.
+    #[error(
+        "entry {index}: block write of {len} bytes at {offset:#x} is not a whole \
+         number of 512-byte blocks"
+    )]
     Unaligned { index: u64, offset: u64, len: u64 },
-    /// The sink failed (e.g. writing an image).
-    Sink(io::Error),
-}
-
-impl fmt::Display for ModelError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ModelError::OutOfRange { index, what, offset, len, size } => write!(
-                f,
-                "entry {index}: {len}-byte access at {offset:#x} is outside the {what} \
-                 ({size:#x} bytes); give the right size (--pm-size / --blk-size or the trace header)"
-            ),
-            ModelError::Unaligned { index, offset, len } => write!(
-                f,
-                "entry {index}: block write of {len} bytes at {offset:#x} is not a whole \
-                 number of 512-byte blocks"
-            ),
-            ModelError::Sink(_) => write!(f, "handing on a failure point failed"),
-        }
-    }
-}
-
-impl std::error::Error for ModelError {
-    /// The sink's I/O error, so callers can tell e.g. a closed output pipe.
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            ModelError::Sink(e) => Some(e),
-            _ => None,
-        }
-    }
-}
-
-impl From<io::Error> for ModelError {
-    fn from(e: io::Error) -> Self {
-        ModelError::Sink(e)
-    }
+    /// The sink failed (e.g. writing an image); its I/O error is the source, so callers
+    /// can tell e.g. a closed output pipe.
+    #[error("handing on a failure point failed")]
+    Sink(#[from] io::Error),
 }
 
 /// Replays entries one at a time; memory is bounded by the pending state.

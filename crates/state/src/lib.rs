@@ -2,6 +2,7 @@
 //! driver produces these, analysis judges them, run directories keep them as JSON.
 
 use serde::{Deserialize, Serialize};
+use strum::{Display, IntoStaticStr, VariantNames};
 
 /// The result of recovering a crash image and extracting its state.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -18,8 +19,23 @@ pub enum Recovered {
 }
 
 /// The kind of a recovery result, as reports and tables name it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    Display,
+    IntoStaticStr,
+    VariantNames,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum Outcome {
     State,
     RecoveryError,
@@ -31,19 +47,7 @@ pub enum Outcome {
 
 impl Outcome {
     pub fn name(self) -> &'static str {
-        match self {
-            Outcome::State => "state",
-            Outcome::RecoveryError => "recovery-error",
-            Outcome::GuestCrash => "guest-crash",
-            Outcome::Hang => "hang",
-            Outcome::NotExtracted => "not-extracted",
-        }
-    }
-}
-
-impl std::fmt::Display for Outcome {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.pad(self.name())
+        self.into()
     }
 }
 
@@ -101,15 +105,21 @@ mod tests {
 
     #[test]
     fn outcomes_serialise_as_their_names() {
-        for outcome in [
-            Outcome::State,
-            Outcome::RecoveryError,
-            Outcome::GuestCrash,
-            Outcome::Hang,
-            Outcome::NotExtracted,
-        ] {
+        let names = [
+            (Outcome::State, "state"),
+            (Outcome::RecoveryError, "recovery-error"),
+            (Outcome::GuestCrash, "guest-crash"),
+            (Outcome::Hang, "hang"),
+            (Outcome::NotExtracted, "not-extracted"),
+        ];
+        let listed: Vec<&str> = names.iter().map(|(_, name)| *name).collect();
+        assert_eq!(Outcome::VARIANTS, listed);
+        for (outcome, name) in names {
+            assert_eq!(outcome.name(), name);
+            // tables pad it
+            assert_eq!(format!("{outcome:<8}|"), format!("{name:<8}|"));
             let json = serde_json::to_string(&outcome).unwrap();
-            assert_eq!(json, format!("\"{}\"", outcome.name()));
+            assert_eq!(json, format!("\"{name}\""));
             assert_eq!(serde_json::from_str::<Outcome>(&json).unwrap(), outcome);
         }
         let hang = Recovered::Hang {

@@ -96,8 +96,10 @@ impl Guest for VmGuest {
             on => format!("\nstack traces {}", on.name()),
         };
         format!(
-            "{}\n{:?}\nkernel {kernel}\nguest tools {:?}{stacks}",
-            m.config.name, m.config, m.artifacts.guest_tools
+            "{}\n{}\nkernel {kernel}\nguest tools {}{stacks}",
+            m.config.name,
+            crate::inputs::stable_text(&m.config),
+            crate::inputs::stable_text(&m.artifacts.guest_tools)
         )
     }
 

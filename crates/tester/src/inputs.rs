@@ -80,6 +80,14 @@ fn key(parts: &[&str]) -> String {
     hasher.finalize().to_hex().to_string()
 }
 
+/// `value` as JSON with sorted keys, for a key: unlike a `Debug` rendering it does not
+/// change with the Rust version or the order of a struct's fields.
+pub(crate) fn stable_text(value: &impl Serialize) -> String {
+    // Fails only on a path that is not UTF-8, which QEMU's command line (text) cannot take
+    // either: the run fails on it, so the key need not tell such paths apart.
+    serde_json::to_value(value).map_or_else(|e| format!("({e})"), |json| json.to_string())
+}
+
 fn first_line(text: &str) -> String {
     text.lines().next().unwrap_or("").to_string()
 }
@@ -120,5 +128,18 @@ mod tests {
         let states = Inputs::of(&opts, "x", &ignored, "ext4-dax\nkernel 6.1");
         assert_eq!(states.trace_key, base.trace_key);
         assert_ne!(states.states_key, base.states_key);
+    }
+
+    #[test]
+    fn a_configuration_is_keyed_by_sorted_json_not_by_debug() {
+        let text = "name = \"x\"\nmemory_mib = 512\npm_size_mib = 16\nmkfs = \"mkfs.ext4 -F /dev/pmem0\"\n\
+                    mount = \"m\"\nrecover = \"r\"\ndump_exclude = [\"lost+found\"]\n";
+        let config = persim_vm::VmConfig::parse(text, std::path::Path::new("/vm/x.toml")).unwrap();
+        assert_eq!(
+            stable_text(&config),
+            r#"{"dump_exclude":["lost+found"],"kernel":null,"memory_mib":512,"mkfs":"mkfs.ext4 -F /dev/pmem0","modules":[],"modules_dir":null,"mount":"m","name":"x","nvme_size_mib":0,"pm_size_mib":16,"recover":"r","system_map":null,"tools":[]}"#
+        );
+        let tools = vec![std::path::PathBuf::from("/g/fs-dump")];
+        assert_eq!(stable_text(&tools), r#"["/g/fs-dump"]"#);
     }
 }

@@ -1,7 +1,8 @@
 //! Plain options of the stages (the CLI converts its arguments into these).
 
-use persim_model::{CacheMode, Config, Strategy};
+use persim_model::{unknown_name, CacheMode, Config, Named, Strategy, UnknownName};
 use serde::{Deserialize, Serialize};
+use strum::{EnumString, IntoStaticStr, VariantNames};
 
 /// What decides the crash images of a run.
 #[derive(Clone, Debug)]
@@ -20,8 +21,25 @@ pub struct PipelineOptions {
 
 /// Where the `reads` strategy lets a line's NT stores persist as program-order prefixes
 /// (the thesis' Suvi-NT); elsewhere they go all or nothing.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    EnumString,
+    IntoStaticStr,
+    VariantNames,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(
+    serialize_all = "kebab-case",
+    parse_err_ty = UnknownName,
+    parse_err_fn = unknown_name::<Self>
+)]
 pub enum NtPrefixes {
     /// At the failure points where some state arises only from images with NT stores,
     /// found after the states are extracted; then those states are judged again.
@@ -32,25 +50,14 @@ pub enum NtPrefixes {
     All,
 }
 
-impl std::str::FromStr for NtPrefixes {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        [NtPrefixes::Auto, NtPrefixes::Off, NtPrefixes::All]
-            .into_iter()
-            .find(|n| n.name() == s)
-            .ok_or_else(|| format!("unknown NT-prefix mode '{s}' (expected auto, off or all)"))
+impl NtPrefixes {
+    pub fn name(self) -> &'static str {
+        self.into()
     }
 }
 
-impl NtPrefixes {
-    pub fn name(self) -> &'static str {
-        match self {
-            NtPrefixes::Auto => "auto",
-            NtPrefixes::Off => "off",
-            NtPrefixes::All => "all",
-        }
-    }
+impl Named for NtPrefixes {
+    const WHAT: &'static str = "NT-prefix mode";
 }
 
 impl Default for PipelineOptions {
@@ -63,5 +70,34 @@ impl Default for PipelineOptions {
             keep_images: false,
             nt_prefixes: NtPrefixes::default(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Fails when a name of `--nt-prefixes` or `inputs.json` changes, or a mode is missing
+    /// here.
+    #[test]
+    fn nt_prefix_modes_are_named_and_parsed() {
+        let names = [
+            (NtPrefixes::Auto, "auto"),
+            (NtPrefixes::Off, "off"),
+            (NtPrefixes::All, "all"),
+        ];
+        let listed: Vec<&str> = names.iter().map(|(_, name)| *name).collect();
+        assert_eq!(NtPrefixes::VARIANTS, listed);
+        for (mode, name) in names {
+            assert_eq!(mode.name(), name);
+            assert_eq!(name.parse(), Ok(mode));
+            let json = format!("\"{name}\"");
+            assert_eq!(serde_json::to_string(&mode).unwrap(), json);
+            assert_eq!(serde_json::from_str::<NtPrefixes>(&json).unwrap(), mode);
+        }
+        assert_eq!(
+            "some".parse::<NtPrefixes>().unwrap_err().to_string(),
+            "unknown NT-prefix mode 'some' (expected auto, off or all)"
+        );
     }
 }

@@ -1,8 +1,10 @@
 //! Progress of the stages, reported to an observer (the CLI prints it; tests record it).
 
 use std::time::Duration;
+use strum::{IntoStaticStr, VariantNames};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, IntoStaticStr, VariantNames)]
+#[strum(serialize_all = "kebab-case")]
 pub enum Stage {
     Trace,
     /// `reads`: tracing the recoveries of the fully persisted images.
@@ -13,12 +15,7 @@ pub enum Stage {
 
 impl Stage {
     pub fn name(self) -> &'static str {
-        match self {
-            Stage::Trace => "trace",
-            Stage::Reads => "reads",
-            Stage::Images => "images",
-            Stage::States => "states",
-        }
+        self.into()
     }
 }
 
@@ -75,4 +72,25 @@ pub trait Observer {
 /// An observer that ignores everything.
 impl Observer for () {
     fn event(&mut self, _: &Event) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The names progress lines print; fails when one changes or a stage is missing here.
+    #[test]
+    fn stages_are_named() {
+        let names = [
+            (Stage::Trace, "trace"),
+            (Stage::Reads, "reads"),
+            (Stage::Images, "images"),
+            (Stage::States, "states"),
+        ];
+        let listed: Vec<&str> = names.iter().map(|(_, name)| *name).collect();
+        assert_eq!(Stage::VARIANTS, listed);
+        for (stage, name) in names {
+            assert_eq!(stage.name(), name);
+        }
+    }
 }

@@ -76,6 +76,9 @@ impl From<io::Error> for TraceError {
     }
 }
 
+// Written by hand, not with `thiserror`: the source is the I/O error inside the public
+// `TraceErrorKind` behind the box, which a derive can only reach by adding a link to the
+// chain (and `{:#}` would print the message twice more).
 impl fmt::Display for TraceError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if let Some(name) = &self.inner.name {

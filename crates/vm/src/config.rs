@@ -2,13 +2,14 @@
 //! a user adds a configuration without touching code.
 
 use crate::error::VmError;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// Keys whose values are paths, relative to the file that sets them.
 const PATH_KEYS: [&str; 3] = ["kernel", "modules_dir", "system_map"];
 
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+/// Serialize: the tester's stage keys hash it (`origin`, only for messages, is left out).
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct VmConfig {
     pub name: String,

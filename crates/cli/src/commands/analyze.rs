@@ -30,15 +30,11 @@ pub struct AnalyzeArgs {
     #[arg(long)]
     pub cache: Option<CacheMode>,
     /// Exit with 1 if any finding is of one of these kinds (comma-separated), for CI.
-    #[arg(long, value_delimiter = ',', value_parser = parse_kind)]
+    #[arg(long, value_delimiter = ',')]
     pub fail_on: Vec<PatternKind>,
     /// Print one JSON object instead of the text.
     #[arg(long)]
     pub json: bool,
-}
-
-fn parse_kind(s: &str) -> Result<PatternKind, String> {
-    s.parse()
 }
 
 /// Returns whether a finding of a `--fail-on` kind was found.

@@ -7,16 +7,9 @@ use std::str::FromStr;
 use crate::entry::{Entry, FenceKind, FlushKind, Hypercall, Meta, Op};
 
 /// A line is not a valid entry; Display says why.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub struct ParseEntryError(String);
-
-impl fmt::Display for ParseEntryError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ParseEntryError {}
 
 impl From<String> for ParseEntryError {
     fn from(s: String) -> Self {

@@ -220,10 +220,9 @@ impl Options {
     fn access(&mut self) -> Result<AccessKind, String> {
         match self.take("--access").flatten() {
             None => AccessKind::detect(Strategy::NonTemporal).map_err(|e| e.to_string()),
-            Some(name) => AccessKind::ALL
-                .into_iter()
-                .find(|kind| kind.name() == name)
-                .ok_or_else(|| format!("unknown --access `{name}`")),
+            Some(name) => name
+                .parse()
+                .map_err(|_| format!("unknown --access `{name}`")),
         }
     }
 

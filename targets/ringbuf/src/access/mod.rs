@@ -16,6 +16,7 @@ pub use tracing::{TraceStyle, Tracing};
 pub use x86::{Clflush, Clflushopt, Clwb, NtAvx2, NtAvx512, NtSse2};
 
 use crate::layout::LINE;
+use strum::{EnumString, IntoStaticStr, VariantNames};
 
 /// Writes to persistent memory and orders them.
 ///
@@ -91,8 +92,10 @@ pub enum Strategy {
     Eadr,
 }
 
-/// Every hardware access implementation, for choosing one at run time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Every hardware access implementation, for choosing one at run time (`ringbuf-tool
+/// --access`, benchmark names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, EnumString, IntoStaticStr, VariantNames)]
+#[strum(serialize_all = "kebab-case")]
 pub enum AccessKind {
     NtAvx512,
     NtAvx2,
@@ -116,15 +119,7 @@ impl AccessKind {
     ];
 
     pub fn name(self) -> &'static str {
-        match self {
-            AccessKind::NtAvx512 => "nt-avx512",
-            AccessKind::NtAvx2 => "nt-avx2",
-            AccessKind::NtSse2 => "nt-sse2",
-            AccessKind::Clwb => "clwb",
-            AccessKind::Clflushopt => "clflushopt",
-            AccessKind::Clflush => "clflush",
-            AccessKind::Eadr => "eadr",
-        }
+        self.into()
     }
 
     pub fn strategy(self) -> Strategy {
@@ -239,5 +234,29 @@ mod tests {
                 assert!(kind.is_supported());
             }
         }
+    }
+
+    /// Fails when a name `ringbuf-tool --access` takes changes, or a kind is missing from
+    /// `ALL`.
+    #[test]
+    fn kinds_are_named_and_parsed() {
+        let names: Vec<&str> = AccessKind::ALL.iter().map(|kind| kind.name()).collect();
+        assert_eq!(AccessKind::VARIANTS, names);
+        assert_eq!(
+            names,
+            [
+                "nt-avx512",
+                "nt-avx2",
+                "nt-sse2",
+                "clwb",
+                "clflushopt",
+                "clflush",
+                "eadr"
+            ]
+        );
+        for kind in AccessKind::ALL {
+            assert_eq!(kind.name().parse(), Ok(kind));
+        }
+        assert!("avx512".parse::<AccessKind>().is_err());
     }
 }
