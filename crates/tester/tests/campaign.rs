@@ -151,3 +151,38 @@ fn shards_are_parsed_and_checked() {
     let held: Vec<usize> = (0..7).filter(|&i| shard.holds(i)).collect();
     assert_eq!(held, [1, 4]);
 }
+
+/// A test whose workload fails shows, in its row, why: the first line its command printed.
+#[test]
+fn a_failed_workload_shows_the_guests_reason_in_its_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let tests_dir = dir.path().join("tests");
+    std::fs::create_dir(&tests_dir).unwrap();
+    std::fs::write(
+        tests_dir.join("rm.toml"),
+        "description = \"rm\"\nops = [\"rm x\"]\n",
+    )
+    .unwrap();
+    let suite = Suite {
+        name: "gen".into(),
+        dir: tests_dir,
+    };
+    let mut failing = guest();
+    failing.exit_code = 1;
+    let results = campaign(
+        &suite,
+        &dir.path().join("out"),
+        &failing,
+        CampaignOptions::default(),
+    );
+    assert_eq!(results.tests[0].mark, Mark::NotRun);
+    let text = results.to_text();
+    let row = text.lines().find(|l| l.starts_with("rm ")).unwrap();
+    assert!(
+        row.ends_with(
+            "operation 1 (`rm x`) failed with exit code 1: rm: can't remove 'x': No such file \
+             or directory"
+        ),
+        "{text}"
+    );
+}
