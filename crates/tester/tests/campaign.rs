@@ -152,6 +152,37 @@ fn shards_are_parsed_and_checked() {
     assert_eq!(held, [1, 4]);
 }
 
+#[test]
+fn a_campaign_directory_in_use_is_refused_with_the_other_process_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let tests_dir = dir.path().join("tests");
+    std::fs::create_dir(&tests_dir).unwrap();
+    let suite = tests(&tests_dir);
+    let out = dir.path().join("out");
+    let other = persim_tester::RunDir::create(&out).unwrap();
+    let guest = guest();
+    let e = run_campaign(
+        &PipelineOptions::default(),
+        &guest,
+        &suite,
+        &out,
+        CampaignOptions::default(),
+        |_| {},
+        &mut (),
+    )
+    .unwrap_err();
+    let e = format!("{e:#}");
+    assert!(
+        e.contains(&format!("in use by another persim (pid {}", std::process::id())),
+        "{e}"
+    );
+    assert_eq!(guest.records.get(), 0, "nothing ran");
+    drop(other);
+    let results = campaign(&suite, &out, &guest, CampaignOptions::default());
+    assert_eq!(results.tests.len(), 7);
+    assert!(persim_tester::RunDir::new(&out).lock_file().is_file());
+}
+
 /// A test whose workload fails shows, in its row, why: the first line its command printed.
 #[test]
 fn a_failed_workload_shows_the_guests_reason_in_its_row() {

@@ -80,7 +80,8 @@ impl Run<'_> {
     }
 }
 
-/// Runs `test` through every stage into `dir` and writes the report there.
+/// Runs `test` through every stage into `dir` and writes the report there. `dir` comes
+/// from [`RunDir::create`], whose lock keeps other processes out while it runs.
 pub fn run_test(
     opts: &PipelineOptions,
     guest: &dyn Guest,
