@@ -17,12 +17,14 @@
 //! DIR/persim.lock                 held by the process writing here (not a result)
 //! ```
 
+use crate::cases::TestCase;
 use crate::inputs::Inputs;
 use crate::stages::NtDecision;
 use anyhow::{bail, Context, Result};
 use persim_analyze::Report;
 use persim_model::CacheMode;
 use persim_state::Recovered;
+use persim_trace::atomic_file::write_atomically;
 use persim_trace::Recording;
 use serde::de::DeserializeOwned;
 use std::fs::{File, TryLockError};
@@ -240,7 +242,9 @@ impl RunDir {
     /// Starts this (empty) directory from another run's execution: its trace, test,
     /// inputs and the states of its images (valid for as long as the recovery is the same;
     /// the next run checks that), so that the execution is judged again with other
-    /// options without running it again. Files are hard links where possible.
+    /// options without running it again. Files are hard links where possible. The trace
+    /// may be of an older build of Persim: the run that reconciles this directory judges
+    /// it again if it is still of the same test on the same machine, and says otherwise.
     pub fn adopt_trace_from(&self, source: &RunDir) -> Result<()> {
         if self.has_results() {
             bail!(
@@ -258,12 +262,19 @@ impl RunDir {
         }
         source.recording().link_to(&self.recording())?;
         for (from, to) in [
-            (source.inputs(), self.inputs()),
             (source.test(), self.test()),
             (source.output(), self.output()),
         ] {
             link_or_copy(&from, &to)?;
         }
+        // Marked as adopted, so that a run of a newer build judges the trace again; an
+        // older inputs.json lacks the key of the commands, which test.toml gives.
+        let mut inputs = source.read_inputs()?.context("checked above")?;
+        inputs.adopted_from = Some(source.root.clone());
+        if inputs.commands_key.is_empty() {
+            inputs.commands_key = Inputs::commands_key(&TestCase::load(&self.test())?);
+        }
+        write_atomically(&self.inputs(), &serde_json::to_vec_pretty(&inputs)?)?;
         std::fs::create_dir_all(self.states())
             .with_context(|| format!("cannot create {}", self.states().display()))?;
         if let Ok(states) = std::fs::read_dir(source.states()) {
