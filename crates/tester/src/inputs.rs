@@ -106,7 +106,10 @@ impl Inputs {
         let mut parts = Vec::new();
         let mut other_execution = false;
         if self.test != now.test {
-            parts.push(format!("the test (`{}` then, `{}` now)", self.test, now.test));
+            parts.push(format!(
+                "the test (`{}` then, `{}` now)",
+                self.test, now.test
+            ));
             other_execution = true;
         }
         let commands_known = !self.commands_key.is_empty() && !now.commands_key.is_empty();

@@ -89,7 +89,7 @@ impl RunDir {
                 let mut pid = String::new();
                 let _ = file.read_to_string(&mut pid);
                 bail!(
-                    "{} is in use by {}: wait until it ends (or end it), or give another                      --out",
+                    "{} is in use by {}: wait until it ends (or end it), or give another --out",
                     self.root.display(),
                     holder(pid.trim())
                 );

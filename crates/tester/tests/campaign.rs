@@ -173,7 +173,10 @@ fn a_campaign_directory_in_use_is_refused_with_the_other_process_named() {
     .unwrap_err();
     let e = format!("{e:#}");
     assert!(
-        e.contains(&format!("in use by another persim (pid {}", std::process::id())),
+        e.contains(&format!(
+            "in use by another persim (pid {}",
+            std::process::id()
+        )),
         "{e}"
     );
     assert_eq!(guest.records.get(), 0, "nothing ran");
@@ -190,7 +193,7 @@ fn a_failed_workload_shows_the_guests_reason_in_its_row() {
     let tests_dir = dir.path().join("tests");
     std::fs::create_dir(&tests_dir).unwrap();
     std::fs::write(
-        tests_dir.join("rm.toml"),
+        tests_dir.join("remove.toml"),
         "description = \"rm\"\nops = [\"rm x\"]\n",
     )
     .unwrap();
@@ -208,11 +211,12 @@ fn a_failed_workload_shows_the_guests_reason_in_its_row() {
     );
     assert_eq!(results.tests[0].mark, Mark::NotRun);
     let text = results.to_text();
-    let row = text.lines().find(|l| l.starts_with("rm ")).unwrap();
+    let row = text.lines().find(|l| l.starts_with("remove ")).unwrap();
+    // The fake prints no operation marker: the commands as a whole failed.
     assert!(
         row.ends_with(
-            "operation 1 (`rm x`) failed with exit code 1: rm: can't remove 'x': No such file \
-             or directory"
+            "the test's commands failed with exit code 1: rm: can't remove 'x': No such file or \
+             directory"
         ),
         "{text}"
     );

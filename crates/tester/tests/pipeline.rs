@@ -292,7 +292,10 @@ fn a_refusal_names_the_part_of_the_trace_that_differs_and_what_to_do() {
         )) && e.contains(other_test),
         "{e}"
     );
-    assert!(!e.contains("strategy"), "the strategy is no part of a trace: {e}");
+    assert!(
+        !e.contains("strategy"),
+        "the strategy is no part of a trace: {e}"
+    );
     let e = refusal_of(&guest, &dir, "other", &other_ops);
     assert!(
         e.contains("the test (`journal` then, `other` now); the test's commands")
@@ -342,13 +345,18 @@ fn a_refusal_names_the_part_of_the_trace_that_differs_and_what_to_do() {
     });
     let e = refusal(&guest, &dir);
     assert!(
-        e.contains("(this inputs.json, of an older Persim, does not say which). If only Persim \
-                    was rebuilt")
-            && e.contains("--trace-from"),
+        e.contains(
+            "(this inputs.json, of an older Persim, does not say which). If only Persim \
+                    was rebuilt"
+        ) && e.contains("--trace-from"),
         "{e}"
     );
     assert_eq!(
-        (guest.records.get(), xfs.records.get(), rebuilt.records.get()),
+        (
+            guest.records.get(),
+            xfs.records.get(),
+            rebuilt.records.get()
+        ),
         (1, 0, 0),
         "nothing ran again"
     );

@@ -451,14 +451,23 @@ mod tests {
     #[test]
     fn kernel_args_are_extended_checked_and_keyed_only_when_set() {
         let dir = config_dir(&[
-            ("base.toml", &format!("{BASE}kernel_args = \"nova.csum=1 foo=bar\"\n")),
+            (
+                "base.toml",
+                &format!("{BASE}kernel_args = \"nova.csum=1 foo=bar\"\n"),
+            ),
             ("mine.toml", "extends = \"base\"\nname = \"mine\"\n"),
             ("other.toml", "extends = \"base\"\nkernel_args = \"x=2\"\n"),
-            ("bad.toml", "extends = \"base\"\nkernel_args = \"x=1 nokaslr\"\n"),
+            (
+                "bad.toml",
+                "extends = \"base\"\nkernel_args = \"x=1 nokaslr\"\n",
+            ),
             ("list.toml", "extends = \"base\"\nkernel_args = [\"x=1\"]\n"),
         ]);
         let load = |name: &str| VmConfig::load(&dir.path().join(name));
-        assert_eq!(load("mine.toml").unwrap().kernel_args, "nova.csum=1 foo=bar");
+        assert_eq!(
+            load("mine.toml").unwrap().kernel_args,
+            "nova.csum=1 foo=bar"
+        );
         assert_eq!(load("other.toml").unwrap().kernel_args, "x=2");
         let e = load("bad.toml").unwrap_err().to_string();
         assert!(
@@ -470,7 +479,9 @@ mod tests {
 
         // In the machine's key when set, and absent (old keys kept) when not.
         let json = |config: &VmConfig| serde_json::to_string(config).unwrap();
-        assert!(json(&load("mine.toml").unwrap()).contains(r#""kernel_args":"nova.csum=1 foo=bar""#));
+        assert!(
+            json(&load("mine.toml").unwrap()).contains(r#""kernel_args":"nova.csum=1 foo=bar""#)
+        );
         let plain = VmConfig::parse(BASE, Path::new("/vm/base.toml")).unwrap();
         assert!(!json(&plain).contains("kernel_args"));
     }

@@ -201,7 +201,10 @@ pub(crate) fn check_kernel_args(args: &str) -> Result<(), String> {
         .map(name)
         .chain(RESERVED_KERNEL_ARGS.map(str::to_owned))
         .collect();
-    match args.split_whitespace().find(|w| reserved.contains(&name(w))) {
+    match args
+        .split_whitespace()
+        .find(|w| reserved.contains(&name(w)))
+    {
         Some(word) => Err(format!(
             "`kernel_args` sets `{word}`, which Persim sets or relies on itself (its command \
              line: `{own}`): leave it out"
@@ -319,7 +322,10 @@ mod tests {
             "{}",
             args[append + 1]
         );
-        assert_ne!(extra.snapshot_file("/c".as_ref()), spec.snapshot_file("/c".as_ref()));
+        assert_ne!(
+            extra.snapshot_file("/c".as_ref()),
+            spec.snapshot_file("/c".as_ref())
+        );
     }
 
     #[test]

@@ -95,7 +95,8 @@ fn commands_run_over_the_serial_console_with_exit_codes() {
 /// A configuration's `kernel_args` reach the guest kernel, after Persim's own command line.
 #[test]
 fn kernel_args_of_a_configuration_reach_the_guest_kernel() {
-    let Some(artifacts) = artifacts_or_skip("kernel_args_of_a_configuration_reach_the_guest_kernel")
+    let Some(artifacts) =
+        artifacts_or_skip("kernel_args_of_a_configuration_reach_the_guest_kernel")
     else {
         return;
     };

@@ -295,21 +295,31 @@ mod tests {
             TestCase::parse("description = \"x\"\nops = [\"true\", \"cat /nope\"]\n").unwrap();
         let output = "cat: can't open '/nope': No such file or directory\n\
                       persim: operation 2 failed (exit code 1)\n";
-        let message = test.failure(1, &format!("@@PERSIM-OP 1\nfine\n@@PERSIM-OP 2\n\n{output}"));
+        let message = test.failure(
+            1,
+            &format!("@@PERSIM-OP 1\nfine\n@@PERSIM-OP 2\n\n{output}"),
+        );
         assert_eq!(
             message.lines().next().unwrap(),
             "operation 2 (`cat /nope`) failed with exit code 1: cat: can't open '/nope': No such \
              file or directory",
         );
-        assert!(message.contains("== operation 1: true\nfine\n"), "{message}");
+        assert!(
+            message.contains("== operation 1: true\nfine\n"),
+            "{message}"
+        );
         let message = test.failure(3, "boom");
         assert!(
             message.starts_with("the test's commands failed with exit code 3: boom\n"),
             "{message}"
         );
-        let message = test.failure(1, "@@PERSIM-OP 1\npersim: operation 1 failed (exit code 1)\n");
+        let message = test.failure(
+            1,
+            "@@PERSIM-OP 1\npersim: operation 1 failed (exit code 1)\n",
+        );
         assert!(
-            message.starts_with("operation 1 (`true`) failed with exit code 1\nthe guest printed:\n"),
+            message
+                .starts_with("operation 1 (`true`) failed with exit code 1\nthe guest printed:\n"),
             "{message}"
         );
         assert_eq!(
