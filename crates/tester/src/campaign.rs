@@ -130,8 +130,9 @@ pub enum TestEvent<'a> {
 }
 
 /// Runs the campaign's tests of `suite` into `out/<test>` and writes results.json and
-/// results.txt into `out`. With one test at a time, the stages' progress goes to
-/// `observer`; `report` hears of every test started and finished.
+/// results.txt into `out`, which it holds locked throughout (another campaign on it is
+/// refused). With one test at a time, the stages' progress goes to `observer`; `report`
+/// hears of every test started and finished.
 pub fn run_campaign(
     opts: &PipelineOptions,
     guest: &(dyn Guest + Sync),
@@ -141,6 +142,7 @@ pub fn run_campaign(
     mut report: impl FnMut(&TestEvent),
     observer: &mut dyn Observer,
 ) -> Result<SuiteResults> {
+    let _locked = RunDir::create(out)?;
     let tests: Vec<(String, std::path::PathBuf)> = suite
         .tests()?
         .into_iter()

@@ -8,6 +8,7 @@ use crate::cases::TestCase;
 use crate::options::{NtPrefixes, PipelineOptions};
 use persim_model::{CacheMode, Strategy};
 use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
 
 /// The inputs of a run, as keys per stage (BLAKE3 of everything the stage's output
 /// depends on) and the names a person recognises.
@@ -28,6 +29,27 @@ pub struct Inputs {
     pub images_key: String,
     /// The states: the machine and how the test extracts its state.
     pub states_key: String,
+    /// Parts of the trace's key, so that a refusal names the one that changed: the
+    /// test's commands (setup and operations) and the machine's whole description. Empty
+    /// in an `inputs.json` of an older Persim.
+    #[serde(default)]
+    pub commands_key: String,
+    #[serde(default)]
+    pub machine_key: String,
+    /// The run directory whose trace this one adopted (`persim run --trace-from`), until
+    /// the adopting run has reconciled it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adopted_from: Option<PathBuf>,
+}
+
+/// How a recorded trace's key differs from the one a run would record now.
+pub(crate) struct TraceChange {
+    /// What differs, each part named, e.g. "Persim's version (0.1.0 then, 0.2.0 now)".
+    pub parts: Vec<String>,
+    /// Whether the trace is still an execution of this test on this machine (only
+    /// Persim's build or the machine's details differ), so that it can be judged again;
+    /// None when an older `inputs.json` cannot tell.
+    pub same_execution: Option<bool>,
 }
 
 impl Inputs {
@@ -35,6 +57,7 @@ impl Inputs {
     pub fn of(opts: &PipelineOptions, name: &str, test: &TestCase, machine: &str) -> Inputs {
         let persim = env!("CARGO_PKG_VERSION").to_string();
         let trace_key = key(&[&persim, machine, &test.setup, &test.command()]);
+        let machine_key = key(&[machine]);
         let images_key = key(&[
             &trace_key,
             &opts.strategy.to_string(),
@@ -59,15 +82,78 @@ impl Inputs {
             trace_key,
             images_key,
             states_key,
+            commands_key: Inputs::commands_key(test),
+            machine_key,
+            adopted_from: None,
         }
     }
 
-    /// For a message: what a run directory was made by.
-    pub fn describe(&self) -> String {
+    /// The key of what `test` runs in the guest.
+    pub(crate) fn commands_key(test: &TestCase) -> String {
+        key(&[&test.setup, &test.command()])
+    }
+
+    /// For a message: whose trace a run directory holds.
+    pub(crate) fn describe_trace(&self) -> String {
         format!(
-            "test `{}` on {} (strategy {}, cache {}, Persim {})",
-            self.test, self.machine, self.strategy, self.cache, self.persim
+            "test `{}` on {}, recorded by Persim {}",
+            self.test, self.machine, self.persim
         )
+    }
+
+    /// What makes this (recorded) trace's key differ from `now`'s.
+    pub(crate) fn trace_change(&self, now: &Inputs) -> TraceChange {
+        let mut parts = Vec::new();
+        let mut other_execution = false;
+        if self.test != now.test {
+            parts.push(format!(
+                "the test (`{}` then, `{}` now)",
+                self.test, now.test
+            ));
+            other_execution = true;
+        }
+        let commands_known = !self.commands_key.is_empty() && !now.commands_key.is_empty();
+        if commands_known && self.commands_key != now.commands_key {
+            parts.push("the test's commands (its setup or operations)".to_owned());
+            other_execution = true;
+        }
+        if self.machine != now.machine {
+            parts.push(format!(
+                "the machine (`{}` then, `{}` now)",
+                self.machine, now.machine
+            ));
+            other_execution = true;
+        } else if !self.machine_key.is_empty()
+            && !now.machine_key.is_empty()
+            && self.machine_key != now.machine_key
+        {
+            parts.push(format!(
+                "the machine's configuration, kernel, guest tools or stack traces (of `{}`)",
+                now.machine
+            ));
+        }
+        if self.persim != now.persim {
+            parts.push(format!(
+                "Persim's version ({} then, {} now)",
+                self.persim, now.persim
+            ));
+        }
+        if !commands_known && !other_execution {
+            parts.push(
+                "the test's commands or the machine's configuration, kernel or guest tools \
+                 (this inputs.json, of an older Persim, does not say which)"
+                    .to_owned(),
+            );
+        }
+        let same_execution = if other_execution {
+            Some(false)
+        } else {
+            commands_known.then_some(true)
+        };
+        TraceChange {
+            parts,
+            same_execution,
+        }
     }
 }
 

@@ -14,43 +14,105 @@
 //! DIR/reads/images/               `reads`: the store of fully persisted images
 //! DIR/nt-prefixes.json            `reads`: where NT prefixes are explored (auto)
 //! DIR/report.json, report.txt     the verdicts
+//! DIR/persim.lock                 held by the process writing here (not a result)
 //! ```
 
+use crate::cases::TestCase;
 use crate::inputs::Inputs;
 use crate::stages::NtDecision;
 use anyhow::{bail, Context, Result};
 use persim_analyze::Report;
 use persim_model::CacheMode;
 use persim_state::Recovered;
+use persim_trace::atomic_file::write_atomically;
 use persim_trace::Recording;
 use serde::de::DeserializeOwned;
+use std::fs::{File, TryLockError};
+use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+/// A run directory (or a campaign's output directory: the same lock keeps two campaigns
+/// apart). One made by [`RunDir::create`] holds the directory's lock for as long as it or
+/// a clone of it lives.
 #[derive(Clone, Debug)]
 pub struct RunDir {
     root: PathBuf,
+    /// The locked `persim.lock`, only held: the lock goes with the last clone, or with
+    /// the process.
+    _lock: Option<Arc<File>>,
 }
 
 impl RunDir {
+    /// The directory's paths, to read them; it is not locked.
     pub fn new(root: impl Into<PathBuf>) -> RunDir {
-        RunDir { root: root.into() }
+        RunDir {
+            root: root.into(),
+            _lock: None,
+        }
     }
 
-    /// Creates the directory (and its parents) if needed, and checks that files can be
-    /// written there, so that an unusable `--out` is found before any work.
+    /// Creates the directory (and its parents) if needed, checks that files can be
+    /// written there, so that an unusable `--out` is found before any work, and locks it,
+    /// so that two processes never write one directory: a second fails with the first's
+    /// pid and command line.
     pub fn create(root: impl Into<PathBuf>) -> Result<RunDir> {
-        let dir = RunDir::new(root);
+        let mut dir = RunDir::new(root);
         std::fs::create_dir_all(&dir.root)
             .with_context(|| format!("cannot create {}", dir.root.display()))?;
         let probe = persim_trace::atomic_file::temporary_path(&dir.root.join("probe"))?;
         std::fs::write(&probe, b"")
             .and_then(|()| std::fs::remove_file(&probe))
             .with_context(|| format!("cannot write in {}", dir.root.display()))?;
+        dir._lock = Some(Arc::new(dir.take_lock()?));
         Ok(dir)
+    }
+
+    /// An advisory lock (`flock`) on `persim.lock`, which the kernel releases when the
+    /// process ends however it ends, so no stale lock is ever left to clean up. The file
+    /// is never removed: a process locking a new file of that name would not see the lock
+    /// on the old one.
+    fn take_lock(&self) -> Result<File> {
+        let path = self.lock_file();
+        // Not truncated on open: until it has the lock, this process must not erase the
+        // holder's pid.
+        let mut file = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => {
+                let mut pid = String::new();
+                let _ = file.read_to_string(&mut pid);
+                bail!(
+                    "{} is in use by {}: wait until it ends (or end it), or give another --out",
+                    self.root.display(),
+                    holder(pid.trim())
+                );
+            }
+            Err(TryLockError::Error(e)) => {
+                return Err(e).with_context(|| format!("cannot lock {}", path.display()))
+            }
+        }
+        file.set_len(0)
+            .and_then(|()| file.rewind())
+            .and_then(|()| writeln!(file, "{}", std::process::id()))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        Ok(file)
     }
 
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// The lock of the process writing here; not a result, so neither
+    /// [`RunDir::has_results`] nor [`RunDir::remove_all`] knows it.
+    pub fn lock_file(&self) -> PathBuf {
+        self.root.join("persim.lock")
     }
 
     pub fn inputs(&self) -> PathBuf {
@@ -180,7 +242,9 @@ impl RunDir {
     /// Starts this (empty) directory from another run's execution: its trace, test,
     /// inputs and the states of its images (valid for as long as the recovery is the same;
     /// the next run checks that), so that the execution is judged again with other
-    /// options without running it again. Files are hard links where possible.
+    /// options without running it again. Files are hard links where possible. The trace
+    /// may be of an older build of Persim: the run that reconciles this directory judges
+    /// it again if it is still of the same test on the same machine, and says otherwise.
     pub fn adopt_trace_from(&self, source: &RunDir) -> Result<()> {
         if self.has_results() {
             bail!(
@@ -198,12 +262,19 @@ impl RunDir {
         }
         source.recording().link_to(&self.recording())?;
         for (from, to) in [
-            (source.inputs(), self.inputs()),
             (source.test(), self.test()),
             (source.output(), self.output()),
         ] {
             link_or_copy(&from, &to)?;
         }
+        // Marked as adopted, so that a run of a newer build judges the trace again; an
+        // older inputs.json lacks the key of the commands, which test.toml gives.
+        let mut inputs = source.read_inputs()?.context("checked above")?;
+        inputs.adopted_from = Some(source.root.clone());
+        if inputs.commands_key.is_empty() {
+            inputs.commands_key = Inputs::commands_key(&TestCase::load(&self.test())?);
+        }
+        write_atomically(&self.inputs(), &serde_json::to_vec_pretty(&inputs)?)?;
         std::fs::create_dir_all(self.states())
             .with_context(|| format!("cannot create {}", self.states().display()))?;
         if let Ok(states) = std::fs::read_dir(source.states()) {
@@ -255,6 +326,25 @@ impl RunDir {
     }
 }
 
+/// The process holding a lock, for a message: `persim (pid 123: persim run …)`.
+fn holder(pid: &str) -> String {
+    if pid.is_empty() {
+        return "another persim (it has not written its pid yet)".to_owned();
+    }
+    // /proc/PID/cmdline: the arguments, each ended by a NUL.
+    match std::fs::read(format!("/proc/{pid}/cmdline")) {
+        Ok(args) if !args.is_empty() => {
+            let args: Vec<String> = args
+                .split(|&b| b == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            format!("another persim (pid {pid}: {})", args.join(" "))
+        }
+        _ => format!("another persim (pid {pid})"),
+    }
+}
+
 fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T> {
     let text = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     serde_json::from_slice(&text).with_context(|| format!("{} is malformed", path.display()))
@@ -294,7 +384,37 @@ mod tests {
         );
         let tmp = tempfile::tempdir().unwrap();
         let dir = RunDir::create(tmp.path().join("a/b")).unwrap();
-        let left: Vec<_> = std::fs::read_dir(dir.root()).unwrap().collect();
-        assert!(left.is_empty(), "the probe is removed: {left:?}");
+        let left: Vec<_> = std::fs::read_dir(dir.root())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(left, [dir.lock_file()], "the probe is removed");
+    }
+
+    #[test]
+    fn a_second_writer_is_refused_with_the_first_ones_pid_until_the_first_is_gone() {
+        let tmp = tempfile::tempdir().unwrap();
+        let first = RunDir::create(tmp.path().join("run")).unwrap();
+        let e = format!("{:#}", RunDir::create(first.root()).unwrap_err());
+        let pid = std::process::id();
+        assert!(
+            e.contains(&format!("is in use by another persim (pid {pid}: "))
+                && e.contains("give another --out"),
+            "{e}"
+        );
+        // Its command line: this test binary's.
+        let me = std::env::args().next().unwrap();
+        assert!(e.contains(&me), "{e}");
+
+        // A clone holds the lock too; the last one gone releases it.
+        let clone = first.clone();
+        drop(first);
+        assert!(RunDir::create(clone.root()).is_err());
+        drop(clone);
+        let again = RunDir::create(tmp.path().join("run")).unwrap();
+        assert!(!again.has_results(), "the lock file is no result");
+        again.remove_all().unwrap();
+        assert!(again.lock_file().exists(), "and stays while locked");
+        assert!(RunDir::create(again.root()).is_err());
     }
 }

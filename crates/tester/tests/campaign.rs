@@ -151,3 +151,73 @@ fn shards_are_parsed_and_checked() {
     let held: Vec<usize> = (0..7).filter(|&i| shard.holds(i)).collect();
     assert_eq!(held, [1, 4]);
 }
+
+#[test]
+fn a_campaign_directory_in_use_is_refused_with_the_other_process_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let tests_dir = dir.path().join("tests");
+    std::fs::create_dir(&tests_dir).unwrap();
+    let suite = tests(&tests_dir);
+    let out = dir.path().join("out");
+    let other = persim_tester::RunDir::create(&out).unwrap();
+    let guest = guest();
+    let e = run_campaign(
+        &PipelineOptions::default(),
+        &guest,
+        &suite,
+        &out,
+        CampaignOptions::default(),
+        |_| {},
+        &mut (),
+    )
+    .unwrap_err();
+    let e = format!("{e:#}");
+    assert!(
+        e.contains(&format!(
+            "in use by another persim (pid {}",
+            std::process::id()
+        )),
+        "{e}"
+    );
+    assert_eq!(guest.records.get(), 0, "nothing ran");
+    drop(other);
+    let results = campaign(&suite, &out, &guest, CampaignOptions::default());
+    assert_eq!(results.tests.len(), 7);
+    assert!(persim_tester::RunDir::new(&out).lock_file().is_file());
+}
+
+/// A test whose workload fails shows, in its row, why: the first line its command printed.
+#[test]
+fn a_failed_workload_shows_the_guests_reason_in_its_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let tests_dir = dir.path().join("tests");
+    std::fs::create_dir(&tests_dir).unwrap();
+    std::fs::write(
+        tests_dir.join("remove.toml"),
+        "description = \"rm\"\nops = [\"rm x\"]\n",
+    )
+    .unwrap();
+    let suite = Suite {
+        name: "gen".into(),
+        dir: tests_dir,
+    };
+    let mut failing = guest();
+    failing.exit_code = 1;
+    let results = campaign(
+        &suite,
+        &dir.path().join("out"),
+        &failing,
+        CampaignOptions::default(),
+    );
+    assert_eq!(results.tests[0].mark, Mark::NotRun);
+    let text = results.to_text();
+    let row = text.lines().find(|l| l.starts_with("remove ")).unwrap();
+    // The fake prints no operation marker: the commands as a whole failed.
+    assert!(
+        row.ends_with(
+            "the test's commands failed with exit code 1: rm: can't remove 'x': No such file or \
+             directory"
+        ),
+        "{text}"
+    );
+}

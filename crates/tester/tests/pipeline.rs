@@ -257,6 +257,170 @@ fn a_directory_of_another_run_is_refused_unless_forced() {
     assert!(e.contains("no inputs.json"), "{e}");
 }
 
+/// Changes `dir`'s inputs.json as an older build of Persim would have written it.
+fn edit_inputs(dir: &RunDir, edit: impl FnOnce(&mut serde_json::Map<String, serde_json::Value>)) {
+    let mut json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.inputs()).unwrap()).unwrap();
+    edit(json.as_object_mut().unwrap());
+    std::fs::write(dir.inputs(), serde_json::to_vec(&json).unwrap()).unwrap();
+}
+
+/// Why a run of `test` named `name` into `dir` fails.
+fn refusal_of(guest: &FakeGuest, dir: &RunDir, name: &str, test: &TestCase) -> String {
+    run_test(&global_prefix(), guest, name, test, dir, &mut ())
+        .unwrap_err()
+        .to_string()
+}
+
+#[test]
+fn a_refusal_names_the_part_of_the_trace_that_differs_and_what_to_do() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = RunDir::create(tmp.path().join("run")).unwrap();
+    let guest = FakeGuest::new("journal.trace");
+    run(&guest, &dir, &mut Events::default());
+    let root = dir.root().display().to_string();
+    let rejudge = format!("`persim run --trace-from {root} --out NEW` judges it again");
+    let other_test = "The trace is of another test or machine: pass --force";
+    let version = env!("CARGO_PKG_VERSION");
+
+    let other_ops = TestCase::parse("description = \"j\"\nops = [\"journal-other\"]\n").unwrap();
+    let e = refusal_of(&guest, &dir, "journal", &other_ops);
+    assert!(
+        e.contains(&format!(
+            "holds a run of test `journal` on fake, recorded by Persim {version}; what differs \
+             now: the test's commands (its setup or operations)."
+        )) && e.contains(other_test),
+        "{e}"
+    );
+    assert!(
+        !e.contains("strategy"),
+        "the strategy is no part of a trace: {e}"
+    );
+    let e = refusal_of(&guest, &dir, "other", &other_ops);
+    assert!(
+        e.contains("the test (`journal` then, `other` now); the test's commands")
+            && e.contains(other_test),
+        "{e}"
+    );
+
+    let xfs = FakeGuest {
+        machine: "xfs",
+        ..FakeGuest::new("journal.trace")
+    };
+    let e = refusal(&xfs, &dir);
+    assert!(
+        e.contains("what differs now: the machine (`fake` then, `xfs` now).")
+            && e.contains(other_test),
+        "{e}"
+    );
+
+    let rebuilt = FakeGuest::new("journal-missing-fence.trace");
+    let e = refusal(&rebuilt, &dir);
+    assert!(
+        e.contains(
+            "what differs now: the machine's configuration, kernel, guest tools or stack \
+             traces (of `fake`). The trace is still of this test on this machine"
+        ) && e.contains(&rejudge),
+        "{e}"
+    );
+
+    edit_inputs(&dir, |inputs| {
+        inputs.insert("persim".into(), "0.0.1".into());
+        inputs.insert("trace_key".into(), "of 0.0.1".into());
+    });
+    let e = refusal(&guest, &dir);
+    assert!(
+        e.contains(&format!(
+            "recorded by Persim 0.0.1; what differs now: Persim's version (0.0.1 then, \
+             {version} now). The trace is still of this test"
+        )) && e.contains(&rejudge),
+        "{e}"
+    );
+
+    // An inputs.json from before the parts were recorded.
+    edit_inputs(&dir, |inputs| {
+        inputs.insert("persim".into(), version.into());
+        inputs.remove("commands_key");
+        inputs.remove("machine_key");
+    });
+    let e = refusal(&guest, &dir);
+    assert!(
+        e.contains(
+            "(this inputs.json, of an older Persim, does not say which). If only Persim \
+                    was rebuilt"
+        ) && e.contains("--trace-from"),
+        "{e}"
+    );
+    assert_eq!(
+        (
+            guest.records.get(),
+            xfs.records.get(),
+            rebuilt.records.get()
+        ),
+        (1, 0, 0),
+        "nothing ran again"
+    );
+}
+
+/// After a rebuild, a trace refused in place is judged again through --trace-from: its
+/// images and states made again by this build, as a fresh run would.
+#[test]
+fn a_trace_of_an_older_build_is_judged_again_through_trace_from() {
+    let tmp = tempfile::tempdir().unwrap();
+    let guest = FakeGuest::new("journal-missing-fence.trace");
+    let source = RunDir::create(tmp.path().join("source")).unwrap();
+    run(&guest, &source, &mut Events::default());
+    // What an older build wrote: another version, keys, and no parts of the trace's key.
+    edit_inputs(&source, |inputs| {
+        inputs.insert("persim".into(), "0.0.1".into());
+        inputs.insert("trace_key".into(), "of 0.0.1".into());
+        inputs.insert("images_key".into(), "of 0.0.1".into());
+        inputs.insert("states_key".into(), "of 0.0.1".into());
+        inputs.remove("commands_key");
+        inputs.remove("machine_key");
+    });
+    assert!(refusal(&guest, &source).contains("--trace-from"));
+    let extracted = guest.extracted.get();
+
+    let again = RunDir::create(tmp.path().join("again")).unwrap();
+    again.adopt_trace_from(&source).unwrap();
+    let rejudged = run(&guest, &again, &mut Events::default());
+    assert_eq!(guest.records.get(), 1, "judged without running again");
+    assert!(
+        guest.extracted.get() > extracted,
+        "the older build's states are extracted again"
+    );
+    let fresh = run(
+        &FakeGuest::new("journal-missing-fence.trace"),
+        &RunDir::create(tmp.path().join("fresh")).unwrap(),
+        &mut Events::default(),
+    );
+    assert_eq!(rejudged, fresh);
+    let inputs = again.read_inputs().unwrap().unwrap();
+    assert_eq!(inputs.persim, env!("CARGO_PKG_VERSION"));
+    assert_eq!(inputs.adopted_from, None);
+    // Resumed, it is this build's run now.
+    run(&guest, &again, &mut Events::default());
+
+    // A trace of another machine is not judged on this one.
+    let elsewhere = RunDir::create(tmp.path().join("elsewhere")).unwrap();
+    elsewhere.adopt_trace_from(&source).unwrap();
+    let xfs = FakeGuest {
+        machine: "xfs",
+        ..FakeGuest::new("journal-missing-fence.trace")
+    };
+    let e = refusal(&xfs, &elsewhere);
+    assert!(
+        e.contains(&format!(
+            "{} holds a trace of test `journal` on fake, recorded by Persim 0.0.1; what differs \
+             now: the machine (`fake` then, `xfs` now); Persim's version",
+            source.root().display()
+        )) && e.contains("judge it with the --fs/--vm it was recorded with"),
+        "{e}"
+    );
+    assert_eq!(xfs.extracted.get(), 0);
+}
+
 #[test]
 fn another_strategy_rejudges_the_same_trace_and_keeps_known_states() {
     let tmp = tempfile::tempdir().unwrap();

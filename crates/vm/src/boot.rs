@@ -102,6 +102,7 @@ impl Prepared {
             plugin: None,
             snapshots: None,
             icount: false,
+            kernel_args: config.kernel_args.clone(),
             qemu_version: self.qemu_version.clone(),
         }
     }

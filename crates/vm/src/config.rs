@@ -49,6 +49,11 @@ pub struct VmConfig {
     /// Names the state dump leaves out (fs-dump `--exclude`), e.g. `lost+found`.
     #[serde(default)]
     pub dump_exclude: Vec<String>,
+    /// Kernel parameters appended to Persim's own command line, e.g. a file system's
+    /// module parameter (`nova.csum=1`). Left out of the key when empty, so that
+    /// configurations without it keep the keys of their runs.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kernel_args: String,
     /// The file this configuration was read from (for messages), as given to
     /// [`VmConfig::load`] or [`VmConfig::parse`].
     #[serde(skip)]
@@ -112,6 +117,7 @@ impl VmConfig {
                 return Err(err(format!("`{key}` must not be empty")));
             }
         }
+        crate::qemu::check_kernel_args(&config.kernel_args).map_err(err)?;
         if config.kernel.is_none() {
             for (key, value) in [
                 ("modules_dir", &config.modules_dir),
@@ -440,6 +446,44 @@ mod tests {
         let odd = good.replace("pm_size_mib = 64", "pm_size_mib = 3");
         let e = VmConfig::parse(&odd, origin).unwrap_err().to_string();
         assert!(e.contains("multiple of 2"), "{e}");
+    }
+
+    #[test]
+    fn kernel_args_are_extended_checked_and_keyed_only_when_set() {
+        let dir = config_dir(&[
+            (
+                "base.toml",
+                &format!("{BASE}kernel_args = \"nova.csum=1 foo=bar\"\n"),
+            ),
+            ("mine.toml", "extends = \"base\"\nname = \"mine\"\n"),
+            ("other.toml", "extends = \"base\"\nkernel_args = \"x=2\"\n"),
+            (
+                "bad.toml",
+                "extends = \"base\"\nkernel_args = \"x=1 nokaslr\"\n",
+            ),
+            ("list.toml", "extends = \"base\"\nkernel_args = [\"x=1\"]\n"),
+        ]);
+        let load = |name: &str| VmConfig::load(&dir.path().join(name));
+        assert_eq!(
+            load("mine.toml").unwrap().kernel_args,
+            "nova.csum=1 foo=bar"
+        );
+        assert_eq!(load("other.toml").unwrap().kernel_args, "x=2");
+        let e = load("bad.toml").unwrap_err().to_string();
+        assert!(
+            e.contains("bad.toml") && e.contains("`kernel_args` sets `nokaslr`"),
+            "{e}"
+        );
+        let e = load("list.toml").unwrap_err().to_string();
+        assert!(e.contains("list.toml") && e.contains("kernel_args"), "{e}");
+
+        // In the machine's key when set, and absent (old keys kept) when not.
+        let json = |config: &VmConfig| serde_json::to_string(config).unwrap();
+        assert!(
+            json(&load("mine.toml").unwrap()).contains(r#""kernel_args":"nova.csum=1 foo=bar""#)
+        );
+        let plain = VmConfig::parse(BASE, Path::new("/vm/base.toml")).unwrap();
+        assert!(!json(&plain).contains("kernel_args"));
     }
 
     #[test]

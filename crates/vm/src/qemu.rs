@@ -45,6 +45,8 @@ pub struct QemuSpec {
     /// Guest time counts instructions (`-icount`): with the first commands a guest runs
     /// (`Vm::boot_running`), a reproducible run (docs/tracer.md, "Reproducibility").
     pub icount: bool,
+    /// The configuration's `kernel_args`, after Persim's own command line.
+    pub kernel_args: String,
     pub qemu_version: String,
 }
 
@@ -138,6 +140,10 @@ impl QemuSpec {
             // PRPs only: the plugin decodes no scatter-gather lists.
             command_line.push_str(" nvme.sgl_threshold=0");
         }
+        if !self.kernel_args.trim().is_empty() {
+            command_line.push(' ');
+            command_line.push_str(self.kernel_args.trim());
+        }
         args.push(command_line);
         if let Some(plugin) = plugin {
             // The plugin's messages (qemu_plugin_outs) go to stderr only with `-d plugin`.
@@ -164,6 +170,47 @@ fn kernel_command_line() -> String {
         "console=ttyS0 panic=-1 loglevel=4 {KERNEL_NOKASLR} {KERNEL_4_LEVEL_PAGING} \
          no_timer_check rdinit=/init"
     )
+}
+
+/// Parameters that `kernel_args` must not set besides those of [`kernel_command_line`]:
+/// they would undo a required one (`kaslr`, `init`), move memory under the NVDIMM
+/// (`memmap`, `mem`, `efi_fake_mem`), or change what the NVMe tracing needs.
+const RESERVED_KERNEL_ARGS: [&str; 6] = [
+    "kaslr",
+    "init",
+    "memmap",
+    "mem",
+    "efi_fake_mem",
+    "nvme.sgl_threshold",
+];
+
+/// Checks a configuration's `kernel_args`: one line of printable text that sets none of
+/// the parameters Persim sets or relies on. The message names the parameter.
+pub(crate) fn check_kernel_args(args: &str) -> Result<(), String> {
+    if let Some(c) = args.chars().find(|c| c.is_control()) {
+        return Err(format!(
+            "`kernel_args` holds the control character {c:?}: give the parameters on one line, \
+             separated by spaces"
+        ));
+    }
+    // The kernel reads `-` and `_` in a parameter's name alike.
+    let name = |word: &str| word.split('=').next().unwrap_or("").replace('-', "_");
+    let own = kernel_command_line();
+    let reserved: Vec<String> = own
+        .split(' ')
+        .map(name)
+        .chain(RESERVED_KERNEL_ARGS.map(str::to_owned))
+        .collect();
+    match args
+        .split_whitespace()
+        .find(|w| reserved.contains(&name(w)))
+    {
+        Some(word) => Err(format!(
+            "`kernel_args` sets `{word}`, which Persim sets or relies on itself (its command \
+             line: `{own}`): leave it out"
+        )),
+        None => Ok(()),
+    }
 }
 
 /// Fails with a clear message unless QEMU >= 10 is installed.
@@ -232,6 +279,7 @@ mod tests {
             }),
             snapshots: None,
             icount: false,
+            kernel_args: String::new(),
             qemu_version: "10.0.2".into(),
         };
         let args = spec.args();
@@ -261,5 +309,49 @@ mod tests {
             "-drive file=/tmp/blk,if=none,id=nvm,format=raw,cache=writeback,discard=unmap "
         ));
         assert!(joined.contains("-device nvme,serial=persim,drive=nvm,dbcs=off,write-cache=on,"));
+
+        // A configuration's kernel_args come last, after Persim's own.
+        let extra = QemuSpec {
+            kernel_args: "nova.csum=1 foo=bar".into(),
+            ..spec.clone()
+        };
+        let args = extra.args();
+        let append = args.iter().position(|a| a == "-append").unwrap();
+        assert!(
+            args[append + 1].ends_with(" nvme.sgl_threshold=0 nova.csum=1 foo=bar"),
+            "{}",
+            args[append + 1]
+        );
+        assert_ne!(
+            extra.snapshot_file("/c".as_ref()),
+            spec.snapshot_file("/c".as_ref())
+        );
+    }
+
+    #[test]
+    fn kernel_args_may_not_set_what_persim_sets_or_hold_control_characters() {
+        assert_eq!(check_kernel_args("nova.csum=1 foo=bar quiet"), Ok(()));
+        assert_eq!(check_kernel_args(""), Ok(()));
+        for (args, word) in [
+            ("nova.csum=1 console=tty0", "console=tty0"),
+            ("nokaslr", "nokaslr"),
+            ("kaslr", "kaslr"),
+            ("no5lvl", "no5lvl"),
+            ("panic=10", "panic=10"),
+            ("init=/bin/sh", "init=/bin/sh"),
+            ("rdinit=/sbin/init", "rdinit=/sbin/init"),
+            ("memmap=2G!4G", "memmap=2G!4G"),
+            ("no-timer-check", "no-timer-check"),
+        ] {
+            let e = check_kernel_args(args).unwrap_err();
+            assert!(
+                e.contains(&format!("`kernel_args` sets `{word}`")) && e.contains("leave it out"),
+                "{args}: {e}"
+            );
+        }
+        for bad in ["a=1\nb=2", "a=1\tb", "a\u{7}"] {
+            let e = check_kernel_args(bad).unwrap_err();
+            assert!(e.contains("control character"), "{bad:?}: {e}");
+        }
     }
 }

@@ -92,6 +92,39 @@ fn commands_run_over_the_serial_console_with_exit_codes() {
     eprintln!("shutdown: {:.2} s", started.elapsed().as_secs_f64());
 }
 
+/// A configuration's `kernel_args` reach the guest kernel, after Persim's own command line.
+#[test]
+fn kernel_args_of_a_configuration_reach_the_guest_kernel() {
+    let Some(artifacts) =
+        artifacts_or_skip("kernel_args_of_a_configuration_reach_the_guest_kernel")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("args.toml");
+    let base = default_config_dir().join("ext4-dax");
+    std::fs::write(
+        &file,
+        format!(
+            "extends = \"{}\"\nname = \"args\"\nkernel_args = \"persim_test_arg=42\"\n",
+            base.display()
+        ),
+    )
+    .unwrap();
+    let config = VmConfig::load(&file).unwrap();
+    let mut vm = boot(&config, &artifacts, dir.path().join("pm.img"), None);
+    let out = vm.run("cat /proc/cmdline", TIMEOUT).unwrap();
+    assert_eq!(out.exit_code, 0, "{out:?}");
+    assert!(
+        out.output
+            .trim()
+            .ends_with(" nokaslr no5lvl no_timer_check rdinit=/init persim_test_arg=42"),
+        "{}",
+        out.output
+    );
+    vm.shutdown(TIMEOUT).unwrap();
+}
+
 /// A machine of `config` for recording, its phases on stderr.
 fn machine(config: VmConfig, artifacts: Artifacts) -> Machine {
     Machine {

@@ -123,7 +123,8 @@ impl TestCase {
     }
 
     /// Why the traced commands failed, from what the guest printed: the failed operation
-    /// as the test wrote it, and the guest's own output.
+    /// as the test wrote it and, on the same first line (what a results table shows), the
+    /// first line the failing command printed; then the guest's whole output.
     pub fn failure(&self, exit_code: i32, output: &str) -> String {
         let op = output
             .lines()
@@ -143,8 +144,20 @@ impl TestCase {
             }
             None => format!("the test's commands failed with exit code {exit_code}"),
         };
+        // The failing command's output follows the last operation marker; the line the
+        // script adds on a failure says nothing new.
+        let reason = output
+            .lines()
+            .rev()
+            .take_while(|l| !l.starts_with(OP_STARTS))
+            .filter(|l| !l.trim().is_empty() && !l.starts_with(OP_FAILED))
+            .last();
         let output = self.output_by_operation(output);
-        format!("{what}; the guest printed:\n{}", output.trim_end())
+        if output.trim().is_empty() {
+            return format!("{what}; the guest printed nothing");
+        }
+        let reason = reason.map_or(String::new(), |r| format!(": {}", r.trim()));
+        format!("{what}{reason}\nthe guest printed:\n{}", output.trim_end())
     }
 }
 
@@ -282,16 +295,36 @@ mod tests {
             TestCase::parse("description = \"x\"\nops = [\"true\", \"cat /nope\"]\n").unwrap();
         let output = "cat: can't open '/nope': No such file or directory\n\
                       persim: operation 2 failed (exit code 1)\n";
-        let message = test.failure(1, &format!("@@PERSIM-OP 2\n{output}"));
+        let message = test.failure(
+            1,
+            &format!("@@PERSIM-OP 1\nfine\n@@PERSIM-OP 2\n\n{output}"),
+        );
+        assert_eq!(
+            message.lines().next().unwrap(),
+            "operation 2 (`cat /nope`) failed with exit code 1: cat: can't open '/nope': No such \
+             file or directory",
+        );
         assert!(
-            message.starts_with("operation 2 (`cat /nope`) failed with exit code 1"),
+            message.contains("== operation 1: true\nfine\n"),
             "{message}"
         );
-        assert!(message.contains("can't open '/nope'"), "{message}");
         let message = test.failure(3, "boom");
         assert!(
-            message.starts_with("the test's commands failed with exit code 3"),
+            message.starts_with("the test's commands failed with exit code 3: boom\n"),
             "{message}"
+        );
+        let message = test.failure(
+            1,
+            "@@PERSIM-OP 1\npersim: operation 1 failed (exit code 1)\n",
+        );
+        assert!(
+            message
+                .starts_with("operation 1 (`true`) failed with exit code 1\nthe guest printed:\n"),
+            "{message}"
+        );
+        assert_eq!(
+            test.failure(1, ""),
+            "the test's commands failed with exit code 1; the guest printed nothing"
         );
     }
 

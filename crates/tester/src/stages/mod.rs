@@ -80,7 +80,8 @@ impl Run<'_> {
     }
 }
 
-/// Runs `test` through every stage into `dir` and writes the report there.
+/// Runs `test` through every stage into `dir` and writes the report there. `dir` comes
+/// from [`RunDir::create`], whose lock keeps other processes out while it runs.
 pub fn run_test(
     opts: &PipelineOptions,
     guest: &dyn Guest,
@@ -127,7 +128,10 @@ pub fn run_test(
 
 /// Makes the directory's outputs those of `inputs`: refuses a directory of another test or
 /// machine (unless `force`, which starts over), redoes the stages whose inputs changed,
-/// and records the inputs and the test.
+/// and records the inputs and the test. A trace adopted from another run directory is
+/// judged again when only Persim's build or the machine's details changed since it was
+/// recorded (its images and states are then made again); a trace in place is not, so
+/// that a directory never mixes the results of two builds.
 fn reconcile(dir: &RunDir, inputs: &Inputs, force: bool) -> Result<()> {
     let recorded = dir.read_inputs()?;
     let root = dir.root().display();
@@ -135,12 +139,33 @@ fn reconcile(dir: &RunDir, inputs: &Inputs, force: bool) -> Result<()> {
         dir.remove_all()?;
     } else if let Some(recorded) = &recorded {
         if recorded.trace_key != inputs.trace_key && dir.has_results() {
-            bail!(
-                "{root} holds a run of {}, not of {}: pass --force to start over there, or \
-                 give another --out",
-                recorded.describe(),
-                inputs.describe()
-            );
+            let change = recorded.trace_change(inputs);
+            let differs = change.parts.join("; ");
+            let holds = recorded.describe_trace();
+            match (&recorded.adopted_from, change.same_execution) {
+                (Some(_), Some(true)) => {}
+                (Some(source), _) => bail!(
+                    "{} holds a trace of {holds}; what differs now: {differs}. The trace is of \
+                     another test or machine: judge it with the --fs/--vm it was recorded \
+                     with, or run the test with --test",
+                    source.display()
+                ),
+                (None, Some(true)) => bail!(
+                    "{root} holds a run of {holds}; what differs now: {differs}. The trace is \
+                     still of this test on this machine: `persim run --trace-from {root} --out \
+                     NEW` judges it again with this Persim; or pass --force to start over here"
+                ),
+                (None, Some(false)) => bail!(
+                    "{root} holds a run of {holds}; what differs now: {differs}. The trace is of \
+                     another test or machine: pass --force to start over there, or give \
+                     another --out"
+                ),
+                (None, None) => bail!(
+                    "{root} holds a run of {holds}; what differs now: {differs}. If only Persim \
+                     was rebuilt, `persim run --trace-from {root} --out NEW` judges the trace \
+                     again; otherwise pass --force to start over there, or give another --out"
+                ),
+            }
         }
         if recorded.images_key != inputs.images_key {
             dir.remove_images()?;

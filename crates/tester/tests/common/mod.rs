@@ -34,6 +34,8 @@ const PM_SIZE: u64 = 0x1000;
 /// Records a fixed text trace; "recovers" the redo journal of examples/journal.trace: the
 /// home values, with the logged ones applied when the commit flag is set.
 pub struct FakeGuest {
+    /// The machine's name, the first line of its identity.
+    pub machine: &'static str,
     pub trace: &'static str,
     /// (marker, trace): a command containing the marker records that trace instead.
     pub other_traces: Vec<(&'static str, &'static str)>,
@@ -51,6 +53,7 @@ pub struct FakeGuest {
 impl FakeGuest {
     pub fn new(example: &str) -> FakeGuest {
         FakeGuest {
+            machine: "fake",
             trace: example_text(example),
             other_traces: Vec::new(),
             exit_code: 0,
@@ -65,11 +68,11 @@ impl FakeGuest {
 
 impl Guest for FakeGuest {
     fn name(&self) -> &str {
-        "fake"
+        self.machine
     }
 
     fn identity(&self) -> String {
-        format!("fake\n{}", self.trace)
+        format!("{}\n{}", self.machine, self.trace)
     }
 
     fn record(&self, _setup: &str, command: &str, trace: &Path) -> anyhow::Result<Recorded> {
