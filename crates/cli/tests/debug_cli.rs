@@ -28,8 +28,11 @@ fn run_dir(root: &Path, cache: CacheMode) -> RunDir {
         max_images: 100,
         nt_prefixes: Default::default(),
         trace_key: String::new(),
+        commands_key: String::new(),
+        machine_key: String::new(),
         images_key: String::new(),
         states_key: String::new(),
+        adopted_from: None,
     };
     std::fs::write(dir.inputs(), serde_json::to_string(&inputs).unwrap()).unwrap();
     dir
