@@ -46,7 +46,7 @@ for spec in "${tests[@]}"; do
         --out "$recorded" -q >/dev/null || [[ $? -eq 1 ]]
     rm -rf "$out/new/$name"
     mkdir -p "$out/new"
-    "$new" run --trace-from "$recorded" --strategy "$strategy" --out "$out/new/$name" \
+    "$new" run --fs ext4 --trace-from "$recorded" --strategy "$strategy" --out "$out/new/$name" \
         -q >/dev/null || [[ $? -eq 1 ]]
     for side in old new; do
         dir=$out/$side/$name
