@@ -8,6 +8,12 @@
 //! the traced run had them mapped (the guest tool `user-maps`), with the file's name as the
 //! module. The file is kallsyms' text form (`address type name [module]`), function
 //! symbols only, zstd-compressed; names are kept as linked and shown demangled (Rust).
+//!
+//! User code adds optional `key=value` fields, which older files lack: a function's
+//! `size=HEX` (ELF `st_size`: an address past it is in code the symbol table does not
+//! name, shown as `file+0xoff`, not as a misleading `function+0xbig`), and a code
+//! mapping's `bias=HEX` (run-time address − ELF address) and `file=PATH` (the file on
+//! the host).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -28,13 +34,31 @@ struct Space {
     functions: Vec<Function>,
     /// A user process's code mappings (`start m end [file] @n` lines), sorted: an address
     /// outside them is not this process's code. Empty for the kernel's space.
-    code: Vec<(u64, u64)>,
+    code: Vec<Code>,
+}
+
+/// One code mapping of a user process.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Code {
+    start: u64,
+    end: u64,
+    /// The mapped file's name (`code` in files written before it was kept).
+    module: String,
+    /// Run-time address − ELF address of the file's code, when the file says.
+    bias: Option<u64>,
+    /// The mapped file on the host, when the file says.
+    file: Option<String>,
 }
 
 impl Space {
+    fn code_at(&self, address: u64) -> Option<&Code> {
+        let at = self.code.partition_point(|c| c.start <= address);
+        let code = &self.code[at.checked_sub(1)?];
+        (address < code.end).then_some(code)
+    }
+
     fn has_code_at(&self, address: u64) -> bool {
-        let at = self.code.partition_point(|&(start, _)| start <= address);
-        at.checked_sub(1).is_some_and(|i| address < self.code[i].1)
+        self.code_at(address).is_some()
     }
 }
 
@@ -46,10 +70,12 @@ struct Function {
     /// What is shown: the demangled name of a Rust function, else `name`.
     shown: Option<String>,
     module: Option<String>,
+    /// ELF `st_size`, for user programs' functions (kallsyms has none).
+    size: Option<u64>,
 }
 
 impl Function {
-    fn new(address: u64, name: &str, module: Option<&str>) -> Function {
+    fn new(address: u64, name: &str, module: Option<&str>, size: Option<u64>) -> Function {
         Function {
             address,
             name: name.to_owned(),
@@ -57,6 +83,7 @@ impl Function {
                 .ok()
                 .map(|d| format!("{d:#}")),
             module: module.map(str::to_owned),
+            size,
         }
     }
 }
@@ -101,20 +128,36 @@ impl Symbols {
                 let address = u64::from_str_radix(fields.next()?, 16).ok()?;
                 let kind = fields.next()?;
                 let name = fields.next()?;
-                let module = fields
-                    .next()
-                    .and_then(|m| m.strip_prefix('[')?.strip_suffix(']'));
-                let space: usize = match fields.next() {
-                    Some(space) => space.strip_prefix('@')?.parse().ok()?,
-                    None => 0,
-                };
+                let (mut module, mut space) = (None, 0);
+                let (mut size, mut bias, mut file) = (None, None, None);
+                for field in fields {
+                    let hex = |v: &str| u64::from_str_radix(v, 16).ok();
+                    if let Some(m) = field.strip_prefix('[') {
+                        module = m.strip_suffix(']');
+                    } else if let Some(n) = field.strip_prefix('@') {
+                        space = n.parse().ok()?;
+                    } else {
+                        match field.split_once('=') {
+                            Some(("size", v)) => size = Some(hex(v)?),
+                            Some(("bias", v)) => bias = Some(hex(v)?),
+                            Some(("file", v)) => file = Some(v.to_owned()),
+                            _ => {}
+                        }
+                    }
+                }
                 if kind == "m" {
                     let end = u64::from_str_radix(name, 16).ok()?;
-                    symbols.space_mut(space).code.push((address, end));
+                    symbols.space_mut(space).code.push(Code {
+                        start: address,
+                        end,
+                        module: module.unwrap_or("code").to_owned(),
+                        bias,
+                        file,
+                    });
                     return None;
                 }
                 (address != 0 && matches!(kind, "t" | "T" | "w" | "W"))
-                    .then(|| (space, Function::new(address, name, module)))
+                    .then(|| (space, Function::new(address, name, module, size)))
             })();
             if let Some((space, function)) = parsed {
                 symbols.space_mut(space).functions.push(function);
@@ -163,7 +206,10 @@ impl Symbols {
     }
 
     /// The function `address` lies in, in the user address space `space` where it has code
-    /// there, else in the kernel's.
+    /// there, else in the kernel's. Past the end of the nearest function below it (when
+    /// its size is known), the address is in code no symbol names (a stripped library's
+    /// internal functions): then the mapped file and the ELF address in it (the offset in
+    /// the mapping without a bias), as `function` without a module.
     fn resolve_in(&self, space: usize, address: u64) -> Option<Location<'_>> {
         let space = match self.spaces.get(space) {
             Some(user) if user.has_code_at(address) => user,
@@ -171,6 +217,14 @@ impl Symbols {
         };
         let f = nearest(&space.functions, address)?;
         let offset = address - f.address;
+        if f.size.is_some_and(|size| offset >= size) {
+            let code = space.code_at(address)?;
+            return Some(Location {
+                function: &code.module,
+                offset: address.wrapping_sub(code.bias.unwrap_or(code.start)),
+                module: None,
+            });
+        }
         (offset < MAX_FUNCTION_SIZE).then_some(Location {
             function: f.shown.as_deref().unwrap_or(&f.name),
             offset,
@@ -264,8 +318,18 @@ impl Symbols {
             } else {
                 String::new()
             };
-            for (start, end) in &space.code {
-                text.push_str(&format!("{start:016x} m {end:016x} [code]{tag}\n"));
+            for c in &space.code {
+                text.push_str(&format!(
+                    "{:016x} m {:016x} [{}]{tag}",
+                    c.start, c.end, c.module
+                ));
+                if let Some(bias) = c.bias {
+                    text.push_str(&format!(" bias={bias:x}"));
+                }
+                if let Some(file) = &c.file {
+                    text.push_str(&format!(" file={file}"));
+                }
+                text.push('\n');
             }
             for f in &space.functions {
                 text.push_str(&format!("{:016x} t {}", f.address, f.name));
@@ -273,6 +337,9 @@ impl Symbols {
                     text.push_str(&format!("\t[{module}]"));
                 }
                 text.push_str(&tag);
+                if let Some(size) = f.size {
+                    text.push_str(&format!(" size={size:x}"));
+                }
                 text.push('\n');
             }
         }
@@ -419,6 +486,36 @@ not a symbol line
         assert_eq!(s.describe(0x7ffff7f79000), "tool_main+0x3000 [hypercall]");
         // In no process's code and below the kernel: no name, not a wrong one.
         assert_eq!(s.describe_frames(&[0x7ffff7f90000]), ["0x7ffff7f90000"]);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("symbols");
+        s.save(&path).unwrap();
+        assert_eq!(Symbols::load(&path).unwrap(), s);
+    }
+
+    /// A stripped library: `pmem_errormsg` is exported with its size, the code after it is
+    /// internal; `main` of an old file has no size.
+    const SIZED: &str = "\
+00007ffff7f70000 m 00007ffff7f90000 [libpmemobj.so.1] @1 bias=7ffff7f60000 file=/usr/lib/libpmemobj.so.1
+00007ffff7f76700 t pmemobj_errormsg [libpmemobj.so.1] @1 size=40
+0000555555556000 m 0000555555557000 [transfer] @1
+0000555555556000 t main [transfer] @1
+";
+
+    #[test]
+    fn an_address_past_a_sized_symbol_is_named_by_its_file_and_offset() {
+        let s = Symbols::from_kallsyms(SIZED);
+        assert_eq!(
+            s.describe(0x7ffff7f76710),
+            "pmemobj_errormsg+0x10 [libpmemobj.so.1]"
+        );
+        // 0x760e past the symbol, far beyond its 0x40 bytes: the ELF address in the file.
+        assert_eq!(s.describe(0x7ffff7f7dd0e), "libpmemobj.so.1+0x1dd0e");
+        assert_eq!(
+            s.describe_frames(&[0x7ffff7f7dd0e, 0x555555556020]),
+            ["libpmemobj.so.1+0x1dd0e", "main+0x20 [transfer]"]
+        );
+        // Without a size (kallsyms, older files), as before: the nearest symbol.
+        assert_eq!(s.describe(0x555555556f00), "main+0xf00 [transfer]");
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("symbols");
         s.save(&path).unwrap();
