@@ -18,7 +18,8 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 /// Function symbols sorted by address, per address space: 0 holds the kernel's (and those
 /// of a file that names none), n ≥ 1 the code of one user process of the traced run, as
@@ -27,6 +28,72 @@ use std::path::Path;
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Symbols {
     spaces: Vec<Space>,
+    sources: Sources,
+}
+
+/// The line tables of the user programs' files, read when first asked (None: the file, or
+/// its separate debug file, has none).
+#[derive(Default)]
+struct Sources(Mutex<HashMap<String, Option<addr2line::Loader>>>);
+
+impl Sources {
+    /// `file:line` (the file's name only) of the ELF address `address` of `file`.
+    fn line_of(&self, file: &str, address: u64) -> Option<String> {
+        let mut loaders = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let loader = loaders
+            .entry(file.to_owned())
+            .or_insert_with(|| line_tables(Path::new(file)))
+            .as_ref()?;
+        let location = loader.find_location(address).ok()??;
+        let name = Path::new(location.file?).file_name()?.to_str()?;
+        Some(format!("{name}:{}", location.line?))
+    }
+}
+
+/// The loader of `file`'s DWARF, or of its separate debug file
+/// (`/usr/lib/debug/.build-id/xx/rest.debug`, Debian's `-dbgsym` packages); None without
+/// line tables.
+fn line_tables(file: &Path) -> Option<addr2line::Loader> {
+    use object::{Object, ObjectSection};
+    let data = std::fs::read(file).ok()?;
+    let elf = object::File::parse(&*data).ok()?;
+    let path = match elf.section_by_name(".debug_line") {
+        Some(section) if section.size() > 0 => file.to_owned(),
+        _ => {
+            let id: String = elf
+                .build_id()
+                .ok()??
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            let debug = Path::new("/usr/lib/debug/.build-id")
+                .join(id.get(..2)?)
+                .join(format!("{}.debug", id.get(2..)?));
+            debug.is_file().then_some(debug)?
+        }
+    };
+    addr2line::Loader::new(path).ok()
+}
+
+/// Only a cache: symbols are equal, cloned and printed without it.
+impl Clone for Sources {
+    fn clone(&self) -> Sources {
+        Sources::default()
+    }
+}
+
+impl PartialEq for Sources {
+    fn eq(&self, _: &Sources) -> bool {
+        true
+    }
+}
+
+impl Eq for Sources {}
+
+impl fmt::Debug for Sources {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("Sources")
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -232,6 +299,38 @@ impl Symbols {
         })
     }
 
+    /// `function+0xoff [module]`, with `(file:line)` where the user program's file has
+    /// line tables; the hex address without a symbol. `call`: a return address, whose
+    /// line is the call's (the byte before it).
+    fn describe_in(&self, space: usize, address: u64, call: bool) -> String {
+        let Some(location) = self.resolve_in(space, address) else {
+            return format!("{address:#x}");
+        };
+        let code = self
+            .spaces
+            .get(space)
+            .filter(|s| s.has_code_at(address))
+            .and_then(|s| s.code_at(address));
+        let line = code.and_then(|c| {
+            let probe = address.wrapping_sub(c.bias?).wrapping_sub(u64::from(call));
+            self.sources.line_of(c.file.as_deref()?, probe)
+        });
+        match line {
+            Some(line) => format!("{location} ({line})"),
+            None => location.to_string(),
+        }
+    }
+
+    /// The names of code files the guest had (user mappings' `file=`) moved to the
+    /// host's, where `host` knows another path.
+    pub fn move_files(&mut self, host: impl Fn(&str) -> Option<PathBuf>) {
+        for code in self.spaces.iter_mut().flat_map(|s| &mut s.code) {
+            if let Some(moved) = code.file.as_deref().and_then(&host) {
+                code.file = Some(moved.display().to_string());
+            }
+        }
+    }
+
     /// One call chain's addresses (a pc and its return addresses) described, each in
     /// the user address space that has code at most of them: one thread's frames are all
     /// of one process.
@@ -248,19 +347,16 @@ impl Symbols {
             .unwrap_or(0);
         frames
             .iter()
-            .map(|&a| match self.resolve_in(space, a) {
-                Some(location) => location.to_string(),
-                None => format!("{a:#x}"),
-            })
+            .enumerate()
+            .map(|(i, &a)| self.describe_in(space, a, i > 0))
             .collect()
     }
 
-    /// `function+0xoff [module]`, or the address in hex when no symbol covers it.
+    /// `function+0xoff [module] (file:line)`, or the address in hex when no symbol covers
+    /// it.
     pub fn describe(&self, address: u64) -> String {
-        match self.resolve(address) {
-            Some(location) => location.to_string(),
-            None => format!("{address:#x}"),
-        }
+        let space = self.spaces_with_code_at(address).next().unwrap_or(0);
+        self.describe_in(space, address, false)
     }
 
     /// The same symbols with each module's functions moved from its load address in `from`
@@ -520,6 +616,66 @@ not a symbol line
         let path = dir.path().join("symbols");
         s.save(&path).unwrap();
         assert_eq!(Symbols::load(&path).unwrap(), s);
+    }
+
+    /// A C program built by `cc` with `flags` in `dir`, its symbols file (the program
+    /// loaded at a PIE's bias) and the run-time address of its function `probe`.
+    fn c_program(dir: &Path, flags: &[&str]) -> (Symbols, u64) {
+        use object::{Object, ObjectSymbol};
+        let source = dir.join("probe.c");
+        std::fs::write(
+            &source,
+            "int probe(int x)\n{\n  return x * 3;\n}\nint main(void) { return probe(2); }\n",
+        )
+        .unwrap();
+        let program = dir.join("probe");
+        let status = std::process::Command::new("cc")
+            .args(flags)
+            .arg("-o")
+            .arg(&program)
+            .arg(&source)
+            .status()
+            .expect("cc runs");
+        assert!(status.success());
+        let data = std::fs::read(&program).unwrap();
+        let elf = object::File::parse(&*data).unwrap();
+        let probe = elf.symbols().find(|s| s.name() == Ok("probe")).unwrap();
+        let (address, size) = (probe.address(), probe.size());
+        let bias = 0x555555554000;
+        let text = format!(
+            "{:016x} m {:016x} [probe] @1 bias={bias:x} file={}\n\
+             {:016x} t probe [probe] @1 size={size:x}\n",
+            bias + address,
+            bias + address + size,
+            program.display(),
+            bias + address,
+        );
+        (Symbols::from_kallsyms(&text), bias + address)
+    }
+
+    #[test]
+    fn user_code_with_line_tables_is_named_with_its_source_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let (s, probe) = c_program(dir.path(), &["-g", "-O0"]);
+        assert_eq!(s.describe(probe), "probe+0x0 [probe] (probe.c:2)");
+        // As a return address, the line of the call before it.
+        assert_eq!(
+            s.describe_frames(&[probe, probe + 1]),
+            [
+                "probe+0x0 [probe] (probe.c:2)",
+                "probe+0x1 [probe] (probe.c:2)"
+            ]
+        );
+        // Saved and loaded, the file still finds the lines.
+        let path = dir.path().join("symbols");
+        s.save(&path).unwrap();
+        assert_eq!(
+            Symbols::load(&path).unwrap().describe(probe),
+            "probe+0x0 [probe] (probe.c:2)"
+        );
+        // Without DWARF, silently the function alone.
+        let (s, probe) = c_program(dir.path(), &["-O0"]);
+        assert_eq!(s.describe(probe), "probe+0x0 [probe]");
     }
 
     #[test]
