@@ -61,8 +61,8 @@ impl Mapping {
 
     /// The functions of the mapped ELF file `data` that lie in this mapping, at their
     /// run-time addresses, as kallsyms lines of address space `space` (`address t name
-    /// [file name] @space`, after the mapping's own `start m end [file name] @space`, as
-    /// persim_trace::Symbols reads them); names stay
+    /// [file name] @space size=HEX`, after the mapping's own `start m end [file name]
+    /// @space bias=HEX file=PATH`, as persim_trace::Symbols reads them); names stay
     /// as the symbol table spells them (the host demangles). The symbol table, else the
     /// dynamic one (a stripped library keeps its exported functions there).
     pub fn kallsyms_lines(&self, data: &[u8], space: usize) -> Result<String, String> {
@@ -92,9 +92,11 @@ impl Mapping {
         } else {
             file.dynamic_symbols()
         };
+        // The bias and the file let the host read the file's line tables; the sizes tell
+        // a function from the unnamed code after it (a stripped library's internals).
         let mut out = format!(
-            "{:016x} m {:016x} [{module}] @{space}\n",
-            self.start, self.end
+            "{:016x} m {:016x} [{module}] @{space} bias={bias:x} file={}\n",
+            self.start, self.end, self.path
         );
         for symbol in symbols {
             let address = symbol.address().wrapping_add(bias);
@@ -105,7 +107,11 @@ impl Mapping {
                 && !name.is_empty()
                 && (self.start..self.end).contains(&address)
             {
-                let _ = writeln!(out, "{address:016x} t {name} [{module}] @{space}");
+                let _ = write!(out, "{address:016x} t {name} [{module}] @{space}");
+                let _ = match symbol.size() {
+                    0 => writeln!(out),
+                    size => writeln!(out, " size={size:x}"),
+                };
             }
         }
         Ok(out)
@@ -290,15 +296,17 @@ mod tests {
             .unwrap()
             .to_str()
             .unwrap();
-        assert_eq!(
-            lines.lines().next(),
-            Some(
-                format!(
-                    "{:016x} m {:016x} [{module}] @3",
-                    mapping.start, mapping.end
-                )
-                .as_str()
-            )
+        let first = lines.lines().next().unwrap();
+        assert!(
+            first.starts_with(&format!(
+                "{:016x} m {:016x} [{module}] @3 bias=",
+                mapping.start, mapping.end
+            )),
+            "{first}"
+        );
+        assert!(
+            first.ends_with(&format!(" file={}", mapping.path)),
+            "{first}"
         );
         let line = lines
             .lines()
@@ -309,6 +317,6 @@ mod tests {
             Some(format!("{address:016x}").as_str()),
             "{line}"
         );
-        assert!(line.ends_with(&format!("[{module}] @3")), "{line}");
+        assert!(line.contains(&format!("[{module}] @3 size=")), "{line}");
     }
 }

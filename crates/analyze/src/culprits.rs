@@ -5,13 +5,21 @@
 //! also the disk writes not yet flushed there (for a state from the disk, only those): a
 //! missing flush shows as the writes it should have made durable, named by the code that
 //! issued them beyond the block layer.
+//!
+//! Culprits come most relevant first ([`Relevance`]): a store of the same bytes PM already
+//! holds durably (a library rewriting its run-time data on every open) cannot tell crash
+//! images apart, so stores that change their line's bytes come before it, and lines the
+//! program declared run-time data come last, apart.
 
-use crate::debug::Discard;
 use crate::verdict::{CheckpointVerdict, Media};
 use persim_model::{Config, Replay};
+use persim_model::{FailureView, Sink};
 use persim_trace::{Entry, Hypercall, Meta, Op, Symbols, TraceError};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
 
 /// One call site behind a violation.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -29,6 +37,35 @@ pub struct Culprit {
     /// Whether these are disk writes (`blkwrite`), not PM stores.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub disk: bool,
+    /// How much these stores can matter, the most of any of them.
+    #[serde(default, skip_serializing_if = "Relevance::is_unknown")]
+    pub relevance: Relevance,
+}
+
+/// How much a pending store can matter where it is named: whether its line can differ
+/// between the crash images of that failure point. Ordered most relevant first.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Relevance {
+    /// A pending store of its line writes bytes other than the durable ones: images with
+    /// and without it differ in the line.
+    Changes,
+    /// Not known: a disk write, or a store no longer pending there.
+    #[default]
+    Unknown,
+    /// Every pending store of its line writes the bytes PM already holds durably: the line
+    /// is the same in every image there.
+    Rewrites,
+    /// The line holds only run-time data the program declared (`persim_volatile`).
+    RuntimeData,
+}
+
+impl Relevance {
+    fn is_unknown(&self) -> bool {
+        *self == Relevance::Unknown
+    }
 }
 
 /// Entries and lines kept per culprit; the count says how many there were.
@@ -41,18 +78,22 @@ const LAST_STORES: usize = 3;
 /// A store (or disk write) found behind a violation, before its call site is known.
 struct Suspect {
     what: String,
+    /// The failure point (trace index) it is named at.
+    point: u64,
     entry: u64,
     line: u64,
     disk: bool,
 }
 
 /// Fills `culprits` of every violated interval in `checkpoints` from the trace (read twice:
-/// `entries()` opens it) replayed with the run's `config`. `focus` gives, per failure point
-/// (trace index), the only lines that can matter there (`reads`: the lines recovery
-/// reads); stores to other lines are left out, and counted in one culprit of their own.
+/// `entries()` opens it) replayed with the run's `config` from the PM image `initial` (the
+/// recorded `TRACE.initial`; None: zeros). `focus` gives, per failure point (trace index),
+/// the only lines that can matter there (`reads`: the lines recovery reads); stores to
+/// other lines are left out, and counted in one culprit of their own.
 pub fn find_culprits<I>(
     mut entries: impl FnMut() -> Result<I, TraceError>,
     config: Config,
+    initial: Option<&Path>,
     checkpoints: &mut [CheckpointVerdict],
     symbols: Option<&Symbols>,
     focus: &BTreeMap<u64, BTreeSet<u64>>,
@@ -62,17 +103,21 @@ where
 {
     use crate::DebugError;
     // Where to look, by trace index: the final failure point of an interval with several
-    // final states; the first failure point of each extra state (neither the interval's
-    // first state nor a final one).
+    // final states; the first failure point of each extra state (not the interval's first
+    // state), unless it is a final state that arises only there (the checkpoint explains
+    // it). One that is final and arose earlier gets both: the stores before its first
+    // failure point made it, whatever the checkpoint leaves pending.
     let mut at_checkpoint: BTreeMap<u64, usize> = BTreeMap::new();
     let mut at_point: BTreeMap<u64, Vec<(usize, String, DiskPart)>> = BTreeMap::new();
     for (i, c) in checkpoints.iter().enumerate() {
         if !c.single_final_state {
             at_checkpoint.insert(c.to, i);
         }
+        let final_point = c.states.iter().flat_map(|s| &s.failure_points).max();
         // a state whose recovery failed counts too: the stores before it broke recovery
         for s in c.states.iter().skip(1) {
-            if c.final_states.contains(&s.name) {
+            let explained = c.single_final_state || s.failure_points.first() == final_point;
+            if c.final_states.contains(&s.name) && explained {
                 continue;
             }
             if let Some(&point) = s.failure_points.first() {
@@ -90,7 +135,9 @@ where
 
     let mut suspects: Vec<Vec<Suspect>> = checkpoints.iter().map(|_| Vec::new()).collect();
     let mut ignored = vec![0; checkpoints.len()];
+    let pm_size = config.pm_size;
     let mut replay = Replay::new(config);
+    let mut durable = Durable::new(initial, pm_size).map_err(|e| DebugError::Model(e.into()))?;
     let mut last_stores: VecDeque<(u64, u64)> = VecDeque::new();
     // Disk writes since the last disk flush: (trace index, offset).
     let mut unflushed: Vec<(u64, u64)> = Vec::new();
@@ -100,8 +147,10 @@ where
         .enumerate()
     {
         let (index, entry) = (index as u64, entry.map_err(DebugError::Trace)?);
+        durable.wanted = at_point.contains_key(&index);
         if let Op::Hypercall(Hypercall::Checkpoint(n)) = entry.op {
             if let Some(&i) = at_checkpoint.get(&n) {
+                durable.wanted = true;
                 let read = focus.get(&index);
                 for line in replay.pending_lines() {
                     if read.is_some_and(|lines| !lines.contains(&line.line)) {
@@ -116,6 +165,7 @@ where
                         };
                         suspects[i].push(Suspect {
                             what: format!("{how} at checkpoint {n}"),
+                            point: index,
                             entry: unit.entry,
                             line: line.line,
                             disk: false,
@@ -125,6 +175,7 @@ where
                 for &(entry, offset) in &unflushed {
                     suspects[i].push(Suspect {
                         what: format!("disk writes not flushed at checkpoint {n}"),
+                        point: index,
                         entry,
                         line: offset,
                         disk: true,
@@ -137,6 +188,7 @@ where
                 for &(entry, line) in last_stores.iter().rev() {
                     suspects[*i].push(Suspect {
                         what: format!("last stores before failure point {index} (state {state})"),
+                        point: index,
                         entry,
                         line,
                         disk: false,
@@ -149,6 +201,7 @@ where
                         what: format!(
                             "disk writes not flushed at failure point {index} (state {state})"
                         ),
+                        point: index,
                         entry,
                         line: offset,
                         disk: true,
@@ -168,7 +221,7 @@ where
             _ => {}
         }
         replay
-            .step(&entry, &mut Discard)
+            .step(&entry, &mut durable)
             .map_err(DebugError::Model)?;
     }
 
@@ -185,7 +238,7 @@ where
         }
     }
     for ((c, suspects), ignored) in checkpoints.iter_mut().zip(suspects).zip(ignored) {
-        c.culprits = group(suspects, |entry, disk| {
+        c.culprits = group(suspects, &durable.relevance, |entry, disk| {
             site(metas.get(&entry), symbols, disk)
         });
         if ignored > 0 {
@@ -199,10 +252,86 @@ where
                 entries: Vec::new(),
                 lines: Vec::new(),
                 disk: false,
+                relevance: Relevance::Unknown,
             });
         }
     }
     Ok(())
+}
+
+/// The replay's sink: the durable bytes of the PM lines it touched, over the image the
+/// trace starts from, and at the failure points where culprits are named (`wanted` before
+/// their entry is replayed) how relevant each pending line is.
+struct Durable {
+    initial: Option<std::fs::File>,
+    pm_size: u64,
+    lines: HashMap<u64, [u8; LINE]>,
+    wanted: bool,
+    /// (failure point, line) -> its relevance there.
+    relevance: HashMap<(u64, u64), Relevance>,
+}
+
+const LINE: usize = persim_model::LINE as usize;
+
+impl Durable {
+    fn new(initial: Option<&Path>, pm_size: u64) -> io::Result<Durable> {
+        Ok(Durable {
+            initial: initial.map(std::fs::File::open).transpose()?,
+            pm_size,
+            lines: HashMap::new(),
+            wanted: false,
+            relevance: HashMap::new(),
+        })
+    }
+
+    /// The durable bytes of the line at `line`, read from the initial image when first
+    /// needed.
+    fn line(&mut self, line: u64) -> io::Result<&mut [u8; LINE]> {
+        if !self.lines.contains_key(&line) {
+            let mut bytes = [0; LINE];
+            if let Some(file) = &self.initial {
+                file.read_exact_at(&mut bytes, line)?;
+            }
+            self.lines.insert(line, bytes);
+        }
+        Ok(self.lines.get_mut(&line).expect("inserted above"))
+    }
+}
+
+impl Sink for Durable {
+    fn persist(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        // a unit lies in one line; the disk's writes (past PM) are not compared
+        if offset < self.pm_size {
+            let at = (offset % LINE as u64) as usize;
+            self.line(offset - at as u64)?[at..at + bytes.len()].copy_from_slice(bytes);
+        }
+        Ok(())
+    }
+
+    fn failure_point(&mut self, view: &FailureView<'_>) -> io::Result<()> {
+        if !self.wanted {
+            return Ok(());
+        }
+        let runtime: BTreeSet<u64> = view.runtime_lines().collect();
+        for line in view.pending_lines() {
+            let relevance = if runtime.contains(&line.line) {
+                Relevance::RuntimeData
+            } else {
+                let durable = *self.line(line.line)?;
+                let changes = line.units().iter().any(|u| {
+                    let at = (u.addr - line.line) as usize;
+                    durable[at..at + u.bytes().len()] != *u.bytes()
+                });
+                match changes {
+                    true => Relevance::Changes,
+                    false => Relevance::Rewrites,
+                }
+            };
+            self.relevance
+                .insert((view.point.index, line.line), relevance);
+        }
+        Ok(())
+    }
 }
 
 /// The site of stores recorded without a pc (hand-written traces).
@@ -269,28 +398,47 @@ fn in_block_layer(frame: &str) -> bool {
             .any(|prefix| frame.starts_with(prefix))
 }
 
-/// Suspects counted per (what, site), in the order first seen.
-fn group(suspects: Vec<Suspect>, site_of: impl Fn(u64, bool) -> String) -> Vec<Culprit> {
+/// Suspects counted per (what, site), most relevant first (`relevance` of their lines at
+/// their failure points), else in the order first seen; stores to declared run-time data
+/// are a kind of their own.
+fn group(
+    suspects: Vec<Suspect>,
+    relevance: &HashMap<(u64, u64), Relevance>,
+    site_of: impl Fn(u64, bool) -> String,
+) -> Vec<Culprit> {
     let mut culprits: Vec<Culprit> = Vec::new();
     for s in suspects {
         let site = site_of(s.entry, s.disk);
+        let rank = match s.disk {
+            true => Relevance::Unknown,
+            false => relevance
+                .get(&(s.point, s.line))
+                .copied()
+                .unwrap_or_default(),
+        };
+        let what = match rank {
+            Relevance::RuntimeData => format!("{}, declared run-time data", s.what),
+            _ => s.what,
+        };
         let at = culprits
             .iter()
-            .position(|c| c.what == s.what && c.site == site);
+            .position(|c| c.what == what && c.site == site);
         let c = match at {
             Some(at) => &mut culprits[at],
             None => {
                 culprits.push(Culprit {
-                    what: s.what,
+                    what,
                     site,
                     stores: 0,
                     entries: Vec::new(),
                     lines: Vec::new(),
                     disk: s.disk,
+                    relevance: rank,
                 });
                 culprits.last_mut().expect("just pushed")
             }
         };
+        c.relevance = c.relevance.min(rank);
         c.stores += 1;
         if c.entries.len() < EXAMPLES && !c.entries.contains(&s.entry) {
             c.entries.push(s.entry);
@@ -299,6 +447,7 @@ fn group(suspects: Vec<Suspect>, site_of: impl Fn(u64, bool) -> String) -> Vec<C
             c.lines.push(s.line);
         }
     }
+    culprits.sort_by_key(|c| c.relevance);
     culprits
 }
 
@@ -360,7 +509,15 @@ hypercall success
     ) -> Vec<Culprit> {
         let open = || Reader::new(std::io::Cursor::new(TRACE));
         let config = Config::new(0x1000);
-        find_culprits(open, config, std::slice::from_mut(&mut c), symbols, focus).unwrap();
+        find_culprits(
+            open,
+            config,
+            None,
+            std::slice::from_mut(&mut c),
+            symbols,
+            focus,
+        )
+        .unwrap();
         c.culprits
     }
 
@@ -371,7 +528,7 @@ hypercall success
              ffffffffc0300000 t jbd2_journal_commit_transaction\t[jbd2]\n",
         );
         let c = verdict(
-            vec![state("c1s0", &[2, 7]), state("c1s1", &[7, 10])],
+            vec![state("c1s0", &[2, 9]), state("c1s1", &[9])],
             &["c1s0", "c1s1"],
         );
         let found = culprits(c, Some(&symbols));
@@ -445,6 +602,7 @@ hypercall success
             find_culprits(
                 open,
                 config,
+                None,
                 std::slice::from_mut(&mut c),
                 Some(&symbols),
                 &empty,
@@ -524,7 +682,7 @@ hypercall success
     #[test]
     fn lines_recovery_never_reads_are_counted_apart() {
         let c = verdict(
-            vec![state("c1s0", &[2, 9]), state("c1s1", &[9, 10])],
+            vec![state("c1s0", &[2, 9]), state("c1s1", &[9])],
             &["c1s0", "c1s1"],
         );
         let focus = BTreeMap::from([(9, BTreeSet::from([0xc0]))]);
@@ -555,6 +713,147 @@ hypercall success
             found[0].what,
             "last stores before failure point 6 (state c1s1)"
         );
+    }
+
+    /// A library's open rewrites its run-time data (zeros, as PM holds them) before the
+    /// program's store that matters; a declared run-time line too.
+    const RUNTIME_TRACE: &str = "\
+# persim-trace pm-size=0x1000
+hypercall start
+hypercall volatile 0x100 0x40
+hypercall checkpoint 1
+write 0x40 00 @ pc=0x402000
+write 0x48 0000 @ pc=0x402000
+write 0x80 00 @ pc=0x402000
+write 0x100 07 @ pc=0x403000
+write 0xc0 05 @ pc=0x401000
+hypercall checkpoint 2
+hypercall success
+";
+
+    fn summary(found: &[Culprit]) -> Vec<(&str, &str, usize, Relevance)> {
+        found
+            .iter()
+            .map(|c| (c.what.as_str(), c.site.as_str(), c.stores, c.relevance))
+            .collect()
+    }
+
+    #[test]
+    fn stores_that_change_bytes_come_before_rewrites_and_run_time_data() {
+        let mut c = verdict(
+            vec![state("c1s0", &[2, 8]), state("c1s1", &[8])],
+            &["c1s0", "c1s1"],
+        );
+        let open = || Reader::new(std::io::Cursor::new(RUNTIME_TRACE));
+        let empty = BTreeMap::new();
+        let config = Config::new(0x1000);
+        find_culprits(
+            open,
+            config,
+            None,
+            std::slice::from_mut(&mut c),
+            None,
+            &empty,
+        )
+        .unwrap();
+        let not_flushed = "not flushed at checkpoint 2";
+        let runtime = "not flushed at checkpoint 2, declared run-time data";
+        assert_eq!(
+            summary(&c.culprits),
+            [
+                (not_flushed, "0x401000", 1, Relevance::Changes),
+                (not_flushed, "0x402000", 3, Relevance::Rewrites),
+                (runtime, "0x403000", 1, Relevance::RuntimeData),
+            ]
+        );
+        // report.txt keeps that order within the kind, though the rewrites are more.
+        let text = report_with(c).to_text();
+        let guilty = text.find("1 by 0x401000").expect(&text);
+        let rewrites = text.find("3 by 0x402000").expect(&text);
+        assert!(guilty < rewrites, "{text}");
+        assert!(
+            text.contains(&format!("code: {runtime}: 1 store(s)")),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_store_of_what_the_initial_image_held_is_a_rewrite() {
+        // The initial image holds 05 at 0xc0: the program's store changes nothing there,
+        // while the zeros the library writes over its 0x11 bytes now change them.
+        let dir = std::env::temp_dir().join(format!("persim-culprits-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let initial = dir.join("initial");
+        let mut pm = vec![0x11u8; 0x1000];
+        pm[0xc0] = 5;
+        std::fs::write(&initial, &pm).unwrap();
+        let mut c = verdict(
+            vec![state("c1s0", &[2, 8]), state("c1s1", &[8])],
+            &["c1s0", "c1s1"],
+        );
+        let open = || Reader::new(std::io::Cursor::new(RUNTIME_TRACE));
+        let empty = BTreeMap::new();
+        let config = Config::new(0x1000);
+        let slice = std::slice::from_mut(&mut c);
+        find_culprits(open, config, Some(&initial), slice, None, &empty).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let ranks: Vec<(&str, Relevance)> = c
+            .culprits
+            .iter()
+            .map(|c| (c.site.as_str(), c.relevance))
+            .collect();
+        assert_eq!(
+            ranks,
+            [
+                ("0x402000", Relevance::Changes),
+                ("0x401000", Relevance::Rewrites),
+                ("0x403000", Relevance::RuntimeData),
+            ]
+        );
+    }
+
+    fn report_with(c: CheckpointVerdict) -> crate::Report {
+        crate::Report {
+            test: "t".into(),
+            fs: "ext4".into(),
+            cache: Default::default(),
+            strategy: Default::default(),
+            checkpoints: vec![c],
+            nt_prefixes: None,
+            runtime_data: None,
+            timings: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_final_state_that_arose_earlier_names_the_stores_before_it_too() {
+        // c1s1 is final and first arose at the fence (entry 6): both kinds of culprits.
+        let c = verdict(
+            vec![
+                state("c1s0", &[1, 9]),
+                state("c1s1", &[6, 9]),
+                state("c1s2", &[9]),
+            ],
+            &["c1s0", "c1s1", "c1s2"],
+        );
+        let found = culprits(c, None);
+        let kinds: BTreeSet<&str> = found.iter().map(|c| c.what.as_str()).collect();
+        assert_eq!(
+            kinds,
+            BTreeSet::from([
+                "last stores before failure point 6 (state c1s1)",
+                "not flushed at checkpoint 2",
+                "flushed, not fenced at checkpoint 2",
+            ]),
+            "{found:#?}"
+        );
+        let first_cause = found
+            .iter()
+            .find(|c| c.what.starts_with("last stores"))
+            .unwrap();
+        assert_eq!(first_cause.entries, [4]);
+        // c1s2 arises only at the checkpoint: the checkpoint's culprits explain it.
+        assert!(!found.iter().any(|c| c.what.contains("c1s2")), "{found:#?}");
     }
 
     #[test]

@@ -12,7 +12,7 @@ mod report;
 mod signature;
 mod verdict;
 
-pub use culprits::{find_culprits, Culprit};
+pub use culprits::{find_culprits, Culprit, Relevance};
 pub use debug::{
     entries_touching, pending_at, DebugError, PendingDiskWrite, PendingLine, PendingState,
     PendingUnit,

@@ -288,7 +288,8 @@ pub(crate) fn telling_lines(output: &str) -> Vec<&str> {
 /// Call sites shown per kind of culprit; report.json has them all.
 const SITES_SHOWN: usize = 8;
 
-/// The code behind an interval's violation, most stores first within each kind.
+/// The code behind an interval's violation, kinds in `find_culprits`' order (most relevant
+/// first), and within each kind the most relevant sites, then those with most stores.
 fn culprits_text(t: &mut String, culprits: &[crate::Culprit]) {
     let mut kinds: Vec<&str> = Vec::new();
     for c in culprits {
@@ -300,7 +301,7 @@ fn culprits_text(t: &mut String, culprits: &[crate::Culprit]) {
         |values: &[u64]| -> Vec<String> { values.iter().map(|v| format!("{v:#x}")).collect() };
     for kind in kinds {
         let mut sites: Vec<&crate::Culprit> = culprits.iter().filter(|c| c.what == kind).collect();
-        sites.sort_by_key(|c| std::cmp::Reverse(c.stores));
+        sites.sort_by_key(|c| (c.relevance, std::cmp::Reverse(c.stores)));
         let total: usize = sites.iter().map(|c| c.stores).sum();
         let (what, at) = match sites.first().is_some_and(|c| c.disk) {
             true => ("disk write(s)", "offsets"),

@@ -199,6 +199,7 @@ mod tests {
                     entries: vec![7],
                     lines: vec![0x40],
                     disk: false,
+                    relevance: Default::default(),
                 }],
             }],
             nt_prefixes: None,

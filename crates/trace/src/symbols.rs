@@ -8,11 +8,18 @@
 //! the traced run had them mapped (the guest tool `user-maps`), with the file's name as the
 //! module. The file is kallsyms' text form (`address type name [module]`), function
 //! symbols only, zstd-compressed; names are kept as linked and shown demangled (Rust).
+//!
+//! User code adds optional `key=value` fields, which older files lack: a function's
+//! `size=HEX` (ELF `st_size`: an address past it is in code the symbol table does not
+//! name, shown as `file+0xoff`, not as a misleading `function+0xbig`), and a code
+//! mapping's `bias=HEX` (run-time address − ELF address) and `file=PATH` (the file on
+//! the host).
 
 use std::collections::HashMap;
 use std::fmt;
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 /// Function symbols sorted by address, per address space: 0 holds the kernel's (and those
 /// of a file that names none), n ≥ 1 the code of one user process of the traced run, as
@@ -21,6 +28,72 @@ use std::path::Path;
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Symbols {
     spaces: Vec<Space>,
+    sources: Sources,
+}
+
+/// The line tables of the user programs' files, read when first asked (None: the file, or
+/// its separate debug file, has none).
+#[derive(Default)]
+struct Sources(Mutex<HashMap<String, Option<addr2line::Loader>>>);
+
+impl Sources {
+    /// `file:line` (the file's name only) of the ELF address `address` of `file`.
+    fn line_of(&self, file: &str, address: u64) -> Option<String> {
+        let mut loaders = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let loader = loaders
+            .entry(file.to_owned())
+            .or_insert_with(|| line_tables(Path::new(file)))
+            .as_ref()?;
+        let location = loader.find_location(address).ok()??;
+        let name = Path::new(location.file?).file_name()?.to_str()?;
+        Some(format!("{name}:{}", location.line?))
+    }
+}
+
+/// The loader of `file`'s DWARF, or of its separate debug file
+/// (`/usr/lib/debug/.build-id/xx/rest.debug`, Debian's `-dbgsym` packages); None without
+/// line tables.
+fn line_tables(file: &Path) -> Option<addr2line::Loader> {
+    use object::{Object, ObjectSection};
+    let data = std::fs::read(file).ok()?;
+    let elf = object::File::parse(&*data).ok()?;
+    let path = match elf.section_by_name(".debug_line") {
+        Some(section) if section.size() > 0 => file.to_owned(),
+        _ => {
+            let id: String = elf
+                .build_id()
+                .ok()??
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            let debug = Path::new("/usr/lib/debug/.build-id")
+                .join(id.get(..2)?)
+                .join(format!("{}.debug", id.get(2..)?));
+            debug.is_file().then_some(debug)?
+        }
+    };
+    addr2line::Loader::new(path).ok()
+}
+
+/// Only a cache: symbols are equal, cloned and printed without it.
+impl Clone for Sources {
+    fn clone(&self) -> Sources {
+        Sources::default()
+    }
+}
+
+impl PartialEq for Sources {
+    fn eq(&self, _: &Sources) -> bool {
+        true
+    }
+}
+
+impl Eq for Sources {}
+
+impl fmt::Debug for Sources {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("Sources")
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -28,13 +101,31 @@ struct Space {
     functions: Vec<Function>,
     /// A user process's code mappings (`start m end [file] @n` lines), sorted: an address
     /// outside them is not this process's code. Empty for the kernel's space.
-    code: Vec<(u64, u64)>,
+    code: Vec<Code>,
+}
+
+/// One code mapping of a user process.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Code {
+    start: u64,
+    end: u64,
+    /// The mapped file's name (`code` in files written before it was kept).
+    module: String,
+    /// Run-time address − ELF address of the file's code, when the file says.
+    bias: Option<u64>,
+    /// The mapped file on the host, when the file says.
+    file: Option<String>,
 }
 
 impl Space {
+    fn code_at(&self, address: u64) -> Option<&Code> {
+        let at = self.code.partition_point(|c| c.start <= address);
+        let code = &self.code[at.checked_sub(1)?];
+        (address < code.end).then_some(code)
+    }
+
     fn has_code_at(&self, address: u64) -> bool {
-        let at = self.code.partition_point(|&(start, _)| start <= address);
-        at.checked_sub(1).is_some_and(|i| address < self.code[i].1)
+        self.code_at(address).is_some()
     }
 }
 
@@ -46,10 +137,12 @@ struct Function {
     /// What is shown: the demangled name of a Rust function, else `name`.
     shown: Option<String>,
     module: Option<String>,
+    /// ELF `st_size`, for user programs' functions (kallsyms has none).
+    size: Option<u64>,
 }
 
 impl Function {
-    fn new(address: u64, name: &str, module: Option<&str>) -> Function {
+    fn new(address: u64, name: &str, module: Option<&str>, size: Option<u64>) -> Function {
         Function {
             address,
             name: name.to_owned(),
@@ -57,6 +150,7 @@ impl Function {
                 .ok()
                 .map(|d| format!("{d:#}")),
             module: module.map(str::to_owned),
+            size,
         }
     }
 }
@@ -101,20 +195,36 @@ impl Symbols {
                 let address = u64::from_str_radix(fields.next()?, 16).ok()?;
                 let kind = fields.next()?;
                 let name = fields.next()?;
-                let module = fields
-                    .next()
-                    .and_then(|m| m.strip_prefix('[')?.strip_suffix(']'));
-                let space: usize = match fields.next() {
-                    Some(space) => space.strip_prefix('@')?.parse().ok()?,
-                    None => 0,
-                };
+                let (mut module, mut space) = (None, 0);
+                let (mut size, mut bias, mut file) = (None, None, None);
+                for field in fields {
+                    let hex = |v: &str| u64::from_str_radix(v, 16).ok();
+                    if let Some(m) = field.strip_prefix('[') {
+                        module = m.strip_suffix(']');
+                    } else if let Some(n) = field.strip_prefix('@') {
+                        space = n.parse().ok()?;
+                    } else {
+                        match field.split_once('=') {
+                            Some(("size", v)) => size = Some(hex(v)?),
+                            Some(("bias", v)) => bias = Some(hex(v)?),
+                            Some(("file", v)) => file = Some(v.to_owned()),
+                            _ => {}
+                        }
+                    }
+                }
                 if kind == "m" {
                     let end = u64::from_str_radix(name, 16).ok()?;
-                    symbols.space_mut(space).code.push((address, end));
+                    symbols.space_mut(space).code.push(Code {
+                        start: address,
+                        end,
+                        module: module.unwrap_or("code").to_owned(),
+                        bias,
+                        file,
+                    });
                     return None;
                 }
                 (address != 0 && matches!(kind, "t" | "T" | "w" | "W"))
-                    .then(|| (space, Function::new(address, name, module)))
+                    .then(|| (space, Function::new(address, name, module, size)))
             })();
             if let Some((space, function)) = parsed {
                 symbols.space_mut(space).functions.push(function);
@@ -163,7 +273,10 @@ impl Symbols {
     }
 
     /// The function `address` lies in, in the user address space `space` where it has code
-    /// there, else in the kernel's.
+    /// there, else in the kernel's. Past the end of the nearest function below it (when
+    /// its size is known), the address is in code no symbol names (a stripped library's
+    /// internal functions): then the mapped file and the ELF address in it (the offset in
+    /// the mapping without a bias), as `function` without a module.
     fn resolve_in(&self, space: usize, address: u64) -> Option<Location<'_>> {
         let space = match self.spaces.get(space) {
             Some(user) if user.has_code_at(address) => user,
@@ -171,11 +284,51 @@ impl Symbols {
         };
         let f = nearest(&space.functions, address)?;
         let offset = address - f.address;
+        if f.size.is_some_and(|size| offset >= size) {
+            let code = space.code_at(address)?;
+            return Some(Location {
+                function: &code.module,
+                offset: address.wrapping_sub(code.bias.unwrap_or(code.start)),
+                module: None,
+            });
+        }
         (offset < MAX_FUNCTION_SIZE).then_some(Location {
             function: f.shown.as_deref().unwrap_or(&f.name),
             offset,
             module: f.module.as_deref(),
         })
+    }
+
+    /// `function+0xoff [module]`, with `(file:line)` where the user program's file has
+    /// line tables; the hex address without a symbol. `call`: a return address, whose
+    /// line is the call's (the byte before it).
+    fn describe_in(&self, space: usize, address: u64, call: bool) -> String {
+        let Some(location) = self.resolve_in(space, address) else {
+            return format!("{address:#x}");
+        };
+        let code = self
+            .spaces
+            .get(space)
+            .filter(|s| s.has_code_at(address))
+            .and_then(|s| s.code_at(address));
+        let line = code.and_then(|c| {
+            let probe = address.wrapping_sub(c.bias?).wrapping_sub(u64::from(call));
+            self.sources.line_of(c.file.as_deref()?, probe)
+        });
+        match line {
+            Some(line) => format!("{location} ({line})"),
+            None => location.to_string(),
+        }
+    }
+
+    /// The names of code files the guest had (user mappings' `file=`) moved to the
+    /// host's, where `host` knows another path.
+    pub fn move_files(&mut self, host: impl Fn(&str) -> Option<PathBuf>) {
+        for code in self.spaces.iter_mut().flat_map(|s| &mut s.code) {
+            if let Some(moved) = code.file.as_deref().and_then(&host) {
+                code.file = Some(moved.display().to_string());
+            }
+        }
     }
 
     /// One call chain's addresses (a pc and its return addresses) described, each in
@@ -194,19 +347,16 @@ impl Symbols {
             .unwrap_or(0);
         frames
             .iter()
-            .map(|&a| match self.resolve_in(space, a) {
-                Some(location) => location.to_string(),
-                None => format!("{a:#x}"),
-            })
+            .enumerate()
+            .map(|(i, &a)| self.describe_in(space, a, i > 0))
             .collect()
     }
 
-    /// `function+0xoff [module]`, or the address in hex when no symbol covers it.
+    /// `function+0xoff [module] (file:line)`, or the address in hex when no symbol covers
+    /// it.
     pub fn describe(&self, address: u64) -> String {
-        match self.resolve(address) {
-            Some(location) => location.to_string(),
-            None => format!("{address:#x}"),
-        }
+        let space = self.spaces_with_code_at(address).next().unwrap_or(0);
+        self.describe_in(space, address, false)
     }
 
     /// The same symbols with each module's functions moved from its load address in `from`
@@ -264,8 +414,18 @@ impl Symbols {
             } else {
                 String::new()
             };
-            for (start, end) in &space.code {
-                text.push_str(&format!("{start:016x} m {end:016x} [code]{tag}\n"));
+            for c in &space.code {
+                text.push_str(&format!(
+                    "{:016x} m {:016x} [{}]{tag}",
+                    c.start, c.end, c.module
+                ));
+                if let Some(bias) = c.bias {
+                    text.push_str(&format!(" bias={bias:x}"));
+                }
+                if let Some(file) = &c.file {
+                    text.push_str(&format!(" file={file}"));
+                }
+                text.push('\n');
             }
             for f in &space.functions {
                 text.push_str(&format!("{:016x} t {}", f.address, f.name));
@@ -273,6 +433,9 @@ impl Symbols {
                     text.push_str(&format!("\t[{module}]"));
                 }
                 text.push_str(&tag);
+                if let Some(size) = f.size {
+                    text.push_str(&format!(" size={size:x}"));
+                }
                 text.push('\n');
             }
         }
@@ -423,6 +586,96 @@ not a symbol line
         let path = dir.path().join("symbols");
         s.save(&path).unwrap();
         assert_eq!(Symbols::load(&path).unwrap(), s);
+    }
+
+    /// A stripped library: `pmem_errormsg` is exported with its size, the code after it is
+    /// internal; `main` of an old file has no size.
+    const SIZED: &str = "\
+00007ffff7f70000 m 00007ffff7f90000 [libpmemobj.so.1] @1 bias=7ffff7f60000 file=/usr/lib/libpmemobj.so.1
+00007ffff7f76700 t pmemobj_errormsg [libpmemobj.so.1] @1 size=40
+0000555555556000 m 0000555555557000 [transfer] @1
+0000555555556000 t main [transfer] @1
+";
+
+    #[test]
+    fn an_address_past_a_sized_symbol_is_named_by_its_file_and_offset() {
+        let s = Symbols::from_kallsyms(SIZED);
+        assert_eq!(
+            s.describe(0x7ffff7f76710),
+            "pmemobj_errormsg+0x10 [libpmemobj.so.1]"
+        );
+        // 0x760e past the symbol, far beyond its 0x40 bytes: the ELF address in the file.
+        assert_eq!(s.describe(0x7ffff7f7dd0e), "libpmemobj.so.1+0x1dd0e");
+        assert_eq!(
+            s.describe_frames(&[0x7ffff7f7dd0e, 0x555555556020]),
+            ["libpmemobj.so.1+0x1dd0e", "main+0x20 [transfer]"]
+        );
+        // Without a size (kallsyms, older files), as before: the nearest symbol.
+        assert_eq!(s.describe(0x555555556f00), "main+0xf00 [transfer]");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("symbols");
+        s.save(&path).unwrap();
+        assert_eq!(Symbols::load(&path).unwrap(), s);
+    }
+
+    /// A C program built by `cc` with `flags` in `dir`, its symbols file (the program
+    /// loaded at a PIE's bias) and the run-time address of its function `probe`.
+    fn c_program(dir: &Path, flags: &[&str]) -> (Symbols, u64) {
+        use object::{Object, ObjectSymbol};
+        let source = dir.join("probe.c");
+        std::fs::write(
+            &source,
+            "int probe(int x)\n{\n  return x * 3;\n}\nint main(void) { return probe(2); }\n",
+        )
+        .unwrap();
+        let program = dir.join("probe");
+        let status = std::process::Command::new("cc")
+            .args(flags)
+            .arg("-o")
+            .arg(&program)
+            .arg(&source)
+            .status()
+            .expect("cc runs");
+        assert!(status.success());
+        let data = std::fs::read(&program).unwrap();
+        let elf = object::File::parse(&*data).unwrap();
+        let probe = elf.symbols().find(|s| s.name() == Ok("probe")).unwrap();
+        let (address, size) = (probe.address(), probe.size());
+        let bias = 0x555555554000;
+        let text = format!(
+            "{:016x} m {:016x} [probe] @1 bias={bias:x} file={}\n\
+             {:016x} t probe [probe] @1 size={size:x}\n",
+            bias + address,
+            bias + address + size,
+            program.display(),
+            bias + address,
+        );
+        (Symbols::from_kallsyms(&text), bias + address)
+    }
+
+    #[test]
+    fn user_code_with_line_tables_is_named_with_its_source_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let (s, probe) = c_program(dir.path(), &["-g", "-O0"]);
+        assert_eq!(s.describe(probe), "probe+0x0 [probe] (probe.c:2)");
+        // As a return address, the line of the call before it.
+        assert_eq!(
+            s.describe_frames(&[probe, probe + 1]),
+            [
+                "probe+0x0 [probe] (probe.c:2)",
+                "probe+0x1 [probe] (probe.c:2)"
+            ]
+        );
+        // Saved and loaded, the file still finds the lines.
+        let path = dir.path().join("symbols");
+        s.save(&path).unwrap();
+        assert_eq!(
+            Symbols::load(&path).unwrap().describe(probe),
+            "probe+0x0 [probe] (probe.c:2)"
+        );
+        // Without DWARF, silently the function alone.
+        let (s, probe) = c_program(dir.path(), &["-O0"]);
+        assert_eq!(s.describe(probe), "probe+0x0 [probe]");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use crate::config::VmConfig;
 use crate::error::VmError;
-use crate::initramfs::{build_cached, InitramfsSpec};
+use crate::initramfs::{build_cached, host_files, InitramfsSpec};
 use crate::kernel::Kernel;
 use crate::qemu::{check_version, QemuSpec, MAX_MEMORY_MIB};
 use std::path::{Path, PathBuf};
@@ -87,6 +87,8 @@ pub struct Prepared {
     pub kernel: Kernel,
     pub initramfs: PathBuf,
     pub qemu_version: String,
+    /// Guest path -> host file, where they differ (`initramfs::host_files`).
+    pub host_files: std::collections::BTreeMap<String, PathBuf>,
 }
 
 impl Prepared {
@@ -133,9 +135,11 @@ pub fn prepare(
         busybox: &artifacts.busybox,
     };
     let initramfs = build_cached(&spec, cache_dir)?;
+    let host_files = host_files(&spec)?;
     Ok(Prepared {
         kernel,
         initramfs,
         qemu_version,
+        host_files,
     })
 }

@@ -26,6 +26,21 @@ pub struct InitramfsSpec<'a> {
     pub busybox: &'a Path,
 }
 
+/// The host file of each guest program whose path in the guest differs from its host
+/// path (a program listed by path, installed as `/bin/NAME`; Persim's guest tools): the
+/// symbols file names the host's, where the host reads line tables.
+pub fn host_files(spec: &InitramfsSpec) -> Result<BTreeMap<String, PathBuf>, VmError> {
+    let mut files = BTreeMap::new();
+    for tool in spec.guest_tools {
+        files.insert(format!("/bin/{}", file_name(tool)), tool.clone());
+    }
+    for tool in spec.tools {
+        let (path, guest_path) = locate_tool(tool)?;
+        files.insert(guest_path, std::path::absolute(&path).unwrap_or(path));
+    }
+    Ok(files)
+}
+
 /// Returns the path of the cached initramfs for `spec`, building it if needed.
 pub fn build_cached(spec: &InitramfsSpec, cache_dir: &Path) -> Result<PathBuf, VmError> {
     let files = collect_files(spec)?;

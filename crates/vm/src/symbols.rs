@@ -156,7 +156,8 @@ fn user_symbols(
     let text = vm
         .run(&format!("user-maps symbols {USER_MAPS}"), timeout)?
         .output;
-    let symbols = persim_trace::Symbols::from_kallsyms(&text);
+    let mut symbols = persim_trace::Symbols::from_kallsyms(&text);
+    symbols.move_files(|guest| prepared.host_files.get(guest).cloned());
     if !mappings.contains(" /mnt/") {
         symbols
             .save(&cached)

@@ -12,7 +12,7 @@ use persim_image::{ImageStore, ImagesIndex, PointReads};
 use persim_model::Config;
 use persim_state::Recovered;
 use persim_trace::atomic_file::write_atomically;
-use persim_trace::{Reader, Symbols};
+use persim_trace::{Reader, Recording, Symbols};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
@@ -99,10 +99,12 @@ fn explain(run: &mut Run, checkpoints: &mut [CheckpointVerdict]) -> Result<()> {
         .into_iter()
         .map(|(point, r)| (point, r.lines.explored.iter().copied().collect()))
         .collect();
+    let initial = Recording::new(&trace).initial_image();
     run.replaying(Pass::Culprits);
     find_culprits(
         || Reader::open(&trace),
         config,
+        initial.is_file().then_some(initial.as_path()),
         checkpoints,
         symbols.as_ref(),
         &focus,
