@@ -359,6 +359,71 @@ fn crashes_and_hangs_are_results_and_the_worker_carries_on() {
     assert_eq!(states[4], states[0]);
 }
 
+#[test]
+fn an_oops_in_recovery_is_a_crash_at_once_and_the_next_image_gets_a_fresh_guest() {
+    let test = "an_oops_in_recovery_is_a_crash_at_once_and_the_next_image_gets_a_fresh_guest";
+    let Some(artifacts) = artifacts_or_skip(test) else {
+        return;
+    };
+    let Some(oops) = persim_vm::testing::kmod_ready(test, &config("ext4"), "oops") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let images = crash_images(
+        "ext4",
+        &artifacts,
+        dir.path(),
+        &["echo ok >/mnt/f && sync", "touch /mnt/oops && sync"],
+    );
+    let mut machine = machine("ext4", artifacts, 1);
+    machine.config.modules.push(oops.display().to_string());
+    // On the image marked for it, a real oops (targets/kmods/oops): the first write kills
+    // its shell holding the module's mutex, the second blocks on it for good, as a mount
+    // does after its file system oopsed with a lock held.
+    machine.config.recover = format!(
+        "{} || exit
+if [ -e /mnt/oops ]; then
+\
+         sh -c 'echo 1 >/proc/persim-oops'
+echo 1 >/proc/persim-oops
+fi",
+        machine.config.recover
+    );
+    machine.timeout = TIMEOUT;
+    let order = [0, 1, 0].map(|i| images[i].clone());
+    let mut finished = Vec::new();
+    let started = Instant::now();
+    let states: Vec<Recovered> = extract_states(
+        &machine,
+        ExtractMode::ReuseGuest,
+        false,
+        &fs_dump(),
+        &order,
+        |i, _| finished.push((i, started.elapsed())),
+    )
+    .unwrap()
+    .into_iter()
+    .map(|e| e.state)
+    .collect();
+
+    let Recovered::GuestCrash { output } = &states[1] else {
+        panic!("an oops is a recovery crash, not {:?}", states[1]);
+    };
+    assert!(
+        output.starts_with("kernel oops in persim_oops_dereference\n")
+            && output.contains("BUG: kernel NULL pointer dereference")
+            && output.contains("Oops: ")
+            && output.contains("persim_oops_write"),
+        "{output}"
+    );
+    // At once, not at the image's time limit.
+    let oops_took = finished[1].1 - finished[0].1;
+    assert!(oops_took < machine.timeout, "{finished:?}");
+    // The next image is recovered on a fresh guest, as before the oops.
+    assert!(dump(&states[0]).contains("/f\""), "{:?}", states[0]);
+    assert_eq!(states[2], states[0]);
+}
+
 /// The per-image time of both modes with one worker (docs/extraction.md):
 /// `cargo test --release -p persim-vm --test extract -- --ignored --nocapture`
 #[test]
