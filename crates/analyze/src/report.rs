@@ -496,8 +496,7 @@ mod tests {
                 "  error in c0s1: recovery-error: EXT4-fs error (device pmem0): bad block\n      \
                  `my-recovery /dev/pmem0` failed with exit code 139:\n      \
                  replaying record 1\n      replaying record 2\n      replaying record 3\n      \
-                 …\n      replaying record 10\n      \
-                 EXT4-fs error (device pmem0): bad block\n      Segmentation fault\n"
+                 …\n      EXT4-fs error (device pmem0): bad block\n      Segmentation fault\n"
             ),
             "{text}"
         );
