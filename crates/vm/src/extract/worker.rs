@@ -1,8 +1,9 @@
 //! One extraction worker: a guest and its scratch PM file. Per image: attach (rebind the
-//! NVDIMM, or boot), `recover`, `fs-dump`, fetch the dump, unmount and detach. With
-//! `reads`, the guest runs with the tracing plugin recording loads, and recovery and dump
-//! run between `hypercall start` and `hypercall success`: one trace per image, whose
-//! loads give the PM words recovery read of the image.
+//! NVDIMM, or boot), set the clock to the recovery epoch, `recover`, `fs-dump`, fetch the
+//! dump, unmount and detach. With `reads`, the guest runs with the tracing plugin
+//! recording loads, and recovery and dump run between `hypercall start` and `hypercall
+//! success`: one trace per image, whose loads give the PM words recovery read of the
+//! image.
 
 use super::{DumpOptions, ExtractMode};
 use crate::boot::Prepared;
@@ -13,7 +14,7 @@ use crate::qemu::Plugin;
 use crate::qemu::QemuSpec;
 use crate::scratch::ScratchPm;
 use persim_abi::machine::PM_BASE;
-use persim_abi::PluginArgs;
+use persim_abi::{PluginArgs, RECOVERY_EPOCH};
 use persim_state::Recovered;
 use persim_trace::{Op, Reader};
 use std::collections::{BTreeSet, HashSet};
@@ -152,6 +153,12 @@ impl Worker {
                 Instant::now() + self.machine.timeout
             }
         };
+        // Every recovery runs on the same clock, whatever the guest's age: the timestamps it
+        // writes do not tell images apart, and the state marks them (`Recovered::state`).
+        let clock = format!("date -s @{RECOVERY_EPOCH} >/dev/null");
+        self.run(&clock, deadline)?
+            .succeeded(&clock)
+            .map_err(Stop::Tool)?;
         if let Some(trace) = &self.reads_trace {
             // A trace of an earlier image must not stand in for this one's.
             let _ = std::fs::remove_file(trace);
