@@ -593,7 +593,10 @@ pub(crate) fn oops_report(text: &str) -> String {
         }
         if let Some(count) = &mut calls {
             let entry = line.trim_start_matches("? ");
-            if line.starts_with("</TASK>") || line.starts_with("Modules linked in") {
+            // The trace ends with the task's end, or with the user registers of a system
+            // call (`RIP: 0033:`), which differ from run to run.
+            let end = ["</TASK>", "Modules linked in", "RIP: "];
+            if end.iter().any(|e| line.starts_with(e)) {
                 calls = None;
             } else if *count < CALLS_KEPT && entry == line && !line.starts_with('<') {
                 *count += 1;
@@ -802,6 +805,8 @@ mod tests {
          persim_oops_write+0x1d/0x30 [oops]\n\
          proc_reg_write+0x56/0xa0\n\
          vfs_write+0xc3/0x3e0\n\
+         RIP: 0033:0x47b7a0\n\
+         RSP: 002b:00007fffffffe558 EFLAGS: 00000202 ORIG_RAX: 0000000000000001\n\
          </TASK>\n\
         Modules linked in: oops(OE) ext4\n\
         CR2: 0000000000000000\n\

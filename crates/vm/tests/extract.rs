@@ -411,10 +411,11 @@ fi",
         panic!("an oops is a recovery crash, not {:?}", states[1]);
     };
     assert!(
-        output.starts_with("kernel oops in persim_oops_dereference\n")
+        output.starts_with("kernel oops in persim_oops_dereference")
             && output.contains("BUG: kernel NULL pointer dereference")
             && output.contains("Oops: ")
-            && output.contains("persim_oops_write"),
+            && output.contains("persim_oops_write")
+            && !output.contains("RSP:"),
         "{output}"
     );
     // At once, not at the image's time limit.
