@@ -136,6 +136,14 @@ unpack_extra_kernel() {
     done
 }
 
+# The headers of the default guest kernel (the newest /boot/vmlinuz-*), for the kernel
+# modules under targets/kmods (docs/kmods.md).
+install_kernel_headers() {
+    local release
+    release=$(bash "$(dirname "$0")/build-kmods.sh" --default-release)
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "linux-headers-$release"
+}
+
 check_installed() {
     local version
     version=$(qemu-system-x86_64 --version | awk 'NR == 1 { print $4 }')
@@ -205,9 +213,11 @@ main() {
     install_packages
     unpack_extra_kernel
     check_installed
+    install_kernel_headers
     build_workspace
     build_guest_tools
     build_examples
+    bash "$(dirname "$0")/build-kmods.sh"
     bash "$(dirname "$0")/install.sh" /usr/local
     if ((main_job)); then run_main_job; fi
 }

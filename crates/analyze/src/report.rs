@@ -87,20 +87,23 @@ pub enum Mark {
     AtomicityViolation,
     /// S: some interval has several final states.
     MultipleFinalStates,
-    /// E: the state of some image could not be extracted (recovery error, hang).
+    /// E: the recovery of some image failed (the recovery command or the dump).
     ExtractionError,
-    /// C: the guest kernel crashed while recovering some image.
+    /// H: the recovery of some image did not finish in time.
+    RecoveryHang,
+    /// C: the guest kernel crashed (oops, panic) while recovering some image.
     RecoveryCrash,
     /// !: the test could not be run (its workload failed, or the tool did).
     NotRun,
 }
 
 impl Mark {
-    const ALL: [Mark; 6] = [
+    const ALL: [Mark; 7] = [
         Mark::Atomic,
         Mark::AtomicityViolation,
         Mark::MultipleFinalStates,
         Mark::ExtractionError,
+        Mark::RecoveryHang,
         Mark::RecoveryCrash,
         Mark::NotRun,
     ];
@@ -111,6 +114,7 @@ impl Mark {
             Mark::AtomicityViolation => "A",
             Mark::MultipleFinalStates => "S",
             Mark::ExtractionError => "E",
+            Mark::RecoveryHang => "H",
             Mark::RecoveryCrash => "C",
             Mark::NotRun => "!",
         }
@@ -138,12 +142,14 @@ impl Report {
         self.checkpoints.iter().filter(|c| c.violated()).count()
     }
 
-    /// The worst finding: a kernel crash, then extraction errors, multiple final
-    /// states, atomicity violations.
+    /// The worst finding: a kernel crash, then a hang, other extraction errors, multiple
+    /// final states, atomicity violations.
     pub fn mark(&self) -> Mark {
         let errors = || self.checkpoints.iter().flat_map(|c| &c.errors);
         if errors().any(|e| e.outcome == Outcome::GuestCrash) {
             Mark::RecoveryCrash
+        } else if errors().any(|e| e.outcome == Outcome::Hang) {
+            Mark::RecoveryHang
         } else if errors().next().is_some() {
             Mark::ExtractionError
         } else if self.checkpoints.iter().any(|c| !c.single_final_state) {
@@ -213,10 +219,9 @@ impl Report {
                 }
             }
             for e in &c.errors {
-                let lines = telling_lines(&e.output);
-                let first = lines.first().copied().unwrap_or("");
+                let first = telling_lines(&e.output).first().copied().unwrap_or("");
                 let _ = writeln!(t, "  error in {}: {}: {first}", e.state, e.outcome);
-                for line in lines.iter().skip(1) {
+                for line in excerpt(&e.output) {
                     let _ = writeln!(t, "      {line}");
                 }
             }
@@ -252,14 +257,19 @@ impl Report {
     }
 }
 
-/// Lines of a failed recovery's output shown in the text; report.json has all of it.
+/// Telling lines of a failed recovery's output shown in the text; report.json has all of it.
 const ERROR_LINES: usize = 4;
+/// The first and the last lines of a failed recovery's output shown in the text.
+const FIRST_LINES: usize = 4;
+const LAST_LINES: usize = 2;
 
 /// What a person needs of a failed recovery's console output: the lines where the kernel
 /// or the recovery command say what went wrong (an oops, `EXT4-fs error`, "Structure
 /// needs cleaning"), else its first line.
 pub(crate) fn telling_lines(output: &str) -> Vec<&str> {
-    const SIGNS: [&str; 9] = [
+    const SIGNS: [&str; 11] = [
+        "kernel oops",
+        "RIP: ",
         "error",
         "Error",
         "BUG",
@@ -283,6 +293,34 @@ pub(crate) fn telling_lines(output: &str) -> Vec<&str> {
         lines.extend(output.lines().map(str::trim).find(|l| !l.is_empty()));
     }
     lines
+}
+
+/// The lines of a failed recovery's output that report.txt shows, in output order: its
+/// first lines (what failed and how: a crash's `kernel oops in FUNCTION` and headlines, a
+/// failed dump's command and exit code), the telling lines after them, and its last lines
+/// (a shell's "Segmentation fault", a program's last words); `…` where lines are left out.
+fn excerpt(output: &str) -> Vec<&str> {
+    let lines: Vec<&str> = output
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let telling = telling_lines(output);
+    let last = lines.len().saturating_sub(LAST_LINES);
+    let mut shown = Vec::new();
+    let mut left_out = false;
+    for (i, &line) in lines.iter().enumerate() {
+        if i < FIRST_LINES || i >= last || telling.contains(&line) {
+            if left_out {
+                shown.push("…");
+                left_out = false;
+            }
+            shown.push(line);
+        } else {
+            left_out = true;
+        }
+    }
+    shown
 }
 
 /// Call sites shown per kind of culprit; report.json has them all.
@@ -406,6 +444,82 @@ mod tests {
         );
         assert_eq!(telling_lines("\nno such file\n"), ["no such file"]);
         assert!(telling_lines("").is_empty());
+    }
+
+    #[test]
+    fn report_text_shows_the_first_telling_and_last_lines_of_a_failed_recovery() {
+        let program: Vec<String> = (1..=10).map(|i| format!("replaying record {i}")).collect();
+        let output = format!(
+            "`my-recovery /dev/pmem0` failed with exit code 139:\n{}\n\
+             EXT4-fs error (device pmem0): bad block\nSegmentation fault",
+            program.join("\n")
+        );
+        let crash = "kernel oops in ext4_fill_super\n\
+            BUG: kernel NULL pointer dereference, address: 0000000000000000\n\
+            #PF: supervisor read access in kernel mode\n\
+            Oops: 0000 [#1] PREEMPT SMP NOPTI\n\
+            RIP: 0010:ext4_fill_super+0x10/0x20\n\
+            Call Trace:\n mount_bdev+0x1/0x2\n vfs_get_tree+0x1/0x2\n path_mount+0x1/0x2";
+        let verdict = CheckpointVerdict {
+            from: 0,
+            to: 1,
+            states: Vec::new(),
+            final_states: Vec::new(),
+            single_final_state: true,
+            atomic: false,
+            errors: vec![
+                crate::verdict::ErrorInfo {
+                    state: "c0s1".into(),
+                    outcome: Outcome::RecoveryError,
+                    output,
+                },
+                crate::verdict::ErrorInfo {
+                    state: "c0s2".into(),
+                    outcome: Outcome::GuestCrash,
+                    output: crash.into(),
+                },
+            ],
+            culprits: Vec::new(),
+        };
+        let report = Report {
+            test: "t".into(),
+            fs: "f".into(),
+            cache: CacheMode::Volatile,
+            strategy: Strategy::ProgramOrder,
+            checkpoints: vec![verdict],
+            nt_prefixes: None,
+            runtime_data: None,
+            timings: Timings::default(),
+        };
+        let text = report.to_text();
+        assert!(
+            text.contains(
+                "  error in c0s1: recovery-error: EXT4-fs error (device pmem0): bad block\n      \
+                 `my-recovery /dev/pmem0` failed with exit code 139:\n      \
+                 replaying record 1\n      replaying record 2\n      replaying record 3\n      \
+                 …\n      EXT4-fs error (device pmem0): bad block\n      Segmentation fault\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "  error in c0s2: guest-crash: kernel oops in ext4_fill_super\n      \
+                 kernel oops in ext4_fill_super\n      BUG: kernel NULL pointer dereference"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("RIP: 0010:ext4_fill_super+0x10/0x20"),
+            "{text}"
+        );
+        // a crash is worse than a hang, a hang is told apart from other errors
+        let mut report = report;
+        assert_eq!(report.mark(), Mark::RecoveryCrash);
+        let errors = &mut report.checkpoints[0].errors;
+        errors[1].outcome = Outcome::Hang;
+        assert_eq!(report.mark(), Mark::RecoveryHang);
+        report.checkpoints[0].errors.pop();
+        assert_eq!(report.mark(), Mark::ExtractionError);
     }
 
     #[test]

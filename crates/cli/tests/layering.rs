@@ -9,7 +9,7 @@ use std::process::Command;
 const ALLOWED: &[(&str, &[&str])] = &[
     ("persim-abi", &[]),
     ("persim-trace", &[]),
-    ("persim-state", &[]),
+    ("persim-state", &["persim-abi"]),
     ("persim-model", &["persim-trace"]),
     ("persim-image", &["persim-model", "persim-trace"]),
     ("persim-vm", &["persim-abi", "persim-trace", "persim-state"]),

@@ -1,7 +1,9 @@
 //! What recovering one crash image gave: a user-visible state or a failure. The VM
 //! driver produces these, analysis judges them, run directories keep them as JSON.
 
+use persim_abi::{FS_DUMP_TIMES, RECOVERY_EPOCH, SET_BY_RECOVERY};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use strum::{Display, IntoStaticStr, VariantNames};
 
 /// The result of recovering a crash image and extracting its state.
@@ -53,10 +55,15 @@ impl Outcome {
 
 impl Recovered {
     /// The extracted state, normalised so that equal states compare equal: JSON is
-    /// re-serialised with sorted keys, other text is kept as it is.
+    /// re-serialised with sorted keys, and a timestamp field (`mtime`, …) that recovery
+    /// wrote (at or after [`RECOVERY_EPOCH`], the clock recovery runs on) says
+    /// [`SET_BY_RECOVERY`] instead of when; other text is kept as it is.
     pub fn state(dump: &str) -> Recovered {
-        let dump = match serde_json::from_str::<serde_json::Value>(dump) {
-            Ok(value) => serde_json::to_string_pretty(&value).unwrap_or_else(|_| dump.to_string()),
+        let dump = match serde_json::from_str::<Value>(dump) {
+            Ok(mut value) => {
+                mark_recovery_times(&mut value);
+                serde_json::to_string_pretty(&value).unwrap_or_else(|_| dump.to_string())
+            }
             Err(_) => dump.to_string(),
         };
         Recovered::State { dump }
@@ -86,6 +93,28 @@ impl Recovered {
     }
 }
 
+/// Replaces the timestamps that recovery wrote, in every object of `value`.
+fn mark_recovery_times(value: &mut Value) {
+    match value {
+        Value::Object(fields) => {
+            for (name, field) in fields.iter_mut() {
+                let seconds = field
+                    .as_str()
+                    .filter(|_| FS_DUMP_TIMES.contains(&name.as_str()))
+                    .and_then(|time| time.split('.').next()?.parse::<i64>().ok());
+                match seconds {
+                    Some(seconds) if seconds >= RECOVERY_EPOCH => {
+                        *field = Value::from(SET_BY_RECOVERY);
+                    }
+                    _ => mark_recovery_times(field),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(mark_recovery_times),
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,6 +130,35 @@ mod tests {
             output: String::new()
         }
         .is_error());
+    }
+
+    #[test]
+    fn timestamps_recovery_wrote_are_marked_and_earlier_ones_kept() {
+        let dump = |mtime: &str, ctime: &str| {
+            let record = format!(
+                r#"{{"/mnt/f": {{"mtime": "{mtime}", "ctime": "{ctime}", "atime": "{ctime}",
+                     "size": "{RECOVERY_EPOCH}"}}}}"#
+            );
+            match Recovered::state(&record) {
+                Recovered::State { dump } => serde_json::from_str::<Value>(&dump).unwrap(),
+                other => panic!("{other:?}"),
+            }
+        };
+        let epoch = format!("{RECOVERY_EPOCH}.000000000");
+        let later = format!("{}.123456789", RECOVERY_EPOCH + 5);
+        let before = format!("{}.999999999", RECOVERY_EPOCH - 1);
+        let a = dump(&epoch, &before);
+        assert_eq!(a["/mnt/f"]["mtime"], SET_BY_RECOVERY);
+        assert_eq!(a["/mnt/f"]["ctime"], before.as_str());
+        assert_eq!(a["/mnt/f"]["atime"], before.as_str());
+        // only timestamp fields
+        assert_eq!(a["/mnt/f"]["size"], RECOVERY_EPOCH.to_string());
+        // recovered at another instant: the same state
+        assert_eq!(dump(&later, &before), a);
+        assert_ne!(dump(&before, &before), a);
+        let b = dump(&later, &later);
+        assert_eq!(b["/mnt/f"]["ctime"], SET_BY_RECOVERY);
+        assert_eq!(b["/mnt/f"]["atime"], SET_BY_RECOVERY);
     }
 
     #[test]

@@ -21,7 +21,8 @@ pub struct VmConfig {
     /// volatile write cache, 512-byte blocks. Its commands are traced as block entries.
     #[serde(default)]
     pub nvme_size_mib: u64,
-    /// Kernel modules (names as in modules.dep, `-` or `_` alike), loaded in this order
+    /// Kernel modules (names as in modules.dep, `-` or `_` alike, or paths of `.ko` files:
+    /// entries with a `/`, loaded after the named ones), loaded in this order
     /// after their dependencies.
     #[serde(default)]
     pub modules: Vec<String>,
@@ -130,7 +131,7 @@ impl VmConfig {
                     )));
                 }
             }
-        } else if config.modules_dir.is_none() && !config.modules.is_empty() {
+        } else if config.modules_dir.is_none() && config.modules.iter().any(|m| !is_path(m)) {
             return Err(err(format!(
                 "`modules` = {:?} but the `kernel` has no `modules_dir`: set it, or leave \
                  `modules` empty for a kernel with everything built in",
@@ -235,7 +236,7 @@ fn base_path(dir: &Path, base: &str) -> PathBuf {
     }
 }
 
-/// Makes the path keys and the `tools` that are paths (they contain a `/`) absolute,
+/// Makes the path keys and the `tools` and `modules` that are paths (they contain a `/`) absolute,
 /// relative to `dir`, the directory of the file that sets them.
 fn resolve_paths(table: &mut toml::Table, dir: &Path) -> Result<(), String> {
     let dir = if dir.as_os_str().is_empty() {
@@ -257,16 +258,23 @@ fn resolve_paths(table: &mut toml::Table, dir: &Path) -> Result<(), String> {
             *value = absolute(value);
         }
     }
-    if let Some(toml::Value::Array(tools)) = table.get_mut("tools") {
-        for tool in tools {
-            if let toml::Value::String(tool) = tool {
-                if tool.contains('/') {
-                    *tool = absolute(tool);
+    for key in ["tools", "modules"] {
+        if let Some(toml::Value::Array(entries)) = table.get_mut(key) {
+            for entry in entries {
+                if let toml::Value::String(entry) = entry {
+                    if is_path(entry) {
+                        *entry = absolute(entry);
+                    }
                 }
             }
         }
     }
     Ok(())
+}
+
+/// Whether a `tools` or `modules` entry is a path (it contains a `/`) rather than a name.
+pub(crate) fn is_path(entry: &str) -> bool {
+    entry.contains('/')
 }
 
 /// The vm/ directory of the source tree this crate was built from, for its own tests.
@@ -309,7 +317,8 @@ mod tests {
     }
 
     const BASE: &str = "name = \"base\"\nmemory_mib = 512\npm_size_mib = 64\n\
-        modules = [\"ext4\"]\ntools = [\"mkfs.ext4\", \"bin/check\"]\nmkfs = \"mkfs\"\n\
+        modules = [\"ext4\", \"kmods/oops.ko\"]\ntools = [\"mkfs.ext4\", \"bin/check\"]\n\
+        mkfs = \"mkfs\"\n\
         mount = \"mount\"\nrecover = \"recover\"\n";
 
     #[test]
@@ -334,8 +343,19 @@ mod tests {
         );
         assert_eq!(config.dump_exclude, ["lost+found"]);
         assert_eq!(config.origin, dir.path().join("sub/again.toml"));
-        // a program by path is relative to the file that names it, a name stays a name
+        // a program or module by path is relative to the file that names it, a name stays
         assert_eq!(config.tools[0], "mkfs.ext4");
+        assert_eq!(
+            config.modules,
+            [
+                "ext4".to_owned(),
+                std::fs::canonicalize(dir.path())
+                    .unwrap()
+                    .join("kmods/oops.ko")
+                    .display()
+                    .to_string()
+            ]
+        );
         assert_eq!(
             Path::new(&config.tools[1]),
             std::fs::canonicalize(dir.path()).unwrap().join("bin/check")
@@ -419,10 +439,12 @@ mod tests {
             e.contains("my.toml") && e.contains("no `modules_dir`"),
             "{e}"
         );
-        let built_in = BASE.replace("modules = [\"ext4\"]", "modules = []");
+        // modules of its own (paths) need no modules_dir
+        let built_in = BASE.replace("\"ext4\", ", "");
         let config =
             VmConfig::parse(&format!("{built_in}kernel = \"/boot/bzImage\"\n"), origin).unwrap();
         assert!(config.modules_dir.is_none());
+        assert_eq!(config.modules.len(), 1);
         let e = VmConfig::parse(&format!("{BASE}modules_dir = \"/lib/modules/x\"\n"), origin)
             .unwrap_err()
             .to_string();

@@ -27,13 +27,23 @@ const FSDAX_FAILED: &str = "@@PERSIM-FSDAX-FAILED";
 /// The framed command that powers the guest off; QEMU exits (-no-reboot).
 const POWEROFF: &str = "poweroff -f";
 const PANIC: &str = "Kernel panic - not syncing";
-/// Console lines that mean the kernel hit a bug but may carry on.
-const KERNEL_ERRORS: [&str; 4] = [
+/// Console lines that start a kernel oops: the task that hit it is killed, possibly with
+/// locks held, so the command may never end and the guest is not to be trusted.
+const OOPS: [&str; 4] = [
     "BUG: ",
     "Oops: ",
     "general protection fault",
-    "WARNING: CPU: ",
+    "kernel BUG at ",
 ];
+/// The line that ends an oops report.
+const OOPS_END: &str = "---[ end trace ";
+/// How long an oops report may pause before it counts as complete (a `BUG:` that is no
+/// oops, e.g. "scheduling while atomic", has no end line).
+const OOPS_QUIET: Duration = Duration::from_secs(2);
+/// A kernel warning: the kernel carries on, and so does the command.
+const WARNING: &str = "WARNING: CPU: ";
+/// The call-trace entries an oops report keeps.
+const CALLS_KEPT: usize = 12;
 const LOG_LINES: usize = 60;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,7 +51,7 @@ pub struct CommandOutput {
     pub exit_code: i32,
     /// Console lines between the markers (kernel messages printed meanwhile included).
     pub output: String,
-    /// Kernel bug reports (oops, BUG, WARNING) seen while the command ran.
+    /// Kernel warnings seen while the command ran (an oops is an error: `VmError::GuestOops`).
     pub kernel_errors: Vec<String>,
 }
 
@@ -307,7 +317,7 @@ impl Vm {
             if line.contains(MODULE_FAILED) || line.contains(FSDAX_FAILED) {
                 reports.push(line.to_owned());
             }
-            line.contains(READY)
+            Flow::done_if(line.contains(READY))
         })?;
         if let Some(message) = setup_failure(reports.iter().map(String::as_str)) {
             return Err(VmError::GuestSetup {
@@ -366,7 +376,9 @@ impl Vm {
         Ok(())
     }
 
-    /// The output and exit code of the command `id`, named `what` in errors.
+    /// The output and exit code of the command `id`, named `what` in errors. A kernel oops
+    /// ends the wait as soon as its report is complete, whether or not the command ended
+    /// (a task that oopsed holding a lock leaves others stuck): `VmError::GuestOops`.
     fn result_of(
         &mut self,
         id: u64,
@@ -375,21 +387,32 @@ impl Vm {
     ) -> Result<CommandOutput, VmError> {
         let begin = format!("{BEGIN}{id}");
         let end = format!("{END}{id} ");
-        self.wait_for(what, timeout, |line| line.contains(&begin))?;
+        self.wait_for(what, timeout, |line| Flow::done_if(line.contains(&begin)))?;
         let mut output = Vec::new();
         let mut kernel_errors = Vec::new();
         let mut exit_code = None;
+        let mut oops = false;
         self.wait_for(what, timeout, |line| {
             if let Some(rest) = line.split(&end).nth(1) {
                 exit_code = Some(rest.trim().parse::<i32>());
-                return true;
+                return Flow::Done;
             }
-            if KERNEL_ERRORS.iter().any(|marker| line.contains(marker)) {
+            oops |= is_oops(line);
+            if line.contains(WARNING) {
                 kernel_errors.push(line.to_owned());
             }
             output.push(line.to_owned());
-            false
+            match oops {
+                true if line.contains(OOPS_END) => Flow::Done,
+                true => Flow::UntilQuiet,
+                false => Flow::Next,
+            }
         })?;
+        if oops {
+            return Err(VmError::GuestOops {
+                output: output.join("\n"),
+            });
+        }
         let exit_code = match exit_code {
             Some(Ok(code)) => code,
             _ => {
@@ -445,17 +468,22 @@ impl Vm {
         self.log.clear();
     }
 
-    /// Feeds console lines to `done` until it returns true. A panic, QEMU's exit or the
-    /// deadline end the wait with an error; on a deadline QEMU is killed.
+    /// Feeds console lines to `next` until it says `Done`, or no line comes for
+    /// OOPS_QUIET after it said `UntilQuiet`. A panic, QEMU's exit or the deadline end the
+    /// wait with an error; on a deadline QEMU is killed.
     fn wait_for(
         &mut self,
         phase: &str,
         timeout: Duration,
-        mut done: impl FnMut(&str) -> bool,
+        mut next: impl FnMut(&str) -> Flow,
     ) -> Result<(), VmError> {
         let deadline = Instant::now() + timeout;
+        let mut quiet_ends = false;
         loop {
-            let remaining = deadline.saturating_duration_since(Instant::now());
+            let mut remaining = deadline.saturating_duration_since(Instant::now());
+            if quiet_ends && remaining > OOPS_QUIET {
+                remaining = OOPS_QUIET;
+            }
             match self.lines.recv_timeout(remaining) {
                 Ok(line) => {
                     if self.log.len() == LOG_LINES {
@@ -469,9 +497,14 @@ impl Vm {
                             log_tail: self.log_tail(),
                         });
                     }
-                    if done(&line) {
-                        return Ok(());
+                    match next(&line) {
+                        Flow::Done => return Ok(()),
+                        Flow::Next => {}
+                        Flow::UntilQuiet => quiet_ends = true,
                     }
+                }
+                Err(RecvTimeoutError::Timeout) if quiet_ends && Instant::now() < deadline => {
+                    return Ok(());
                 }
                 Err(RecvTimeoutError::Timeout) => {
                     let _ = self.child.kill();
@@ -510,6 +543,88 @@ impl Drop for Vm {
         }
         let _ = self.child.wait();
     }
+}
+
+/// What `Vm::wait_for` does after a console line.
+enum Flow {
+    /// Wait for the next line, until the deadline.
+    Next,
+    /// Stop waiting.
+    Done,
+    /// Wait for the next line, but stop waiting when none comes for OOPS_QUIET.
+    UntilQuiet,
+}
+
+impl Flow {
+    fn done_if(done: bool) -> Flow {
+        match done {
+            true => Flow::Done,
+            false => Flow::Next,
+        }
+    }
+}
+
+/// Whether a console line starts a kernel oops.
+fn is_oops(line: &str) -> bool {
+    OOPS.iter().any(|marker| line.contains(marker))
+}
+
+/// What a person needs of a kernel oops in console text (kernel timestamps removed): a
+/// first line naming the function it happened in (from `RIP:`, else the call trace), the
+/// report's headlines (`BUG:`, `Oops:`, `#PF:`), its `RIP:` and its call trace. Registers,
+/// PIDs and code bytes are left out: two images that hit the same bug give the same text.
+/// Text without an oops is returned as it is.
+pub(crate) fn oops_report(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    let Some(start) = lines.iter().position(|line| is_oops(line)) else {
+        return text.to_owned();
+    };
+    let symbol = |entry: &str| {
+        let entry = entry.trim_start_matches("RIP: ");
+        let entry = entry.split_once(':').map_or(entry, |(_, rest)| rest);
+        entry.split(['+', ' ']).next().unwrap_or("").to_owned()
+    };
+    let mut kept = Vec::new();
+    let mut function = None;
+    let mut calls = None;
+    for &line in &lines[start..] {
+        if line.starts_with(OOPS_END) {
+            break;
+        }
+        if let Some(count) = &mut calls {
+            let entry = line.trim_start_matches("? ");
+            // The trace ends with the task's end, or with the user registers of a system
+            // call (`RIP: 0033:`), which differ from run to run.
+            let end = ["</TASK>", "Modules linked in", "RIP: "];
+            if end.iter().any(|e| line.starts_with(e)) {
+                calls = None;
+            } else if *count < CALLS_KEPT && entry == line && !line.starts_with('<') {
+                *count += 1;
+                function.get_or_insert_with(|| symbol(line));
+                kept.push(format!(" {line}"));
+            }
+            continue;
+        }
+        let headline =
+            is_oops(line) || line.starts_with("#PF:") || line.starts_with("invalid opcode:");
+        if headline {
+            kept.push(line.to_owned());
+        } else if line.starts_with("RIP: ") && !kept.iter().any(|l| l.starts_with("RIP: ")) {
+            function = Some(symbol(line));
+            kept.push(line.to_owned());
+        } else if line.starts_with("Call Trace:") {
+            calls = Some(0);
+            kept.push(line.to_owned());
+        }
+    }
+    let first = match function.filter(|f| !f.is_empty()) {
+        Some(function) => format!("kernel oops in {function}"),
+        None => "kernel oops".to_owned(),
+    };
+    std::iter::once(first)
+        .chain(kept)
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn forward_lines(stream: impl Read + Send + 'static, prefix: &'static str, tx: Sender<String>) {
@@ -671,6 +786,63 @@ mod tests {
             fsdax.contains("fsdax mode") && !fsdax.contains("modules:"),
             "{fsdax}"
         );
+    }
+
+    /// A 6.1 kernel's oops as the worker has it (timestamps removed), from oops.ko.
+    const OOPS_TEXT: &str = "sh: write error: Bad address\n\
+        BUG: kernel NULL pointer dereference, address: 0000000000000000\n\
+        #PF: supervisor write access in kernel mode\n\
+        #PF: error_code(0x0002) - not-present page\n\
+        PGD 0 P4D 0 \n\
+        Oops: 0002 [#1] PREEMPT SMP NOPTI\n\
+        CPU: 0 PID: 97 Comm: sh Tainted: G           OE      6.1.0-56-amd64 #1  Debian 6.1.192-2\n\
+        RIP: 0010:persim_oops_dereference+0x5/0x10 [oops]\n\
+        Code: 00 00 00 00 <c7> 07 01 00 00 00\n\
+        RSP: 0018:ffffc90000407e20 EFLAGS: 00000246\n\
+        Call Trace:\n\
+         <TASK>\n\
+         ? __die_body.cold+0x1a/0x1f\n\
+         persim_oops_write+0x1d/0x30 [oops]\n\
+         proc_reg_write+0x56/0xa0\n\
+         vfs_write+0xc3/0x3e0\n\
+         RIP: 0033:0x47b7a0\n\
+         RSP: 002b:00007fffffffe558 EFLAGS: 00000202 ORIG_RAX: 0000000000000001\n\
+         </TASK>\n\
+        Modules linked in: oops(OE) ext4\n\
+        CR2: 0000000000000000\n\
+        ---[ end trace 0000000000000000 ]---\n\
+        RIP: 0010:persim_oops_dereference+0x5/0x10 [oops]";
+
+    #[test]
+    fn an_oops_report_keeps_its_headlines_function_and_calls_only() {
+        assert_eq!(
+            oops_report(OOPS_TEXT),
+            "kernel oops in persim_oops_dereference\n\
+             BUG: kernel NULL pointer dereference, address: 0000000000000000\n\
+             #PF: supervisor write access in kernel mode\n\
+             #PF: error_code(0x0002) - not-present page\n\
+             Oops: 0002 [#1] PREEMPT SMP NOPTI\n\
+             RIP: 0010:persim_oops_dereference+0x5/0x10 [oops]\n\
+             Call Trace:\n \
+             persim_oops_write+0x1d/0x30 [oops]\n \
+             proc_reg_write+0x56/0xa0\n \
+             vfs_write+0xc3/0x3e0"
+        );
+        // another PID, registers and task: the same report
+        let other = OOPS_TEXT
+            .replace("PID: 97", "PID: 130")
+            .replace("ffffc90000407e20", "ffffc9000040ff00");
+        assert_eq!(oops_report(&other), oops_report(OOPS_TEXT));
+        // without RIP, the call trace names the function
+        let no_rip: String = OOPS_TEXT
+            .lines()
+            .filter(|l| !l.starts_with("RIP"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(oops_report(&no_rip).starts_with("kernel oops in persim_oops_write\n"));
+        assert_eq!(oops_report("mount: no oops"), "mount: no oops");
+        assert!(is_oops("kernel BUG at fs/ext4/inode.c:1234!"));
+        assert!(!is_oops("WARNING: CPU: 0 PID: 1 at fs/x.c:1"));
     }
 
     #[test]

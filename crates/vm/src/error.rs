@@ -37,6 +37,9 @@ pub enum VmError {
     /// The guest kernel panicked.
     #[error("the guest kernel panicked\n--- last console output ---\n{log_tail}")]
     GuestPanic { log_tail: String },
+    /// The guest kernel oopsed during a command; the guest is not to be trusted.
+    #[error("the guest kernel oopsed\n--- console output ---\n{output}")]
+    GuestOops { output: String },
     /// A setup command (mkfs, mount, ...) failed in the guest.
     #[error("setup command `{command}` failed in the guest with exit code {exit_code}:\n{output}")]
     SetupFailed {

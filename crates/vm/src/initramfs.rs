@@ -204,7 +204,7 @@ fn locate_tool(tool: &str) -> Result<(PathBuf, String), VmError> {
         what: format!("program `{tool}` (listed under `tools` in the VM configuration)"),
         hint: hint.to_owned(),
     };
-    if tool.contains('/') {
+    if crate::config::is_path(tool) {
         let path = PathBuf::from(tool);
         if !path.is_file() {
             return Err(missing(

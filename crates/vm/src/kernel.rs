@@ -83,8 +83,29 @@ impl Kernel {
         })
     }
 
-    /// Module files for `names` and all their dependencies, dependencies first, each once.
-    pub fn resolve_modules(&self, names: &[String]) -> Result<Vec<PathBuf>, VmError> {
+    /// Module files for `modules` and all their dependencies, dependencies first, each
+    /// once; entries that are paths (`.ko` files of your own) follow, in their order.
+    pub fn resolve_modules(&self, modules: &[String]) -> Result<Vec<PathBuf>, VmError> {
+        let (paths, names): (Vec<&String>, Vec<&String>) =
+            modules.iter().partition(|m| crate::config::is_path(m));
+        let mut files = self.resolve_names(&names)?;
+        for path in paths {
+            let path = PathBuf::from(path);
+            if !path.is_file() {
+                return Err(VmError::Missing {
+                    what: format!("kernel module {} (listed under `modules`)", path.display()),
+                    hint: "build it (scripts/build-kmods.sh for those under targets/kmods), or \
+                           check the path (a relative one is relative to the configuration file)"
+                        .to_owned(),
+                });
+            }
+            files.push(path);
+        }
+        Ok(files)
+    }
+
+    /// Module files for `names` (as in modules.dep) and their dependencies.
+    fn resolve_names(&self, names: &[&String]) -> Result<Vec<PathBuf>, VmError> {
         let Some(modules_dir) = &self.modules_dir else {
             if let Some(name) = names.first() {
                 return Err(VmError::Missing {
@@ -104,7 +125,7 @@ impl Kernel {
             .map_err(|e| VmError::io(format!("reading {}", dep_path.display()), e))?;
         let deps = parse_modules_dep(&text);
         let mut order = Vec::new();
-        for name in names {
+        for &name in names {
             let key = module_key(name);
             if !deps.contains_key(key.as_str()) {
                 return Err(VmError::Missing {
@@ -204,6 +225,36 @@ mod tests {
                 "kernel/fs/ext4/ext4.ko",
             ]
         );
+    }
+
+    #[test]
+    fn module_paths_follow_the_named_modules_and_must_exist() {
+        let (dir, kernel) = kernel_with(DEP);
+        let own = dir.path().join("own/oops.ko");
+        std::fs::create_dir_all(own.parent().unwrap()).unwrap();
+        std::fs::write(&own, "").unwrap();
+        let modules = [own.display().to_string(), "jbd2".to_owned()];
+        let got = kernel.resolve_modules(&modules).unwrap();
+        assert_eq!(
+            got,
+            [
+                dir.path().join("kernel/fs/mbcache.ko"),
+                dir.path().join("kernel/fs/jbd2/jbd2.ko"),
+                own.clone(),
+            ]
+        );
+        let e = kernel
+            .resolve_modules(&[dir.path().join("own/gone.ko").display().to_string()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("gone.ko") && e.contains("build-kmods.sh"), "{e}");
+        // a kernel with everything built in can still load a module of its own
+        let built_in = Kernel {
+            modules_dir: None,
+            ..kernel
+        };
+        let modules = [own.display().to_string()];
+        assert_eq!(built_in.resolve_modules(&modules).unwrap(), [own]);
     }
 
     #[test]

@@ -1,9 +1,12 @@
-//! The one preflight of every VM test, in every crate (feature `testing`).
+//! The one preflight of every VM test, in every crate (feature `testing`), and of the
+//! tests that need a kernel module of targets/kmods.
 
 use crate::boot::Artifacts;
 use crate::config::VmConfig;
+use crate::error::VmError;
 use crate::kernel::Kernel;
 use crate::qemu::check_version;
+use std::path::{Path, PathBuf};
 
 /// This source tree's build, when QEMU, the configuration's kernel and the build are all
 /// here; otherwise the test `test` is skipped with the reason, except under CI (`CI` set),
@@ -12,8 +15,41 @@ pub fn vm_ready(test: &str, config: &VmConfig) -> Option<Artifacts> {
     let ready = check_version()
         .and_then(|_| Kernel::for_config(config))
         .and_then(|_| Artifacts::of_source_tree());
+    or_skip(test, ready)
+}
+
+/// The kernel module `name` (targets/kmods/<name>) as scripts/build-kmods.sh built it for
+/// the configuration's kernel, `target/kmods/<release>/<name>.ko`; when it is not there,
+/// the test is skipped (under CI it fails) as by [`vm_ready`].
+pub fn kmod_ready(test: &str, config: &VmConfig, name: &str) -> Option<PathBuf> {
+    let module = Kernel::for_config(config).and_then(|kernel| {
+        let release = kernel
+            .modules_dir
+            .as_deref()
+            .and_then(Path::file_name)
+            .ok_or_else(|| VmError::Missing {
+                what: format!("the release of the kernel {}", kernel.image.display()),
+                hint: "build-kmods.sh builds for kernels with a modules directory".to_owned(),
+            })?;
+        let module = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../target/kmods")
+            .join(release)
+            .join(format!("{name}.ko"));
+        match module.is_file() {
+            true => Ok(module),
+            false => Err(VmError::Missing {
+                what: format!("the kernel module {}", module.display()),
+                hint: "run scripts/build-kmods.sh".to_owned(),
+            }),
+        }
+    });
+    or_skip(test, module)
+}
+
+/// What a preflight found, or None with the test skipped (a panic under CI).
+fn or_skip<T>(test: &str, ready: Result<T, VmError>) -> Option<T> {
     match ready {
-        Ok(artifacts) => Some(artifacts),
+        Ok(found) => Some(found),
         Err(e) if std::env::var_os("CI").is_some() => {
             panic!("{test}: {e}; CI must run the VM tests: run scripts/setup.sh")
         }

@@ -1,6 +1,7 @@
 //! State extraction with the real QEMU, kernel and fs-dump (scripts/setup.sh installs and
 //! builds them). Without them the tests are skipped with a message, except under CI.
 
+use persim_abi::{RECOVERY_EPOCH, SET_BY_RECOVERY};
 use persim_state::Recovered;
 use persim_vm::{
     default_config_dir, extract_states, prepare, Artifacts, DumpOptions, ExtractMode, Machine, Vm,
@@ -357,6 +358,140 @@ fn crashes_and_hangs_are_results_and_the_worker_carries_on() {
     // After a hang and after a panic the worker's next guest gives the same state.
     assert_eq!(states[2], states[0]);
     assert_eq!(states[4], states[0]);
+}
+
+#[test]
+fn an_oops_in_recovery_is_a_crash_at_once_and_the_next_image_gets_a_fresh_guest() {
+    let test = "an_oops_in_recovery_is_a_crash_at_once_and_the_next_image_gets_a_fresh_guest";
+    let Some(artifacts) = artifacts_or_skip(test) else {
+        return;
+    };
+    let Some(oops) = persim_vm::testing::kmod_ready(test, &config("ext4"), "oops") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let images = crash_images(
+        "ext4",
+        &artifacts,
+        dir.path(),
+        &["echo ok >/mnt/f && sync", "touch /mnt/oops && sync"],
+    );
+    let mut machine = machine("ext4", artifacts, 1);
+    machine.config.modules.push(oops.display().to_string());
+    // On the image marked for it, a real oops (targets/kmods/oops): the first write kills
+    // its shell holding the module's mutex, the second blocks on it for good, as a mount
+    // does after its file system oopsed with a lock held.
+    machine.config.recover = format!(
+        "{} || exit
+if [ -e /mnt/oops ]; then
+\
+         sh -c 'echo 1 >/proc/persim-oops'
+echo 1 >/proc/persim-oops
+fi",
+        machine.config.recover
+    );
+    machine.timeout = TIMEOUT;
+    let order = [0, 1, 0].map(|i| images[i].clone());
+    let mut finished = Vec::new();
+    let started = Instant::now();
+    let states: Vec<Recovered> = extract_states(
+        &machine,
+        ExtractMode::ReuseGuest,
+        false,
+        &fs_dump(),
+        &order,
+        |i, _| finished.push((i, started.elapsed())),
+    )
+    .unwrap()
+    .into_iter()
+    .map(|e| e.state)
+    .collect();
+
+    let Recovered::GuestCrash { output } = &states[1] else {
+        panic!("an oops is a recovery crash, not {:?}", states[1]);
+    };
+    assert!(
+        output.starts_with("kernel oops in persim_oops_dereference")
+            && output.contains("BUG: kernel NULL pointer dereference")
+            && output.contains("Oops: ")
+            && output.contains("persim_oops_write")
+            && !output.contains("RSP:"),
+        "{output}"
+    );
+    // At once, not at the image's time limit.
+    let oops_took = finished[1].1 - finished[0].1;
+    assert!(oops_took < machine.timeout, "{finished:?}");
+    // The next image is recovered on a fresh guest, as before the oops.
+    assert!(dump(&states[0]).contains("/f\""), "{:?}", states[0]);
+    assert_eq!(states[2], states[0]);
+}
+
+#[test]
+fn timestamps_recovery_writes_are_marked_and_do_not_tell_images_apart() {
+    let test = "timestamps_recovery_writes_are_marked_and_do_not_tell_images_apart";
+    let Some(artifacts) = artifacts_or_skip(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let images = crash_images(
+        "ext4",
+        &artifacts,
+        dir.path(),
+        &[
+            "echo a >/mnt/f && echo b >/mnt/g && sync",
+            "echo c >/mnt/h && sync",
+        ],
+    );
+    let mut machine = machine("ext4", artifacts, 1);
+    // Recovery writes f's times; between the images the guest's clock moves on.
+    machine.config.recover = format!("{} && touch /mnt/f && sleep 2", machine.config.recover);
+    let options = DumpOptions {
+        ignore: vec!["atime".to_owned()],
+        exclude: vec!["lost+found".to_owned()],
+        ..DumpOptions::default()
+    };
+    let order = [0, 1, 0].map(|i| images[i].clone());
+    let states: Vec<serde_json::Value> = extract_states(
+        &machine,
+        ExtractMode::ReuseGuest,
+        false,
+        &options,
+        &order,
+        |_, _| {},
+    )
+    .unwrap()
+    .iter()
+    .map(|e| serde_json::from_str(dump(&e.state)).unwrap())
+    .collect();
+    let field = |state: &serde_json::Value, path: &str, name: &str| {
+        let record = state
+            .as_object()
+            .unwrap()
+            .iter()
+            .find(|(p, _)| p.ends_with(path));
+        record.unwrap_or_else(|| panic!("{path} in {state}")).1[name].clone()
+    };
+    for state in &states {
+        assert_eq!(field(state, "/f", "mtime"), SET_BY_RECOVERY, "{state}");
+        assert_eq!(field(state, "/f", "ctime"), SET_BY_RECOVERY, "{state}");
+        // what the traced run wrote stays
+        let mtime = field(state, "/g", "mtime");
+        let seconds: i64 = mtime
+            .as_str()
+            .unwrap()
+            .split('.')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(seconds < RECOVERY_EPOCH, "{state}");
+    }
+    assert_eq!(
+        field(&states[0], "/f", "mtime"),
+        field(&states[1], "/f", "mtime")
+    );
+    // The same image recovered later by the same guest: the same state.
+    assert_eq!(states[2], states[0]);
 }
 
 /// The per-image time of both modes with one worker (docs/extraction.md):

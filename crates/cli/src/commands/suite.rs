@@ -9,8 +9,9 @@ use std::path::PathBuf;
 
 /// Run every test of a suite (each as `persim run` would, into DIR/<test>) and print a
 /// results table: ✓ atomic, A atomicity violation, S multiple final states, E state
-/// extraction error, C recovery crash, ! the test could not be run. The VMs boot once for
-/// all tests. For thousands of tests, several at once, or shards, see `persim campaign`.
+/// extraction error, H recovery hang, C recovery crash, ! the test could not be run. The
+/// VMs boot once for all tests. For thousands of tests, several at once, or shards, see
+/// `persim campaign`.
 #[derive(Args, Debug)]
 pub struct SuiteArgs {
     /// The suite: a directory under suites/ (fs, ringbuf), or a directory of test files

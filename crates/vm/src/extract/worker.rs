@@ -1,19 +1,20 @@
 //! One extraction worker: a guest and its scratch PM file. Per image: attach (rebind the
-//! NVDIMM, or boot), `recover`, `fs-dump`, fetch the dump, unmount and detach. With
-//! `reads`, the guest runs with the tracing plugin recording loads, and recovery and dump
-//! run between `hypercall start` and `hypercall success`: one trace per image, whose
-//! loads give the PM words recovery read of the image.
+//! NVDIMM, or boot), set the clock to the recovery epoch, `recover`, `fs-dump`, fetch the
+//! dump, unmount and detach. With `reads`, the guest runs with the tracing plugin
+//! recording loads, and recovery and dump run between `hypercall start` and `hypercall
+//! success`: one trace per image, whose loads give the PM words recovery read of the
+//! image.
 
 use super::{DumpOptions, ExtractMode};
 use crate::boot::Prepared;
-use crate::console::{setup_failure, CommandOutput, Vm, BEGIN, END};
+use crate::console::{oops_report, setup_failure, CommandOutput, Vm, BEGIN, END};
 use crate::error::VmError;
 use crate::machine::Machine;
 use crate::qemu::Plugin;
 use crate::qemu::QemuSpec;
 use crate::scratch::ScratchPm;
 use persim_abi::machine::PM_BASE;
-use persim_abi::PluginArgs;
+use persim_abi::{PluginArgs, RECOVERY_EPOCH};
 use persim_state::Recovered;
 use persim_trace::{Op, Reader};
 use std::collections::{BTreeSet, HashSet};
@@ -152,6 +153,12 @@ impl Worker {
                 Instant::now() + self.machine.timeout
             }
         };
+        // Every recovery runs on the same clock, whatever the guest's age: the timestamps it
+        // writes do not tell images apart, and the state marks them (`Recovered::state`).
+        let clock = format!("date -s @{RECOVERY_EPOCH} >/dev/null");
+        self.run(&clock, deadline)?
+            .succeeded(&clock)
+            .map_err(Stop::Tool)?;
         if let Some(trace) = &self.reads_trace {
             // A trace of an earlier image must not stand in for this one's.
             let _ = std::fs::remove_file(trace);
@@ -228,8 +235,9 @@ impl Worker {
         Ok(Recovered::state(&out.output))
     }
 
-    /// Runs a step of an image in the guest. A kernel bug report, a panic, QEMU's exit or
-    /// the deadline decide the image's result, and the guest is discarded.
+    /// Runs a step of an image in the guest. A kernel warning, an oops (as soon as its
+    /// report is complete), a panic, QEMU's exit or the deadline decide the image's
+    /// result, and the guest is discarded.
     fn run(&mut self, script: &str, deadline: Instant) -> Result<CommandOutput, Stop> {
         let timeout = deadline.saturating_duration_since(Instant::now());
         match self.vm_mut().run(script, timeout) {
@@ -289,9 +297,12 @@ fn words_read(trace: &Path) -> Result<Vec<u64>, VmError> {
     Ok(read.into_iter().collect())
 }
 
-/// A panic or a hang is the image's result; anything else is the tool's failure.
+/// An oops, a panic or a hang is the image's result; anything else is the tool's failure.
 fn vm_failure(e: VmError) -> Stop {
     match e {
+        VmError::GuestOops { output } => Stop::Result(Recovered::GuestCrash {
+            output: oops_report(&normalise(&output)),
+        }),
         VmError::GuestPanic { log_tail } => Stop::Result(Recovered::GuestCrash {
             output: normalise(&log_tail),
         }),
@@ -348,7 +359,7 @@ mod tests {
     }
 
     #[test]
-    fn panics_and_hangs_are_results_other_failures_are_not() {
+    fn oopses_panics_and_hangs_are_results_other_failures_are_not() {
         let panic = VmError::GuestPanic {
             log_tail: "[ 1.5] Kernel panic - not syncing: x".into(),
         };
@@ -364,6 +375,17 @@ mod tests {
         assert!(matches!(
             vm_failure(hang),
             Stop::Result(Recovered::Hang { output }) if output == "no answer during command `mount`\nstuck"
+        ));
+        let oops = VmError::GuestOops {
+            output: "[ 3.1] BUG: kernel NULL pointer dereference, address: 0000000000000000\n\
+                     [ 3.1] RIP: 0010:f+0x5/0x10 [m]\n[ 3.1] RSP: 0018:ffffc90000407e20"
+                .into(),
+        };
+        assert!(matches!(
+            vm_failure(oops),
+            Stop::Result(Recovered::GuestCrash { output }) if output == "kernel oops in f\n\
+                BUG: kernel NULL pointer dereference, address: 0000000000000000\n\
+                RIP: 0010:f+0x5/0x10 [m]"
         ));
         let broken = VmError::Protocol("bad".into());
         assert!(matches!(vm_failure(broken), Stop::Tool(_)));
