@@ -346,6 +346,7 @@ hypercall success
             states,
             errors: Vec::new(),
             culprits: Vec::new(),
+            invariant: None,
         }
     }
 

@@ -200,6 +200,7 @@ mod tests {
                     lines: vec![0x40],
                     disk: false,
                 }],
+                invariant: None,
             }],
             nt_prefixes: None,
             runtime_data: None,

@@ -36,6 +36,7 @@ fn run(
             .iter()
             .map(|(hash, origins)| ImageOrigins { hash, origins }),
         |h| states.get(h),
+        &[],
     )
 }
 
@@ -280,6 +281,7 @@ fn a_commit_on_pm_before_the_disk_flush_gives_a_state_from_the_disk() {
             .iter()
             .map(|(hash, origins)| ImageOrigins { hash, origins }),
         |h| states.get(h).copied(),
+        &[],
     );
     let found: Vec<(&str, &[Media])> = v[0]
         .states

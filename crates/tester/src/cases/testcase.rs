@@ -4,6 +4,7 @@
 use crate::home::Home;
 use anyhow::{bail, Context, Result};
 use persim_abi::FS_DUMP_FIELDS;
+use persim_analyze::Invariant;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -26,6 +27,10 @@ pub struct TestCase {
     /// A guest command that prints the recovered state as JSON, instead of fs-dump of /mnt
     /// (e.g. a program's own recovery tool).
     pub state: Option<String>,
+    /// Conditions on the state JSON that every crash state must meet (persim_analyze's
+    /// `Invariant`); read, and refused if malformed, with the test.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub invariant: Vec<Invariant>,
 }
 
 /// What the guest prints when operation N fails: `persim: operation N failed (exit code C)`.
