@@ -318,6 +318,24 @@ mod tests {
     }
 
     #[test]
+    fn an_invariant_that_cannot_be_evaluated_is_refused_with_the_test() {
+        let parse = |invariants: &str| {
+            let text = format!("description = \"x\"\nrun = \"p\"\ninvariant = [{invariants}]\n");
+            TestCase::parse(&text).map_err(|e| format!("{e:#}"))
+        };
+        let test = parse("'/count <= len(/items)', '/done'").unwrap();
+        assert_eq!(test.invariant.len(), 2);
+        assert_eq!(test.invariant[0].text(), "/count <= len(/items)");
+        let again = TestCase::parse(&test.to_toml().unwrap()).unwrap();
+        assert_eq!(again.invariant, test.invariant);
+        let e = parse("'/done', 'count <= 3'").unwrap_err();
+        assert!(
+            e.contains("invariant `count <= 3`: `count <= 3` is neither a JSON pointer"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn an_unknown_ignored_field_is_refused_before_any_boot() {
         let e = TestCase::parse("description = \"x\"\nops = [\"a\"]\nignore = [\"atimes\"]\n")
             .unwrap_err()
