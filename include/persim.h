@@ -12,6 +12,12 @@
  *       `exhaustive` still explores it. Call it once per range, after mapping it; the
  *       reports count the lines it spared (docs/model.md, "Run-time data").
  *
+ *   persim_checkpoint(n)
+ *       Marks checkpoint n, as the guest tool `hypercall checkpoint N` does, without
+ *       forking it: a test whose `run` is the program numbers its checkpoints 1, 2, …
+ *       and Persim judges each interval n -> n+1 (suites/README.md, "Testing your own
+ *       PM program").
+ *
  * The encoding (crates/abi/src/hypercall.rs): cpuid with eax = "PERS" (0x50455253),
  * edx = the operation, rcx and rsi its arguments.
  */
@@ -22,7 +28,23 @@
 #include <stdint.h>
 
 #define PERSIM_HYPERCALL_LEAF 0x50455253u
+#define PERSIM_OP_CHECKPOINT 2u
 #define PERSIM_OP_VOLATILE 5u
+
+/* The one cpuid every request makes; ebx is written by cpuid, so it is clobbered. */
+static inline void persim_hypercall_(uint32_t op, uint64_t arg, uint64_t arg2)
+{
+	uint32_t eax = PERSIM_HYPERCALL_LEAF;
+	__asm__ __volatile__("cpuid"
+			     : "+a"(eax), "+c"(arg), "+d"(op)
+			     : "S"(arg2)
+			     : "rbx", "memory");
+}
+
+static inline void persim_checkpoint(uint64_t n)
+{
+	persim_hypercall_(PERSIM_OP_CHECKPOINT, n, 0);
+}
 
 static inline void persim_volatile(const void *addr, size_t len)
 {
@@ -32,12 +54,7 @@ static inline void persim_volatile(const void *addr, size_t len)
 		(void)p[off];
 	if (len > 0)
 		(void)p[len - 1];
-	uint32_t eax = PERSIM_HYPERCALL_LEAF, edx = PERSIM_OP_VOLATILE;
-	uint64_t rcx = (uint64_t)(uintptr_t)addr;
-	__asm__ __volatile__("cpuid"
-			     : "+a"(eax), "+c"(rcx), "+d"(edx)
-			     : "S"((uint64_t)len)
-			     : "rbx", "memory");
+	persim_hypercall_(PERSIM_OP_VOLATILE, (uint64_t)(uintptr_t)addr, (uint64_t)len);
 }
 
 #endif

@@ -5,14 +5,19 @@
  * add up to 100.
  *
  *   transfer FILE init       create the file: a = 100, b = 0
- *   transfer FILE move N     move N from a to b
+ *   transfer FILE move N     move N from a to b, between checkpoints 1 and 2
  *   transfer FILE show       print {"a": .., "b": .., "sum": ..} (the recovered state)
  *
  * The bug Persim finds: `move` updates both balances and persists them with one
  * pmem_persist. A crash in between can leave either store without the other, and the
  * invariant broken. (A fix: write the new balances to a log entry, persist it, then apply.)
+ *
+ * `move` marks the interval Persim judges itself (persim_checkpoint, include/persim.h), so
+ * the interval holds the program's stores, not its start-up; outside Persim the marks are
+ * harmless.
  */
 #include <libpmem.h>
+#include <persim.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,9 +59,11 @@ int main(int argc, char **argv)
 	} else if (strcmp(argv[2], "move") == 0 && argc == 4) {
 		struct accounts *acc = map(argv[1], 0);
 		uint64_t n = strtoull(argv[3], NULL, 10);
+		persim_checkpoint(1);
 		acc->a -= n;
 		acc->b += n;
 		pmem_persist(acc, sizeof(*acc));
+		persim_checkpoint(2);
 	} else if (strcmp(argv[2], "show") == 0) {
 		struct accounts *acc = map(argv[1], 0);
 		printf("{\"a\": %llu, \"b\": %llu, \"sum\": %llu}\n", (unsigned long long)acc->a,

@@ -495,6 +495,7 @@ hypercall success
             states,
             errors: Vec::new(),
             culprits: Vec::new(),
+            invariant: None,
         }
     }
 

@@ -4,6 +4,7 @@
 mod culprits;
 mod debug;
 mod diff;
+mod invariant;
 mod line_table;
 mod patterns;
 mod profile;
@@ -18,11 +19,13 @@ pub use debug::{
     PendingUnit,
 };
 pub use diff::line_diff;
+pub use invariant::{BadInvariant, Invariant};
 pub use patterns::{find_patterns, Finding, Kind as PatternKind, Patterns, Site};
 pub use profile::{profile, Derived, Part, Profile, Series, Stats};
 pub use profile_plots::profile_svgs;
 pub use report::{Mark, NtSummary, Report, RuntimeSummary, Timings};
 pub use signature::{signature, without_numbers};
 pub use verdict::{
-    verdicts, CheckpointVerdict, ErrorInfo, ImageOrigins, Media, StateInfo, StateLines,
+    verdicts, BrokenInvariant, CheckpointVerdict, ErrorInfo, ImageOrigins, InvariantVerdict, Media,
+    StateInfo, StateLines,
 };

@@ -4,6 +4,7 @@ use crate::verdict::CheckpointVerdict;
 use persim_model::{CacheMode, Strategy};
 use persim_state::Outcome;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 /// `report.json` (the CLI contract of `persim run`).
@@ -85,6 +86,8 @@ pub enum Mark {
     Atomic,
     /// A: single final states, but some interval has more than two states.
     AtomicityViolation,
+    /// I: single final states, but some state breaks one of the test's invariants.
+    InvariantViolation,
     /// S: some interval has several final states.
     MultipleFinalStates,
     /// E: the recovery of some image failed (the recovery command or the dump).
@@ -98,9 +101,10 @@ pub enum Mark {
 }
 
 impl Mark {
-    const ALL: [Mark; 7] = [
+    const ALL: [Mark; 8] = [
         Mark::Atomic,
         Mark::AtomicityViolation,
+        Mark::InvariantViolation,
         Mark::MultipleFinalStates,
         Mark::ExtractionError,
         Mark::RecoveryHang,
@@ -112,6 +116,7 @@ impl Mark {
         match self {
             Mark::Atomic => "✓",
             Mark::AtomicityViolation => "A",
+            Mark::InvariantViolation => "I",
             Mark::MultipleFinalStates => "S",
             Mark::ExtractionError => "E",
             Mark::RecoveryHang => "H",
@@ -143,7 +148,8 @@ impl Report {
     }
 
     /// The worst finding: a kernel crash, then a hang, other extraction errors, multiple
-    /// final states, atomicity violations.
+    /// final states, broken invariants, atomicity violations (of intervals without
+    /// invariants).
     pub fn mark(&self) -> Mark {
         let errors = || self.checkpoints.iter().flat_map(|c| &c.errors);
         if errors().any(|e| e.outcome == Outcome::GuestCrash) {
@@ -154,7 +160,10 @@ impl Report {
             Mark::ExtractionError
         } else if self.checkpoints.iter().any(|c| !c.single_final_state) {
             Mark::MultipleFinalStates
-        } else if self.checkpoints.iter().any(|c| !c.atomic) {
+        } else if (self.checkpoints.iter()).any(|c| c.invariant.as_ref().is_some_and(|i| !i.holds))
+        {
+            Mark::InvariantViolation
+        } else if self.checkpoints.iter().any(|c| c.violated()) {
             Mark::AtomicityViolation
         } else {
             Mark::Atomic
@@ -217,6 +226,13 @@ impl Report {
                         }
                     );
                 }
+            }
+            for b in c.invariant.iter().flat_map(|i| &i.broken) {
+                let _ = writeln!(
+                    t,
+                    "  invariant `{}` broken in {}: {}",
+                    b.invariant, b.state, b.why
+                );
             }
             for e in &c.errors {
                 let first = telling_lines(&e.output).first().copied().unwrap_or("");
@@ -403,10 +419,17 @@ fn abbreviate(points: &[u64]) -> String {
 }
 
 /// "atomic", or every violation of the interval: a failed recovery does not hide that the
-/// interval also has several final states or too many states.
+/// interval also has several final states or too many states. With invariants, whether
+/// they hold, and more than two states are no violation.
 fn verdict_label(c: &CheckpointVerdict) -> String {
-    if c.atomic {
-        return "atomic".to_string();
+    let holds = c.invariant.as_ref().map(|i| i.holds);
+    match (c.violated(), c.atomic, holds) {
+        (false, true, None) => return "atomic".to_string(),
+        (false, true, Some(_)) => return "atomic, invariant holds".to_string(),
+        (false, false, _) => {
+            return format!("invariant holds (not atomic: {} states)", c.states.len())
+        }
+        _ => {}
     }
     let mut violations = Vec::new();
     if !c.errors.is_empty() {
@@ -418,8 +441,16 @@ fn verdict_label(c: &CheckpointVerdict) -> String {
     if !c.single_final_state {
         violations.push(format!("{} final states", c.final_states.len()));
     }
-    if c.states.len() > 2 {
-        violations.push(format!("not atomic ({} states)", c.states.len()));
+    match &c.invariant {
+        Some(i) if !i.holds => {
+            let states: BTreeSet<&str> = i.broken.iter().map(|b| b.state.as_str()).collect();
+            violations.push(format!("invariant broken ({} states)", states.len()));
+        }
+        Some(_) => {}
+        None if c.states.len() > 2 => {
+            violations.push(format!("not atomic ({} states)", c.states.len()))
+        }
+        None => {}
     }
     format!("VIOLATION: {}", violations.join(", "))
 }
@@ -480,6 +511,7 @@ mod tests {
                 },
             ],
             culprits: Vec::new(),
+            invariant: None,
         };
         let report = Report {
             test: "t".into(),
@@ -615,6 +647,7 @@ mod tests {
             atomic: false,
             errors: Vec::new(),
             culprits: Vec::new(),
+            invariant: None,
         };
         let text = |c: CheckpointVerdict| {
             Report {
@@ -681,6 +714,7 @@ mod tests {
                 atomic: false,
                 errors: Vec::new(),
                 culprits: Vec::new(),
+                invariant: None,
             }],
             nt_prefixes: None,
             runtime_data: None,

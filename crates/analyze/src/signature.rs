@@ -201,6 +201,7 @@ mod tests {
                     disk: false,
                     relevance: Default::default(),
                 }],
+                invariant: None,
             }],
             nt_prefixes: None,
             runtime_data: None,

@@ -1,7 +1,8 @@
 //! Verdicts per checkpoint interval (ARCHITECTURE.md): the states a crash can leave between
 //! checkpoint N and N+1, the final states (at the first failure point of N+1), *single
-//! final state* and *atomic*.
+//! final state*, *atomic*, and whether the test's invariants hold in every state.
 
+use crate::Invariant;
 use persim_model::{Choice, FailurePoint, Origin};
 use persim_state::{Outcome, Recovered};
 use serde::{Deserialize, Serialize};
@@ -120,11 +121,39 @@ pub struct CheckpointVerdict {
     /// The code behind the violation (`find_culprits`), when the trace was at hand.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub culprits: Vec<crate::Culprit>,
+    /// With invariants in the test: whether they hold in every state of the interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invariant: Option<InvariantVerdict>,
+}
+
+/// The test's invariants over the states of one interval.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InvariantVerdict {
+    /// No state that recovered to JSON breaks one.
+    pub holds: bool,
+    pub broken: Vec<BrokenInvariant>,
+}
+
+/// A state that breaks an invariant.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokenInvariant {
+    pub state: String,
+    pub invariant: String,
+    /// The values it saw: `/sum is 70`.
+    pub why: String,
 }
 
 impl CheckpointVerdict {
+    /// A failed recovery, several final states, or, without invariants, more than two
+    /// states. Invariants say which states between the two ends are allowed, so with them
+    /// a broken invariant takes the place of the limit of two states.
     pub fn violated(&self) -> bool {
-        !self.atomic
+        match &self.invariant {
+            Some(invariant) => {
+                !invariant.holds || !self.single_final_state || !self.errors.is_empty()
+            }
+            None => !self.atomic,
+        }
     }
 }
 
@@ -136,10 +165,12 @@ pub struct ImageOrigins<'a> {
 
 /// Computes the verdict of every interval N → N+1 for which the trace has checkpoint N+1.
 /// `state_of` gives the recovered state of an image; images without one are reported as
-/// errors of their interval.
+/// errors of their interval. `invariants` (the test's, maybe none) are checked in every
+/// state.
 pub fn verdicts<'a>(
     images: impl IntoIterator<Item = ImageOrigins<'a>>,
     state_of: impl Fn(&str) -> Option<&'a Recovered>,
+    invariants: &[Invariant],
 ) -> Vec<CheckpointVerdict> {
     // failure point -> its images, "nothing" first and "everything" last (discovery order)
     let mut points: BTreeMap<FailurePoint, Vec<(u8, &str, &Origin)>> = BTreeMap::new();
@@ -191,6 +222,8 @@ pub fn verdicts<'a>(
         let final_states = interval.names_at(final_point.index);
         let single_final_state = final_states.len() == 1;
         let atomic = single_final_state && interval.states.len() <= 2 && interval.errors.is_empty();
+        let invariant = (!invariants.is_empty())
+            .then(|| check_invariants(invariants, &interval.states, &state_of));
         out.push(CheckpointVerdict {
             from,
             to: from + 1,
@@ -200,9 +233,41 @@ pub fn verdicts<'a>(
             atomic,
             errors: interval.errors,
             culprits: Vec::new(),
+            invariant,
         });
     }
     out
+}
+
+/// `invariants` in each of `states` that recovered to JSON: a failed recovery is an error
+/// of the interval already, and a state that is not JSON has no fields to check.
+fn check_invariants<'a>(
+    invariants: &[Invariant],
+    states: &[StateInfo],
+    state_of: impl Fn(&str) -> Option<&'a Recovered>,
+) -> InvariantVerdict {
+    let mut broken = Vec::new();
+    for state in states {
+        let Some(Recovered::State { dump }) = state.images.first().and_then(|h| state_of(h)) else {
+            continue;
+        };
+        let Ok(json) = serde_json::from_str::<serde_json::Value>(dump) else {
+            continue;
+        };
+        for invariant in invariants {
+            if let Err(why) = invariant.check(&json) {
+                broken.push(BrokenInvariant {
+                    state: state.name.clone(),
+                    invariant: invariant.to_string(),
+                    why,
+                });
+            }
+        }
+    }
+    InvariantVerdict {
+        holds: broken.is_empty(),
+        broken,
+    }
 }
 
 fn is_partial(origin: &Origin) -> bool {

@@ -1,6 +1,6 @@
 //! Verdicts on hand-made image indexes: what each interval's states and flags must be.
 
-use persim_analyze::{verdicts, ImageOrigins, Media};
+use persim_analyze::{verdicts, ImageOrigins, Invariant, Media};
 use persim_model::{replay_in_memory, Choice, Config, FailureKind, FailurePoint, Origin};
 use persim_state::Recovered;
 use persim_trace::{Entry, Reader};
@@ -25,17 +25,23 @@ fn partial(number: u64) -> Choice {
     Choice::Enumerated { number, of: 9 }
 }
 
-/// Runs the verdicts on (hash, origins) with the states given per hash.
+/// Runs the verdicts on (hash, origins) with the states given per hash and the invariants.
 fn run(
     images: &[(&str, Vec<Origin>)],
     states: &[(&str, Recovered)],
+    invariants: &[&str],
 ) -> Vec<persim_analyze::CheckpointVerdict> {
+    let invariants: Vec<Invariant> = invariants
+        .iter()
+        .map(|text| Invariant::parse(text).unwrap())
+        .collect();
     let states: HashMap<&str, Recovered> = states.iter().cloned().collect();
     verdicts(
         images
             .iter()
             .map(|(hash, origins)| ImageOrigins { hash, origins }),
         |h| states.get(h),
+        &invariants,
     )
 }
 
@@ -63,7 +69,7 @@ fn old_then_new_is_atomic() {
         ("new", Recovered::state(r#"{"/mnt/f": 1}"#)),
         ("torn-but-same", Recovered::state("{ }")),
     ];
-    let v = run(&images, &states);
+    let v = run(&images, &states, &[]);
     assert_eq!(v.len(), 1, "only interval 1 -> 2 has both ends");
     let c = &v[0];
     assert_eq!((c.from, c.to), (1, 2));
@@ -88,7 +94,7 @@ fn a_third_state_from_a_torn_image_breaks_atomicity_only() {
         ("half", Recovered::state(r#"{"/mnt/f": 0}"#)),
         ("new", Recovered::state(r#"{"/mnt/f": 1}"#)),
     ];
-    let c = &run(&images, &states)[0];
+    let c = &run(&images, &states, &[])[0];
     assert_eq!(c.states.len(), 3);
     assert_eq!(c.states[1].name, "c1s1");
     assert!(
@@ -97,6 +103,81 @@ fn a_third_state_from_a_torn_image_breaks_atomicity_only() {
     );
     assert!(c.single_final_state);
     assert!(!c.atomic);
+}
+
+/// A counter persisted after each insert: (count 0, one item) lies between the ends and
+/// is allowed by the invariant; a counter durable before its item is not.
+#[test]
+fn an_invariant_allows_intermediate_states_and_names_those_that_break_it() {
+    let mut images = vec![
+        ("old", vec![origin(1, CP, 1, Choice::Nothing)]),
+        ("item-only", vec![origin(5, FENCE, 1, partial(1))]),
+        ("new", vec![origin(9, CP, 2, Choice::Nothing)]),
+    ];
+    let mut states = vec![
+        ("old", Recovered::state(r#"{"count": 0, "items": []}"#)),
+        (
+            "item-only",
+            Recovered::state(r#"{"count": 0, "items": ["a"]}"#),
+        ),
+        ("new", Recovered::state(r#"{"count": 1, "items": ["a"]}"#)),
+    ];
+    let invariant = ["/count <= len(/items)"];
+    let without = &run(&images, &states, &[])[0];
+    assert!(without.invariant.is_none() && without.violated());
+    let c = &run(&images, &states, &invariant)[0];
+    assert_eq!(c.states.len(), 3);
+    assert!(!c.atomic, "atomicity is judged as before");
+    let verdict = c.invariant.as_ref().unwrap();
+    assert!(verdict.holds && verdict.broken.is_empty(), "{verdict:?}");
+    assert!(!c.violated());
+
+    images.push(("count-only", vec![origin(5, FENCE, 1, partial(2))]));
+    states.push((
+        "count-only",
+        Recovered::state(r#"{"count": 1, "items": []}"#),
+    ));
+    // Neither a state that is not JSON nor a failed recovery is checked: the error is
+    // reported as an error.
+    images.push(("text", vec![origin(5, FENCE, 1, partial(3))]));
+    states.push(("text", Recovered::state("not json")));
+    let c = &run(&images, &states, &invariant)[0];
+    let verdict = c.invariant.as_ref().unwrap();
+    assert!(!verdict.holds && c.violated());
+    assert_eq!(verdict.broken.len(), 1, "{verdict:?}");
+    let broken = &verdict.broken[0];
+    let count_only = c
+        .states
+        .iter()
+        .find(|s| s.images == ["count-only"])
+        .unwrap();
+    assert_eq!(
+        (
+            broken.state.as_str(),
+            broken.invariant.as_str(),
+            broken.why.as_str()
+        ),
+        (
+            count_only.name.as_str(),
+            "/count <= len(/items)",
+            "/count is 1, len(/items) is 0"
+        )
+    );
+
+    images.push(("broken", vec![origin(5, FENCE, 1, partial(4))]));
+    states.push((
+        "broken",
+        Recovered::RecoveryError {
+            output: "bad".into(),
+        },
+    ));
+    let c = &run(&images[..3], &states, &invariant)[0];
+    assert!(!c.violated());
+    let mut with_error = images[..3].to_vec();
+    with_error.push(images[5].clone());
+    let c = &run(&with_error, &states, &invariant)[0];
+    assert!(c.invariant.as_ref().unwrap().holds);
+    assert!(c.violated(), "a failed recovery stays a violation");
 }
 
 #[test]
@@ -119,7 +200,7 @@ fn several_final_states_and_failed_recoveries_are_reported() {
             },
         ),
     ];
-    let c = &run(&images, &states)[0];
+    let c = &run(&images, &states, &[])[0];
     assert!(!c.single_final_state && !c.atomic);
     assert_eq!(c.final_states.len(), 2);
     let errors: Vec<(&str, &str)> = c
@@ -150,7 +231,7 @@ fn media(images: &[(&str, Vec<Origin>)], states: &[(&str, &str)]) -> Vec<(String
         .iter()
         .map(|&(hash, state)| (hash, Recovered::state(state)))
         .collect();
-    run(images, &states)[0]
+    run(images, &states, &[])[0]
         .states
         .iter()
         .map(|s| (s.name.clone(), s.media.clone()))
@@ -280,6 +361,7 @@ fn a_commit_on_pm_before_the_disk_flush_gives_a_state_from_the_disk() {
             .iter()
             .map(|(hash, origins)| ImageOrigins { hash, origins }),
         |h| states.get(h).copied(),
+        &[],
     );
     let found: Vec<(&str, &[Media])> = v[0]
         .states

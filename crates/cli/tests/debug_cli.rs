@@ -290,6 +290,7 @@ fn report_with_a_state_from_the_disk() -> persim_analyze::Report {
             atomic: false,
             errors: Vec::new(),
             culprits: Vec::new(),
+            invariant: None,
         }],
         nt_prefixes: None,
         runtime_data: None,

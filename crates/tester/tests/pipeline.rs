@@ -1,6 +1,7 @@
 //! The stages with a fake guest (no VM): verdicts, resuming at every stage boundary, a
 //! corrupt state file, a lost image, a failed workload.
 
+use persim_analyze::Mark;
 use persim_model::Strategy;
 use persim_tester::{
     run_test, Event, NtPrefixes, Observer, Pass, PipelineOptions, RunDir, Stage, TestCase,
@@ -667,4 +668,64 @@ fn nt_prefixes_auto_finds_the_value_torn_between_two_nt_stores() {
     assert_eq!(again["checkpoints"], report["checkpoints"]);
     assert_eq!(again["nt_prefixes"], report["nt_prefixes"]);
     assert_eq!(std::fs::read(auto.nt_decision()).unwrap(), decision);
+}
+
+/// The test's invariants over the fake journal's states (examples/journal-missing-fence.trace,
+/// not atomic: the commit flag can be durable with half the logged values): one that
+/// allows that state turns the interval into "invariant holds"; one that allows only the
+/// interval's two ends is broken by it, and the run is a violation.
+#[test]
+fn an_invariant_judges_the_states_between_the_ends() {
+    let home = |first: &str, second: &str| [[first; 8], [second; 8]].concat().join(", ");
+    let (old, new, half) = (home("00", "00"), home("11", "22"), home("11", "00"));
+    let tmp = tempfile::tempdir().unwrap();
+    let judge = |name: &str, invariant: String| {
+        let test = TestCase::parse(&format!(
+            "description = \"journal\"\nops = [\"journal-update\"]\ninvariant = ['{invariant}']\n"
+        ))
+        .unwrap();
+        let dir = RunDir::create(tmp.path().join(name)).unwrap();
+        let guest = FakeGuest::new("journal-missing-fence.trace");
+        let report = run_test(&global_prefix(), &guest, "journal", &test, &dir, &mut ()).unwrap();
+        let json: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.report_json()).unwrap()).unwrap();
+        let text = std::fs::read_to_string(dir.report_text()).unwrap();
+        (report, json["checkpoints"][0].clone(), text)
+    };
+    let is = |home: &str| format!("/home == \"[{home}]\"");
+
+    let allowed = format!("{} or {} or {}", is(&old), is(&new), is(&half));
+    let (report, interval, text) = judge("allowed", allowed);
+    assert_eq!(report.violations(), 0, "{text}");
+    assert_eq!(report.mark(), Mark::Atomic);
+    assert_eq!(interval["atomic"], false, "{interval:#}");
+    assert_eq!(
+        interval["invariant"],
+        serde_json::json!({"holds": true, "broken": []})
+    );
+    assert!(
+        text.contains("checkpoint 1 -> 2: invariant holds (not atomic: 3 states)"),
+        "{text}"
+    );
+
+    let ends = format!("{} or {}", is(&old), is(&new));
+    let (report, interval, text) = judge("ends", ends.clone());
+    assert_eq!(report.violations(), 1, "{text}");
+    assert_eq!(report.mark(), Mark::InvariantViolation);
+    let broken = &interval["invariant"]["broken"];
+    assert_eq!(interval["invariant"]["holds"], false, "{interval:#}");
+    assert_eq!(broken.as_array().unwrap().len(), 1, "{interval:#}");
+    assert_eq!(
+        broken[0]["why"],
+        format!("/home is \"[{half}]\"; /home is \"[{half}]\"")
+    );
+    assert!(
+        text.contains("checkpoint 1 -> 2: VIOLATION: invariant broken (1 states)"),
+        "{text}"
+    );
+    let state = broken[0]["state"].as_str().unwrap();
+    assert!(
+        text.contains(&format!("  invariant `{ends}` broken in {state}: /home is")),
+        "{text}"
+    );
 }

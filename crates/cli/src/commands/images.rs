@@ -31,12 +31,11 @@ pub struct ImagesArgs {
     /// Whether CPU caches are lost on a crash (volatile) or survive it (persistent, eADR).
     #[arg(long, default_value = "volatile")]
     pub cache: CacheMode,
-    /// exhaustive: the model's exact set; global-prefix: the thesis strategy;
-    /// program-order: nothing/everything pending, failure points at flushes too;
-    /// reads: global-prefix over the dirty lines recovery reads (see --reads-from);
-    /// fast: everything pending at each flush and fence whose code location (pc and stack)
-    /// is new, nothing/everything at checkpoints.
-    #[arg(long, default_value = "exhaustive")]
+    /// exhaustive: the model's exact set (sampled above --max-images); global-prefix: the
+    /// thesis strategy; program-order: nothing/everything pending; reads: global-prefix
+    /// over the lines recovery reads (see --reads-from); fast: one image per new flush or
+    /// fence. --help says what each cannot find.
+    #[arg(long, default_value = "exhaustive", long_help = super::STRATEGIES)]
     pub strategy: Strategy,
     /// With --strategy reads: the run directory of a `persim run --strategy reads` of this
     /// trace, whose traced recoveries say which lines to explore (without it, reads

@@ -13,3 +13,23 @@ pub mod report;
 pub mod run;
 pub mod suite;
 pub mod trace;
+
+/// The long help of `--strategy` (run, suite, campaign, images): what each strategy checks
+/// and, plainly, what it cannot find (docs/model.md, "Strategies").
+pub const STRATEGIES: &str = "Which crash images to check at each failure point, and what each \
+strategy cannot find:
+  exhaustive     every image the model allows; but above --max-images images at a failure
+                 point only a seeded sample, which can miss states (the point is marked
+                 incomplete)
+  global-prefix  a cut of the global store order, each dirty line before the cut or whole:
+                 misses a line that persists only part of its stores after the cut (a torn
+                 update inside one line)
+  program-order  nothing or everything pending, at flushes and fences too: stores never
+                 persist out of program order, so it never shows a flag durable before the
+                 data it guards; it finds missing flushes, not ordering bugs
+  reads          global-prefix over the dirty lines a traced recovery of the failure point's
+                 fully persisted image reads: misses what global-prefix misses, and
+                 orderings of lines that recovery does not read there
+  fast           everything pending, at each flush and fence whose code (pc and stack) was
+                 not seen before: misses what program-order misses, and bugs at a code
+                 location's later runs";

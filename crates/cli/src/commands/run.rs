@@ -16,12 +16,10 @@ pub struct PipelineArgs {
     /// Whether CPU caches are lost on a crash (volatile) or survive it (persistent, eADR).
     #[arg(long, default_value = "volatile")]
     pub cache: CacheMode,
-    /// Which crash images to check: program-order is cheap and finds logic bugs;
-    /// global-prefix and exhaustive also find ordering bugs, at a higher cost; reads finds
-    /// them too, exploring only the dirty lines that a traced recovery of each failure
-    /// point's fully persisted image reads; fast takes one image per flush and fence and
-    /// skips those whose code (pc and stack) was seen.
-    #[arg(long, default_value = "program-order")]
+    /// Which crash images to check: program-order is cheap and finds logic bugs, not
+    /// ordering bugs; global-prefix, reads and exhaustive find those too, at a higher cost;
+    /// fast is cheapest. --help says what each cannot find.
+    #[arg(long, default_value = "program-order", long_help = super::STRATEGIES)]
     pub strategy: Strategy,
     /// Record no stack traces. By default every entry gets its call chain (shadow call
     /// stacks: about 1.2-1.3x the cost of tracing the operations, which take well under a

@@ -335,6 +335,7 @@ pub fn test_of(number: usize, sequence: &[&AceOp]) -> Option<AceTest> {
             run: None,
             ignore: vec!["atime".to_owned()],
             state: None,
+            invariant: Vec::new(),
         },
     })
 }

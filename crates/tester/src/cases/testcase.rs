@@ -4,6 +4,7 @@
 use crate::home::Home;
 use anyhow::{bail, Context, Result};
 use persim_abi::FS_DUMP_FIELDS;
+use persim_analyze::Invariant;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -26,6 +27,10 @@ pub struct TestCase {
     /// A guest command that prints the recovered state as JSON, instead of fs-dump of /mnt
     /// (e.g. a program's own recovery tool).
     pub state: Option<String>,
+    /// Conditions on the state JSON that every crash state must meet (persim_analyze's
+    /// `Invariant`); read, and refused if malformed, with the test.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub invariant: Vec<Invariant>,
 }
 
 /// What the guest prints when operation N fails: `persim: operation N failed (exit code C)`.
@@ -342,6 +347,24 @@ mod tests {
         assert!(
             parse("description = \"x\"\nrun = \"b\"\nstate = \"s\"\nignore = [\"atime\"]\n")
                 .is_err()
+        );
+    }
+
+    #[test]
+    fn an_invariant_that_cannot_be_evaluated_is_refused_with_the_test() {
+        let parse = |invariants: &str| {
+            let text = format!("description = \"x\"\nrun = \"p\"\ninvariant = [{invariants}]\n");
+            TestCase::parse(&text).map_err(|e| format!("{e:#}"))
+        };
+        let test = parse("'/count <= len(/items)', '/done'").unwrap();
+        assert_eq!(test.invariant.len(), 2);
+        assert_eq!(test.invariant[0].text(), "/count <= len(/items)");
+        let again = TestCase::parse(&test.to_toml().unwrap()).unwrap();
+        assert_eq!(again.invariant, test.invariant);
+        let e = parse("'/done', 'count <= 3'").unwrap_err();
+        assert!(
+            e.contains("invariant `count <= 3`: `count <= 3` is neither a JSON pointer"),
+            "{e}"
         );
     }
 

@@ -5,8 +5,8 @@ use super::{images, Run};
 use crate::progress::Pass;
 use anyhow::{Context, Result};
 use persim_analyze::{
-    find_culprits, verdicts as judge_intervals, CheckpointVerdict, ImageOrigins, NtSummary, Report,
-    RuntimeSummary, StateLines,
+    find_culprits, verdicts as judge_intervals, CheckpointVerdict, ImageOrigins, Invariant,
+    NtSummary, Report, RuntimeSummary, StateLines,
 };
 use persim_image::{ImageStore, ImagesIndex, PointReads};
 use persim_model::Config;
@@ -25,7 +25,7 @@ pub(super) fn verdicts(
     nt_prefixes: Option<NtSummary>,
     started: Instant,
 ) -> Result<Report> {
-    let mut checkpoints = judge(store, states);
+    let mut checkpoints = judge(store, states, &run.test.invariant);
     explain(run, &mut checkpoints)?;
     let runtime_data = runtime_summary(images::index(run)?);
     let mut timings = run.timings.clone();
@@ -49,8 +49,13 @@ pub(super) fn verdicts(
     Ok(report)
 }
 
-/// The verdicts of every checkpoint interval, from the store's origins and the states.
-pub fn judge(store: &ImageStore, states: &BTreeMap<String, Recovered>) -> Vec<CheckpointVerdict> {
+/// The verdicts of every checkpoint interval, from the store's origins, the states and the
+/// test's invariants.
+pub fn judge(
+    store: &ImageStore,
+    states: &BTreeMap<String, Recovered>,
+    invariants: &[Invariant],
+) -> Vec<CheckpointVerdict> {
     let hashes: Vec<String> = store
         .records()
         .map(|(h, _)| h.to_hex().to_string())
@@ -64,6 +69,7 @@ pub fn judge(store: &ImageStore, states: &BTreeMap<String, Recovered>) -> Vec<Ch
                 origins: &record.origins,
             }),
         |h| states.get(h),
+        invariants,
     )
 }
 
