@@ -444,11 +444,13 @@ impl Sink for Materialiser<'_> {
                 block: image.block.clone(),
             };
             let hash = match &mut self.store {
-                Some(store) => store.insert(&contents, origin)?,
-                None => contents.hash(),
-            }
-            .to_hex()
-            .to_string();
+                Some(store) => {
+                    let hash = store.insert(&contents, origin)?.to_hex().to_string();
+                    self.sink.stored(&hash)?;
+                    hash
+                }
+                None => contents.hash().to_hex().to_string(),
+            };
             if let Some((wanted, dir)) = self.materialise {
                 let path = ImageStore::image_file(dir, &hash);
                 if wanted.contains(&hash) && !path.exists() {

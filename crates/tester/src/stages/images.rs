@@ -126,46 +126,53 @@ struct Window<'r, 'a, W: Write> {
 
 impl<W: Write> PointSink for Window<'_, '_, W> {
     fn point(&mut self, point: &PointRecord) -> io::Result<()> {
-        self.writer.point(point)?;
+        self.writer.point(point)
+    }
+
+    fn stored(&mut self, hash: &str) -> io::Result<()> {
+        // The error itself is kept for the stage (the engine wraps what it is handed).
+        self.take(hash).map_err(|e| {
+            let message = e.to_string();
+            self.failure = Some(e);
+            io::Error::other(message)
+        })
+    }
+}
+
+impl<W: Write> Window<'_, '_, W> {
+    /// Adds a new image without a state to the window, recovering the window when full.
+    fn take(&mut self, hash: &str) -> Result<()> {
+        if !self.handled.insert(hash.to_owned()) {
+            return Ok(());
+        }
         let (dir, keep_images) = {
             let run = self.run.borrow();
             (run.dir, run.opts.keep_images)
         };
-        for hash in &point.images {
-            if !self.handled.insert(hash.clone()) {
-                continue;
-            }
-            let file = ImageStore::image_file(&dir.image_store(), hash);
-            if states::saved_state(dir, hash).is_none() {
-                self.pending.push((hash.clone(), file));
-            } else if !keep_images {
-                // Made again by a resumed run; its state is known.
-                drop(std::fs::remove_file(file));
-            }
+        let file = ImageStore::image_file(&dir.image_store(), hash);
+        if states::saved_state(dir, hash).is_none() {
+            self.pending.push((hash.to_owned(), file));
+        } else if !keep_images {
+            // Made again by a resumed run; its state is known.
+            drop(std::fs::remove_file(file));
         }
         if self.pending.len() >= IMAGE_WINDOW {
             self.recover(dir, keep_images)?;
         }
         Ok(())
     }
-}
 
-impl<W: Write> Window<'_, '_, W> {
     /// Recovers the pending images, saving each state and deleting each file, then checks
     /// that the next window fits.
-    fn recover(&mut self, dir: &RunDir, keep_images: bool) -> io::Result<()> {
+    fn recover(&mut self, dir: &RunDir, keep_images: bool) -> Result<()> {
         let images = std::mem::take(&mut self.pending);
         let how = Recovery {
             reads: false,
             keep_images,
             stage: Stage::States,
         };
-        let mut run = self.run.borrow_mut();
-        if let Err(e) = recover_and_save(&mut run, &images, how, &mut |_, _| Ok(())) {
-            self.failure = Some(e);
-            return Err(io::Error::other("recovering a window of images failed"));
-        }
-        check_space(dir, self.image_len.get(), keep_images)
+        recover_and_save(&mut self.run.borrow_mut(), &images, how, &mut |_, _| Ok(()))?;
+        Ok(check_space(dir, self.image_len.get(), keep_images)?)
     }
 }
 
@@ -190,12 +197,12 @@ fn check_space(dir: &RunDir, image_len: u64, keep_images: bool) -> io::Result<()
         io::ErrorKind::StorageFull,
         format!(
             "not enough space on {} for the crash images in {}: up to {IMAGE_WINDOW} images of \
-             up to {} MiB each are on disk at once ({} MiB needed, {} MiB free). Free space \
+             up to {} KiB each are on disk at once ({} MiB needed, {} MiB free). Free space \
              there{kept}, or give another --out; the run directory is kept, and the same \
              command resumes it",
             free.device,
             store.display(),
-            disk_space::mib(image_len),
+            image_len.div_ceil(1 << 10),
             disk_space::mib(needed),
             free.available >> 20,
         ),
