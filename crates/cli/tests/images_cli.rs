@@ -272,11 +272,11 @@ fn images_within(args: &[&str], limit: u64, dir: &Path) -> (libc::c_int, String,
             }
         });
     }
-    let child = command.spawn().unwrap();
+    // Waited for with wait4 below, which also gives the peak memory.
+    let pid = command.spawn().unwrap().id() as libc::pid_t;
     let mut status = 0;
     // SAFETY: an all-zero rusage is valid; wait4 fills it for our own child.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let pid = child.id() as libc::pid_t;
     // SAFETY: waits for the child just spawned (std's Child is not waited on after this).
     assert_eq!(unsafe { libc::wait4(pid, &mut status, 0, &mut usage) }, pid);
     let code = if libc::WIFEXITED(status) {
