@@ -245,3 +245,71 @@ fn a_recorded_disk_is_the_block_part_of_every_image() {
         "{err}"
     );
 }
+
+/// `persim images ARGS` in a child limited to `limit` bytes of address space (so that a
+/// generation that would exhaust memory fails fast instead of straining the machine):
+/// its exit status, its standard error and its peak resident memory in bytes.
+fn images_within(args: &[&str], limit: u64, dir: &Path) -> (libc::c_int, String, u64) {
+    use std::os::unix::process::CommandExt;
+    let stderr = dir.join("stderr");
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_persim"));
+    command
+        .arg("images")
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&stderr).unwrap());
+    // SAFETY: setrlimit is async-signal-safe; the closure allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            let rlimit = libc::rlimit {
+                rlim_cur: limit,
+                rlim_max: limit,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &rlimit) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    // Waited for with wait4 below, which also gives the peak memory.
+    let pid = command.spawn().unwrap().id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is valid; wait4 fills it for our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for the child just spawned (std's Child is not waited on after this).
+    assert_eq!(unsafe { libc::wait4(pid, &mut status, 0, &mut usage) }, pid);
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        -libc::WTERMSIG(status)
+    };
+    let peak = u64::try_from(usage.ru_maxrss).unwrap() * 1024;
+    (code, std::fs::read_to_string(stderr).unwrap(), peak)
+}
+
+#[test]
+fn a_cap_that_cannot_fit_in_memory_is_refused_with_what_fits() {
+    // 1000 lines dirty at one fence: global-prefix has far more than a million images there.
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("many-lines.trace");
+    let mut text = String::from("# persim-trace pm-size=0x100000\n");
+    for i in 0..1000 {
+        text += &format!("write {:#x} 01\n", 0x40 * i);
+    }
+    text += "fence sfence\n";
+    std::fs::write(&trace, text).unwrap();
+    let trace = trace.to_str().unwrap();
+    for cap in ["100000000", "10000000"] {
+        let args = ["--strategy", "global-prefix", "--max-images", cap, trace];
+        let (code, stderr, peak) = images_within(&args, 4 << 30, dir.path());
+        assert_eq!(code, 2, "{stderr}");
+        assert!(
+            stderr.contains(&format!("--max-images {cap} does not fit in memory"))
+                && stderr.contains("give --max-images"),
+            "{stderr}"
+        );
+        // Generous: the refusal comes before the images are chosen.
+        assert!(peak < 512 << 20, "peak RSS {} MiB", peak >> 20);
+    }
+}

@@ -25,6 +25,16 @@ const INDEX_SAVE_INTERVAL: Duration = Duration::from_secs(10);
 const MAX_IMAGE_LEN: u64 = 64 << 30;
 /// Entries between progress reports.
 const PROGRESS_ENTRIES: u64 = 4096;
+/// Memory one crash image of a failure point takes while the strategy chooses it (a
+/// candidate, its copy in the set that keeps them distinct, its choice and image, its
+/// hash): a fixed part, and a part per dirty line (its prefix length in several copies,
+/// its address in the choice). An upper bound: 20 000 images at a 1000-line failure point
+/// are estimated at 925 MiB and peaked at 258 MiB (docs/images.md, "Memory").
+const BYTES_PER_CHOSEN_IMAGE: u64 = 512;
+const BYTES_PER_CHOSEN_IMAGE_LINE: u64 = 48;
+/// Memory one distinct image takes for the rest of a generation (its hash as a key of
+/// `Generated::images`, and in the store its record).
+const BYTES_PER_DISTINCT_IMAGE: u64 = 256;
 
 /// What decides the crash images of a trace, and where they go.
 #[derive(Clone, Debug)]
@@ -166,6 +176,35 @@ pub enum GenerateError {
         #[source]
         source: ModelError,
     },
+    #[error(
+        "--max-images {cap} does not fit in memory{at}: each crash image a failure point \
+         chooses takes about {per_image} bytes until it is recorded, and a generation may use \
+         {budget_mib} MiB (half the memory available when it started); give --max-images \
+         {fits} or less",
+        at = at_point(*point, *lines)
+    )]
+    CapTooLarge {
+        cap: usize,
+        /// The largest cap that fits.
+        fits: u64,
+        per_image: u64,
+        budget_mib: u64,
+        /// The failure point (trace index) and its dirty lines, when refused there.
+        point: Option<u64>,
+        lines: usize,
+    },
+    #[error(
+        "the {images} distinct crash images made up to failure point {point} take about \
+         {used_mib} MiB, more than the {budget_mib} MiB a generation may use (half the memory \
+         available when it started): give a lower --max-images (now {cap})"
+    )]
+    TooManyImages {
+        images: usize,
+        point: u64,
+        used_mib: u64,
+        budget_mib: u64,
+        cap: usize,
+    },
     #[error(transparent)]
     Trace(#[from] TraceError),
     #[error(transparent)]
@@ -230,6 +269,8 @@ pub fn generate_images(
             trace: trace.to_path_buf(),
         });
     }
+    let budget = MemoryBudget::available();
+    budget.check_cap(config.max_images, None, 0)?;
     let persisted = initial_image(opts, trace, &config)?.with_hash_level(opts.hash_level)?;
     let store = opts.store.as_ref().map(ImageStore::open).transpose()?;
     started(&config)?;
@@ -246,6 +287,8 @@ pub fn generate_images(
         points: 0,
         incomplete: 0,
         index_saved: Instant::now(),
+        budget,
+        refused: None,
     };
     let mut entries = 0u64;
     let replaying = |source| GenerateError::Replay {
@@ -270,6 +313,9 @@ pub fn generate_images(
     // Also after a failure: every image file in the store is in its index, none orphaned.
     if let Some(store) = &materialiser.store {
         store.flush_index()?;
+    }
+    if let Some(refused) = materialiser.refused {
+        return Err(refused);
     }
     replayed?;
     Ok(Generated {
@@ -359,6 +405,9 @@ struct Materialiser<'a> {
     points: u64,
     incomplete: u64,
     index_saved: Instant,
+    budget: MemoryBudget,
+    /// Why the generation stopped at a failure point for lack of memory.
+    refused: Option<GenerateError>,
 }
 
 impl Sink for Materialiser<'_> {
@@ -371,6 +420,20 @@ impl Sink for Materialiser<'_> {
         if view.point.checkpoint < self.from_checkpoint {
             return Ok(());
         }
+        let lines = view.pending_lines().len();
+        let cap = view.config().max_images;
+        let fits = self
+            .budget
+            .check_cap(cap, Some(view.point.index), lines)
+            .and_then(|()| {
+                self.budget
+                    .check_distinct(self.images.len(), view.point.index, cap)
+            });
+        if let Err(e) = fits {
+            let message = e.to_string();
+            self.refused = Some(e);
+            return Err(io::Error::other(message));
+        }
         let (crash, mut reads) = self.choose(view);
         let mut hashes: Vec<String> = Vec::new();
         for image in &crash.images {
@@ -382,11 +445,13 @@ impl Sink for Materialiser<'_> {
                 block: image.block.clone(),
             };
             let hash = match &mut self.store {
-                Some(store) => store.insert(&contents, origin)?,
-                None => contents.hash(),
-            }
-            .to_hex()
-            .to_string();
+                Some(store) => {
+                    let hash = store.insert(&contents, origin)?.to_hex().to_string();
+                    self.sink.stored(&hash)?;
+                    hash
+                }
+                None => contents.hash().to_hex().to_string(),
+            };
             if let Some((wanted, dir)) = self.materialise {
                 let path = ImageStore::image_file(dir, &hash);
                 if wanted.contains(&hash) && !path.exists() {
@@ -462,6 +527,69 @@ impl Materialiser<'_> {
             nt_images: Vec::new(),
         };
         (crash, Some(reads))
+    }
+}
+
+/// The memory a generation may take: half of what was available when it started, so that
+/// a cap too large for the machine is refused instead of growing until the kernel kills
+/// the process.
+#[derive(Clone, Copy, Debug)]
+struct MemoryBudget {
+    bytes: u64,
+}
+
+impl MemoryBudget {
+    fn available() -> MemoryBudget {
+        let available_kib = std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|info| {
+                let line = info.lines().find_map(|l| l.strip_prefix("MemAvailable:"))?;
+                line.trim().strip_suffix("kB")?.trim().parse::<u64>().ok()
+            });
+        MemoryBudget {
+            // Without /proc (not Linux): no limit known.
+            bytes: available_kib.map_or(u64::MAX, |kib| kib.saturating_mul(1024) / 2),
+        }
+    }
+
+    /// Refuses `cap` when that many images of a failure point with `lines` dirty lines
+    /// would not fit (before the replay with no lines, then at each failure point).
+    fn check_cap(&self, cap: usize, point: Option<u64>, lines: usize) -> Result<(), GenerateError> {
+        let per_image = BYTES_PER_CHOSEN_IMAGE + BYTES_PER_CHOSEN_IMAGE_LINE * lines as u64;
+        if (cap as u64).saturating_mul(per_image) <= self.bytes {
+            return Ok(());
+        }
+        Err(GenerateError::CapTooLarge {
+            cap,
+            fits: self.bytes / per_image,
+            per_image,
+            budget_mib: self.bytes >> 20,
+            point,
+            lines,
+        })
+    }
+
+    /// Refuses to go on when the distinct images made so far take the budget.
+    fn check_distinct(&self, images: usize, point: u64, cap: usize) -> Result<(), GenerateError> {
+        let used = images as u64 * BYTES_PER_DISTINCT_IMAGE;
+        if used <= self.bytes {
+            return Ok(());
+        }
+        Err(GenerateError::TooManyImages {
+            images,
+            point,
+            used_mib: used >> 20,
+            budget_mib: self.bytes >> 20,
+            cap,
+        })
+    }
+}
+
+/// Where a cap was refused, for [`GenerateError::CapTooLarge`].
+fn at_point(point: Option<u64>, lines: usize) -> String {
+    match point {
+        Some(index) => format!(" at failure point {index} ({lines} dirty lines)"),
+        None => String::new(),
     }
 }
 

@@ -109,6 +109,13 @@ impl ImagesIndex {
 /// Where the failure points of an image generation go as each is done.
 pub trait PointSink {
     fn point(&mut self, point: &PointRecord) -> io::Result<()>;
+
+    /// An image of the failure point being done is in the store (as `<hash>.img` unless
+    /// its file was deleted), before the point comes: a sink may recover and delete image
+    /// files as they come, so the disk never holds a whole failure point's images.
+    fn stored(&mut self, _hash: &str) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// A sink that keeps nothing (when only the images matter).

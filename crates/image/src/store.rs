@@ -119,10 +119,11 @@ impl ImageStore {
     }
 
     fn write_image(&mut self, image: &Image, path: &Path) -> io::Result<()> {
+        // The last file may be gone: a run deletes each image once it is recovered.
         let base = self
             .base
             .as_ref()
-            .filter(|(base, _)| self.reflinks && base.same_layout(image));
+            .filter(|(base, path)| self.reflinks && base.same_layout(image) && path.is_file());
         create_atomically(path, |file| match base {
             Some((base, base_path)) => {
                 reflink::clone_file(file, &File::open(base_path)?)?;

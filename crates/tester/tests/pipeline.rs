@@ -729,3 +729,136 @@ fn an_invariant_judges_the_states_between_the_ends() {
         "{text}"
     );
 }
+
+/// PM of the full-disk tests: 64 KiB, so a window of 32 images is 2 MiB.
+const LARGE_PM: usize = 0x10000;
+
+/// The journal of journal-missing-fence.trace in 64 KiB of PM, after 5 stores to lines of
+/// their own in its first fence epoch: 195 distinct images under global-prefix.
+fn many_images_guest() -> FakeGuest {
+    let journal = common::example_text("journal-missing-fence.trace");
+    let body = journal.split_once("hypercall checkpoint 1\n").unwrap().1;
+    let mut trace =
+        format!("# persim-trace pm-size={LARGE_PM:#x}\nhypercall start\nhypercall checkpoint 1\n");
+    for i in 0..5 {
+        trace += &format!("write {:#x} 01\n", 0x1000 + 0x40 * i);
+    }
+    trace += body;
+    let mut guest = FakeGuest::new("journal-missing-fence.trace");
+    guest.trace = trace.leak();
+    // Data beyond what the trace writes makes every image file dense (no holes): each
+    // takes its whole 64 KiB on disk.
+    guest.initial = vec![0; LARGE_PM];
+    guest.initial[0x2000..].fill(0xa5);
+    guest
+}
+
+/// Every file under `dir` (recursively).
+fn files_under(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(files_under(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
+#[test]
+fn a_run_with_more_images_than_the_disk_holds_keeps_a_window_of_them() {
+    let test = "a_run_with_more_images_than_the_disk_holds_keeps_a_window_of_them";
+    let tmp = tempfile::tempdir().unwrap();
+    let free = run(
+        &many_images_guest(),
+        &RunDir::create(tmp.path().join("free")).unwrap(),
+        &mut Events::default(),
+    );
+    let small = tmp.path().join("small");
+    let Some(_fs) = persim_vm::testing::Tmpfs::mount(test, &small, "3584k") else {
+        return;
+    };
+    let dir = RunDir::create(small.join("run")).unwrap();
+    let guest = many_images_guest();
+    // More than 100 images of 64 KiB: more than twice what the 3.5 MiB file system holds.
+    let report = run(&guest, &dir, &mut Events::default());
+    assert!(guest.extracted.get() > 100, "{}", guest.extracted.get());
+    assert_eq!(report["checkpoints"], free["checkpoints"]);
+    let states = std::fs::read_dir(dir.states()).unwrap().count();
+    assert_eq!(states, guest.extracted.get(), "each image recovered once");
+    let images = std::fs::read_dir(dir.image_store()).unwrap();
+    assert!(images
+        .flatten()
+        .all(|f| !f.path().to_string_lossy().ends_with(".img")));
+}
+
+#[test]
+fn a_run_out_of_space_stops_with_what_to_free_and_resumes_with_the_same_verdict() {
+    let test = "a_run_out_of_space_stops_with_what_to_free_and_resumes_with_the_same_verdict";
+    let tmp = tempfile::tempdir().unwrap();
+    let keep = PipelineOptions {
+        keep_images: true,
+        ..global_prefix()
+    };
+    let guest = many_images_guest();
+    let free = run_with(
+        &keep,
+        &guest,
+        &RunDir::create(tmp.path().join("free")).unwrap(),
+        &mut Events::default(),
+    );
+    let images = guest.extracted.get();
+    let small = tmp.path().join("small");
+    let Some(fs) = persim_vm::testing::Tmpfs::mount(test, &small, "1m") else {
+        return;
+    };
+    let dir = RunDir::create(small.join("run")).unwrap();
+    let guest = many_images_guest();
+    let attempt = || {
+        run_test(&keep, &guest, "journal", &test_case(), &dir, &mut ())
+            .unwrap_err()
+            .to_string()
+    };
+    let nothing_half_written = || {
+        assert!(!dir.images_index().exists() && !dir.report_json().exists());
+        for file in files_under(dir.root()) {
+            let name = file.file_name().unwrap().to_string_lossy().into_owned();
+            assert!(!name.starts_with('.'), "a temporary file is left: {name}");
+            if name.ends_with(".img") {
+                assert_eq!(std::fs::metadata(&file).unwrap().len(), LARGE_PM as u64);
+            }
+        }
+    };
+    let store = dir.image_store().display().to_string();
+
+    // Not even one window (2 MiB) fits in 1 MiB: refused before any image is made.
+    let e = attempt();
+    assert!(
+        e.contains(&format!(
+            "not enough space on tmpfs for the crash images in {store}"
+        )) && e.contains("(2 MiB needed"),
+        "{e}"
+    );
+    assert_eq!(guest.extracted.get(), 0);
+    nothing_half_written();
+
+    // One window fits, but the kept images leave no room for the next.
+    fs.resize("3584k");
+    let e = attempt();
+    assert!(e.contains(&store) && e.contains("--keep-images"), "{e}");
+    assert!(e.contains("the same command resumes it"), "{e}");
+    let recovered = guest.extracted.get();
+    assert!(
+        recovered > 0 && recovered < images,
+        "{recovered} of {images}"
+    );
+    nothing_half_written();
+
+    // With space, the same command resumes: nothing is recovered twice.
+    fs.resize("64m");
+    let resumed = run_with(&keep, &guest, &dir, &mut Events::default());
+    assert_eq!(resumed["checkpoints"], free["checkpoints"]);
+    assert_eq!(guest.extracted.get(), images);
+}

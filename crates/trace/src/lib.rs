@@ -8,6 +8,7 @@
 pub mod atomic_file;
 mod background;
 mod binary;
+pub mod disk_space;
 mod entry;
 mod error;
 mod read_ahead;

@@ -17,6 +17,20 @@ pub enum VmError {
         context: String,
         source: std::io::Error,
     },
+    /// The file system of a scratch PM file cannot hold it (QEMU, mapping it, would die of
+    /// SIGBUS at the first page it cannot back).
+    #[error(
+        "no space left on {device} for the scratch PM file in {} ({needed_mib} MiB needed, \
+         {free_mib} MiB free): free space there, or set XDG_CACHE_HOME to a directory on a \
+         larger file system",
+        dir.display()
+    )]
+    NoSpace {
+        device: String,
+        dir: PathBuf,
+        needed_mib: u64,
+        free_mib: u64,
+    },
     /// QEMU could not be started or exited before the guest became ready.
     #[error("QEMU failed: {message}\n--- last console output ---\n{log_tail}")]
     QemuFailed { message: String, log_tail: String },

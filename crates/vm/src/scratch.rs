@@ -3,11 +3,16 @@
 //! extraction worker copies each image into its own, never attaching the image itself, so
 //! what recovery writes lands here and image files stay untouched.
 //!
+//! Its blocks are allocated when it is made and whenever it is cleared: QEMU maps the file,
+//! and a page the file system cannot back would kill it with SIGBUS, so a full disk is an
+//! error here, before QEMU starts, that names the device and the space needed.
+//!
 //! Files are named `pm-<pid>-<n>.img` in the cache directory. A process killed before it
 //! could remove its files (SIGKILL) leaves them behind; whoever creates the next one
 //! removes those of processes that no longer run.
 
 use crate::error::VmError;
+use persim_trace::disk_space;
 use std::fs::{File, OpenOptions};
 use std::io::Read;
 use std::os::unix::fs::FileExt;
@@ -53,7 +58,8 @@ impl ScratchPm {
     }
 
     /// Zeroes the file by punching it to a hole, which a guest mapping it sees at once (a
-    /// warm tracing guest, its NVDIMM detached, gets a blank PM per test this way).
+    /// warm tracing guest, its NVDIMM detached, gets a blank PM per test this way), and
+    /// allocates its blocks again.
     pub(crate) fn clear(&self) -> Result<(), VmError> {
         use std::os::fd::AsRawFd;
         let context = || format!("clearing {}", self.path.display());
@@ -64,11 +70,39 @@ impl ScratchPm {
         let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
         // SAFETY: fallocate on an open file descriptor this value owns.
         if unsafe { libc::fallocate(self.file.as_raw_fd(), mode, 0, len) } == 0 {
-            return Ok(());
+            return self.reserve(len);
         }
         // A file system without holes: writing zeros over what is not zero.
         self.fill_from(&mut std::io::repeat(0), Path::new("zeros"))
             .map(drop)
+    }
+
+    /// Allocates the file's `len` bytes (they still read as zeros), or says which device is
+    /// full. A file system without `fallocate` reserves nothing ahead.
+    fn reserve(&self, len: libc::off_t) -> Result<(), VmError> {
+        use std::os::fd::AsRawFd;
+        // SAFETY: fallocate on an open file descriptor this value owns.
+        if unsafe { libc::fallocate(self.file.as_raw_fd(), 0, 0, len) } == 0 {
+            return Ok(());
+        }
+        let error = std::io::Error::last_os_error();
+        if !disk_space::is_full(&error) {
+            return Ok(());
+        }
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        // What is allocated so far counts as free: it is this file's, removed with it.
+        let free = disk_space::free_space(dir)
+            .map_err(|e| VmError::io(format!("reserving {}", self.path.display()), e))?;
+        let allocated = std::fs::metadata(&self.path).map_or(0, |m| {
+            use std::os::unix::fs::MetadataExt;
+            m.blocks() * 512
+        });
+        Err(VmError::NoSpace {
+            device: free.device,
+            dir: dir.to_path_buf(),
+            needed_mib: disk_space::mib(self.size),
+            free_mib: (free.available + allocated) >> 20,
+        })
     }
 
     /// Makes the file's contents equal to the bytes of `image` from `offset` on (a crash
@@ -286,6 +320,27 @@ mod tests {
             owner(&scratch.path().file_name().unwrap().to_string_lossy()),
             Some(std::process::id())
         );
+    }
+
+    #[test]
+    fn a_full_disk_is_an_error_naming_the_device_and_the_space_not_a_sparse_file() {
+        let test = "a_full_disk_is_an_error_naming_the_device_and_the_space";
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("small");
+        let Some(_fs) = crate::testing::Tmpfs::mount(test, &dir, "1m") else {
+            return;
+        };
+        let e = ScratchPm::create(&dir, SIZE).err().expect("3 MiB in 1 MiB");
+        let message = e.to_string();
+        let want = format!(
+            "no space left on tmpfs for the scratch PM file in {} (3 MiB needed",
+            dir.display()
+        );
+        assert!(message.contains(&want), "{message}");
+        // Nothing is left half-made, and a file that fits is made.
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+        let fits = ScratchPm::create(&dir, SIZE / 4).unwrap();
+        fits.clear().unwrap();
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! The one preflight of every VM test, in every crate (feature `testing`), and of the
-//! tests that need a kernel module of targets/kmods.
+//! The one preflight of every VM test, in every crate, of the tests that need a kernel
+//! module of targets/kmods, and the one small file system of the tests of a full disk
+//! (feature `testing`).
 
 use crate::boot::Artifacts;
 use crate::config::VmConfig;
@@ -7,6 +8,7 @@ use crate::error::VmError;
 use crate::kernel::Kernel;
 use crate::qemu::check_version;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 /// This source tree's build, when QEMU, the configuration's kernel and the build are all
 /// here; otherwise the test `test` is skipped with the reason, except under CI (`CI` set),
@@ -57,5 +59,55 @@ fn or_skip<T>(test: &str, ready: Result<T, VmError>) -> Option<T> {
             eprintln!("SKIPPED {test}: {e} (run scripts/setup.sh)");
             None
         }
+    }
+}
+
+/// A tmpfs mounted by a test, unmounted when dropped.
+pub struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    /// Mounts a tmpfs of `size` (as `mount -o size=` takes it: `2m`) on `dir`, creating it;
+    /// None, with the reason printed, where the test may not mount (not root, in a
+    /// container without the capability): test `test` is then skipped.
+    pub fn mount(test: &str, dir: &Path, size: &str) -> Option<Tmpfs> {
+        std::fs::create_dir_all(dir).expect("creating a mount point");
+        let options = format!("size={size}");
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &options, "tmpfs"])
+            .arg(dir)
+            .output();
+        match mounted {
+            Ok(out) if out.status.success() => Some(Tmpfs(dir.to_path_buf())),
+            Ok(out) => {
+                let why = String::from_utf8_lossy(&out.stderr);
+                eprintln!("SKIPPED {test}: cannot mount a tmpfs: {}", why.trim());
+                None
+            }
+            Err(e) => {
+                eprintln!("SKIPPED {test}: cannot run mount: {e}");
+                None
+            }
+        }
+    }
+
+    /// Gives the file system `size` in place, keeping its files.
+    pub fn resize(&self, size: &str) {
+        let options = format!("remount,size={size}");
+        let status = Command::new("mount")
+            .args(["-o", &options])
+            .arg(&self.0)
+            .status()
+            .expect("running mount");
+        assert!(
+            status.success(),
+            "cannot resize the tmpfs on {}",
+            self.0.display()
+        );
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
     }
 }

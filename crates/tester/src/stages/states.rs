@@ -118,20 +118,23 @@ pub(super) fn recover_and_save(
     }
 }
 
-/// The states saved in `dir` for the images of `store`. A state file that cannot be read
-/// back (e.g. from an older Persim) counts as none.
+/// The states saved in `dir` for the images of `store`.
 fn saved_states(dir: &RunDir, store: &ImageStore) -> SavedStates {
     let mut known = BTreeMap::new();
     let mut missing = Vec::new();
     for (hash, _) in store.records() {
         let hex = hash.to_hex().to_string();
-        let saved = std::fs::read(dir.state(&hex))
-            .ok()
-            .and_then(|text| serde_json::from_slice::<Recovered>(&text).ok());
-        match saved {
+        match saved_state(dir, &hex) {
             Some(state) => drop(known.insert(hex, state)),
             None => missing.push((hex, store.image_path(&hash))),
         }
     }
     SavedStates { known, missing }
+}
+
+/// The state saved in `dir` for the image `hash`; None when there is none or it cannot be
+/// read back (e.g. from an older Persim).
+pub(super) fn saved_state(dir: &RunDir, hash: &str) -> Option<Recovered> {
+    let text = std::fs::read(dir.state(hash)).ok()?;
+    serde_json::from_slice(&text).ok()
 }

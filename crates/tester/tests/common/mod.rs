@@ -44,6 +44,8 @@ pub struct FakeGuest {
     pub symbols: Option<&'static str>,
     /// Hang in the last operation: fail as the VM does, with the console output so far.
     pub hang: bool,
+    /// The initial PM image recorded (default: PM_SIZE zeros); its length is the PM size.
+    pub initial: Vec<u8>,
     pub records: Count,
     pub extracted: Count,
     /// Of those, recoveries traced for their reads.
@@ -59,6 +61,7 @@ impl FakeGuest {
             exit_code: 0,
             symbols: None,
             hang: false,
+            initial: vec![0; PM_SIZE as usize],
             records: Count::default(),
             extracted: Count::default(),
             traced_reads: Count::default(),
@@ -97,7 +100,7 @@ impl Guest for FakeGuest {
             .map_or(self.trace, |(_, text)| text);
         let recording = persim_trace::Recording::new(trace);
         std::fs::write(trace, text)?;
-        std::fs::write(recording.initial_image(), vec![0u8; PM_SIZE as usize])?;
+        std::fs::write(recording.initial_image(), &self.initial)?;
         if let Some(symbols) = self.symbols {
             persim_trace::Symbols::from_kallsyms(symbols).save(&recording.symbols())?;
         }
@@ -106,7 +109,7 @@ impl Guest for FakeGuest {
             output: "rm: can't remove 'x': No such file or directory\n".into(),
             kernel_errors: Vec::new(),
             pm_base: 0,
-            pm_size: PM_SIZE,
+            pm_size: self.initial.len() as u64,
             boot: Duration::ZERO,
             setup: Duration::ZERO,
             traced: Duration::ZERO,
