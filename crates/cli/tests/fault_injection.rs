@@ -377,7 +377,8 @@ fn a_run_directory_of_another_test_is_refused_and_left_alone() {
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     left.sort();
-    assert_eq!(left, ["inputs.json", "trace.ptrace"]);
+    // and its lock file, which stays (docs/tester.md, "One process per directory")
+    assert_eq!(left, ["inputs.json", "persim.lock", "trace.ptrace"]);
     assert_eq!(
         std::fs::read_to_string(run.join("inputs.json")).unwrap(),
         inputs

@@ -209,7 +209,9 @@ pub enum GenerateError {
     Trace(#[from] TraceError),
     #[error(transparent)]
     Image(#[from] ImageError),
-    #[error(transparent)]
+    /// Not `transparent`: the `io::Error` must stay in the error's chain, where the CLI
+    /// looks for a closed pipe (`persim images | head` ends normally).
+    #[error("generating the crash images")]
     Io(#[from] io::Error),
 }
 
