@@ -816,10 +816,10 @@ fn a_run_out_of_space_stops_with_what_to_free_and_resumes_with_the_same_verdict(
     };
     let dir = RunDir::create(small.join("run")).unwrap();
     let guest = many_images_guest();
+    // as the CLI prints it, with its causes
     let attempt = || {
-        run_test(&keep, &guest, "journal", &test_case(), &dir, &mut ())
-            .unwrap_err()
-            .to_string()
+        let e = run_test(&keep, &guest, "journal", &test_case(), &dir, &mut ()).unwrap_err();
+        format!("{e:#}")
     };
     let nothing_half_written = || {
         assert!(!dir.images_index().exists() && !dir.report_json().exists());
