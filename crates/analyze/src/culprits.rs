@@ -782,9 +782,8 @@ hypercall success
     fn a_store_of_what_the_initial_image_held_is_a_rewrite() {
         // The initial image holds 05 at 0xc0: the program's store changes nothing there,
         // while the zeros the library writes over its 0x11 bytes now change them.
-        let dir = std::env::temp_dir().join(format!("persim-culprits-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let initial = dir.join("initial");
+        let dir = tempfile::tempdir().unwrap();
+        let initial = dir.path().join("initial");
         let mut pm = vec![0x11u8; 0x1000];
         pm[0xc0] = 5;
         std::fs::write(&initial, &pm).unwrap();
@@ -797,7 +796,6 @@ hypercall success
         let config = Config::new(0x1000);
         let slice = std::slice::from_mut(&mut c);
         find_culprits(open, config, Some(&initial), slice, None, &empty).unwrap();
-        std::fs::remove_dir_all(&dir).unwrap();
         let ranks: Vec<(&str, Relevance)> = c
             .culprits
             .iter()

@@ -120,8 +120,8 @@ fn hash_agrees_with_the_b3sum_binary() {
         return;
     };
     assert!(output.status.success());
-    let dir = std::env::temp_dir().join(format!("persim-image-b3sum-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
     for len in [0, 1025, 32 * K + 1, 3 << 20] {
         let mut image = Image::zeroed(len as u64);
         if len > 0 {
@@ -137,7 +137,6 @@ fn hash_agrees_with_the_b3sum_binary() {
         let printed = String::from_utf8(output.stdout).unwrap();
         assert_eq!(printed.trim(), image.hash().to_hex().as_str(), "len {len}");
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// An operation on one of the live images.

@@ -38,24 +38,6 @@ fn contents(image: &Image) -> Vec<u8> {
     bytes
 }
 
-/// A fresh directory under `parent`, removed on drop.
-struct TestDir(PathBuf);
-
-impl TestDir {
-    fn new(parent: &Path, name: &str) -> TestDir {
-        let path = parent.join(format!("persim-image-{name}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&path);
-        fs::create_dir_all(&path).unwrap();
-        TestDir(path)
-    }
-}
-
-impl Drop for TestDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
-
 /// Inserts a base image and variants of it; checks files, records and the reloaded index.
 fn exercise_store(dir: &Path, len: usize) -> ImageStore {
     let mut base = Image::zeroed(len as u64);
@@ -108,37 +90,37 @@ fn exercise_store(dir: &Path, len: usize) -> ImageStore {
 
 #[test]
 fn store_without_reflinks_writes_each_distinct_image_once() {
-    let dir = TestDir::new(&std::env::temp_dir(), "store");
-    let store = exercise_store(&dir.0, 300_000);
+    let dir = tempfile::tempdir().unwrap();
+    let store = exercise_store(dir.path(), 300_000);
     if store.uses_reflinks() {
         println!(
             "note: {} supports reflinks; the plain path was not tested",
-            dir.0.display()
+            dir.path().display()
         );
     }
-    let image_files = fs::read_dir(&dir.0)
+    let image_files = fs::read_dir(dir.path())
         .unwrap()
         .filter(|entry| entry.as_ref().unwrap().path().extension() == Some("img".as_ref()))
         .count();
     assert_eq!(image_files, store.len(), "no stray temporary files");
-    let index = fs::read_to_string(dir.0.join("index.json")).unwrap();
+    let index = fs::read_to_string(dir.path().join("index.json")).unwrap();
     assert!(index.contains("\"origins\"") && index.contains("\"size\": 300000"));
 }
 
 #[test]
 fn a_resumed_store_skips_files_of_an_interrupted_run() {
-    let dir = TestDir::new(&std::env::temp_dir(), "resume");
+    let dir = tempfile::tempdir().unwrap();
     let mut image = Image::zeroed(10_000);
     image.write(5, b"resume");
-    let mut store = ImageStore::open(&dir.0).unwrap();
+    let mut store = ImageStore::open(dir.path()).unwrap();
     let hash = store.insert(&image, origin(1)).unwrap();
     drop(store); // killed before flushing the index
 
-    let modified = fs::metadata(dir.0.join(format!("{hash}.img")))
+    let modified = fs::metadata(dir.path().join(format!("{hash}.img")))
         .unwrap()
         .modified()
         .unwrap();
-    let mut store = ImageStore::open(&dir.0).unwrap();
+    let mut store = ImageStore::open(dir.path()).unwrap();
     assert!(store.get(&hash).is_none());
     store.insert(&image, origin(2)).unwrap();
     let path = store.image_path(&hash);
@@ -148,16 +130,16 @@ fn a_resumed_store_skips_files_of_an_interrupted_run() {
 
 #[test]
 fn a_resumed_store_writes_again_an_image_whose_file_is_gone() {
-    let dir = TestDir::new(&std::env::temp_dir(), "gone");
+    let dir = tempfile::tempdir().unwrap();
     let mut image = Image::zeroed(10_000);
     image.write(7, b"gone");
-    let mut store = ImageStore::open(&dir.0).unwrap();
+    let mut store = ImageStore::open(dir.path()).unwrap();
     let hash = store.insert(&image, origin(1)).unwrap();
     store.flush_index().unwrap();
     let path = store.image_path(&hash);
     fs::remove_file(&path).unwrap();
 
-    let mut store = ImageStore::open(&dir.0).unwrap();
+    let mut store = ImageStore::open(dir.path()).unwrap();
     store.insert(&image, origin(1)).unwrap();
     assert_eq!(fs::read(&path).unwrap(), contents(&image));
     assert_eq!(store.get(&hash).unwrap().origins, vec![origin(1)]);
@@ -165,18 +147,18 @@ fn a_resumed_store_writes_again_an_image_whose_file_is_gone() {
 
 #[test]
 fn a_corrupt_index_is_reported_with_a_way_out() {
-    let dir = TestDir::new(&std::env::temp_dir(), "corrupt");
-    fs::write(dir.0.join("index.json"), "{ not json").unwrap();
-    let error = ImageStore::open(&dir.0).unwrap_err();
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("index.json"), "{ not json").unwrap();
+    let error = ImageStore::open(dir.path()).unwrap_err();
     assert!(error.to_string().contains("move it away"), "{error}");
 }
 
 #[test]
 fn image_write_to_and_from_file_round_trip() {
-    let dir = TestDir::new(&std::env::temp_dir(), "file");
+    let dir = tempfile::tempdir().unwrap();
     let mut image = Image::zeroed(3 << 20);
     image.write(1 << 20, &noise(3, 70_000));
-    let path = dir.0.join("a.img");
+    let path = dir.path().join("a.img");
     image.write_to(&path).unwrap();
     assert!(fs::read(&path).unwrap() == contents(&image));
 
@@ -193,16 +175,18 @@ fn image_write_to_and_from_file_round_trip() {
     );
 }
 
-/// An XFS file system on a loop device, unmounted on drop.
+/// An XFS file system on a loop device backed by a file, both in a temporary directory;
+/// unmounted on drop, before the directory goes.
 struct XfsMount {
-    dir: TestDir,
-    backing: PathBuf,
+    dir: PathBuf,
+    _tmp: tempfile::TempDir,
 }
 
 impl XfsMount {
     fn try_new() -> Result<XfsMount, String> {
-        let dir = TestDir::new(&std::env::temp_dir(), "xfs");
-        let backing = dir.0.with_extension("fs");
+        let tmp = tempfile::tempdir().unwrap();
+        let (backing, dir) = (tmp.path().join("xfs.fs"), tmp.path().join("mnt"));
+        fs::create_dir(&dir).unwrap();
         let run = |cmd: &mut Command| -> Result<(), String> {
             match cmd.output() {
                 Ok(out) if out.status.success() => Ok(()),
@@ -220,20 +204,15 @@ impl XfsMount {
             run(Command::new("mount")
                 .args(["-o", "loop"])
                 .arg(&backing)
-                .arg(&dir.0))
+                .arg(&dir))
         });
-        if let Err(e) = made {
-            let _ = fs::remove_file(&backing);
-            return Err(e);
-        }
-        Ok(XfsMount { dir, backing })
+        made.map(|()| XfsMount { dir, _tmp: tmp })
     }
 }
 
 impl Drop for XfsMount {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.dir.0).status();
-        let _ = fs::remove_file(&self.backing);
+        let _ = Command::new("umount").arg(&self.dir).status();
     }
 }
 
@@ -256,10 +235,10 @@ fn store_on_xfs_shares_blocks_through_reflinks() {
         }
     };
     let len = 16 << 20;
-    let before = used_bytes(&mount.dir.0);
-    let store = exercise_store(&mount.dir.0, len);
+    let before = used_bytes(&mount.dir);
+    let store = exercise_store(&mount.dir, len);
     assert!(store.uses_reflinks(), "XFS with reflink=1 supports FICLONE");
-    let used = used_bytes(&mount.dir.0) - before;
+    let used = used_bytes(&mount.dir) - before;
     // Nine images with 8 MiB of data each would take 72 MiB written whole.
     assert!(
         used < 12 << 20,

@@ -120,8 +120,8 @@ mod tests {
 
     #[test]
     fn a_sparse_copy_has_the_same_bytes_and_holes_for_zeros() {
-        let dir = std::env::temp_dir().join(format!("persim-sparse-{}", std::process::id()));
-        fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         let (from, to) = (dir.join("pm"), dir.join("copy"));
         let mut bytes = vec![0u8; 8 << 20];
         bytes[4096..4100].copy_from_slice(b"data");
@@ -140,13 +140,12 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names.len(), 2, "no temporary file left: {names:?}");
-        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn temporaries_of_a_path_are_removed_and_nothing_else() {
-        let dir = std::env::temp_dir().join(format!("persim-tmps-{}", std::process::id()));
-        fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         let trace = dir.join("trace.ptrace");
         let left = temporary_path(&trace).unwrap();
         let other = temporary_path(&dir.join("images.json")).unwrap();
@@ -154,8 +153,6 @@ mod tests {
             fs::write(p, b"x").unwrap();
         }
         remove_temporaries(&trace);
-        let (left_gone, others_kept) = (!left.exists(), other.exists() && trace.exists());
-        fs::remove_dir_all(&dir).unwrap();
-        assert!(left_gone && others_kept);
+        assert!(!left.exists() && other.exists() && trace.exists());
     }
 }
