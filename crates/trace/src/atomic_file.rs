@@ -135,7 +135,7 @@ mod tests {
             allocated <= 1 << 20,
             "{allocated} bytes allocated for 8 MiB of mostly zeros"
         );
-        let names: Vec<_> = fs::read_dir(&dir)
+        let names: Vec<_> = fs::read_dir(dir)
             .unwrap()
             .map(|e| e.unwrap().file_name())
             .collect();
