@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{persim, run_test_file, vm_ready};
+use common::{persim, run_test, run_test_file, vm_ready};
 use serde_json::Value;
 use std::path::Path;
 
@@ -481,13 +481,9 @@ fn declared_run_time_data_spares_images_and_keeps_the_verdicts() {
     }
 }
 
-#[test]
-fn generated_ace_tests_run_their_exact_operations_as_a_suite() {
-    if !vm_ready("generated_ace_tests_run_their_exact_operations_as_a_suite") {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let (generated, picked) = (dir.path().join("seq1"), dir.path().join("picked"));
+/// `persim generate ace --seq 1` into `dir/seq1`: that directory and its files' names, sorted.
+fn generate_seq1(dir: &Path) -> (std::path::PathBuf, Vec<String>) {
+    let generated = dir.join("seq1");
     let gen = persim(&[
         "generate",
         "ace",
@@ -502,6 +498,17 @@ fn generated_ace_tests_run_their_exact_operations_as_a_suite() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
+    (generated, names)
+}
+
+#[test]
+fn generated_ace_tests_run_their_exact_operations_as_a_suite() {
+    if !vm_ready("generated_ace_tests_run_their_exact_operations_as_a_suite") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (generated, names) = generate_seq1(dir.path());
+    let picked = dir.path().join("picked");
     assert_eq!(names.len(), 47, "{names:?}");
     // An attribute, a hole and a directory rename: none of them expressible with busybox.
     std::fs::create_dir(&picked).unwrap();
@@ -558,32 +565,11 @@ fn a_generated_overwrite_is_seen_landed_and_torn() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let generated = dir.path().join("seq1");
-    let gen = persim(&[
-        "generate",
-        "ace",
-        "--seq",
-        "1",
-        "--out",
-        generated.to_str().unwrap(),
-    ]);
-    assert!(gen.status.success(), "{gen:?}");
-    let test = std::fs::read_dir(&generated)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.to_string_lossy().ends_with("-write-foo-60-8.toml"))
-        .unwrap();
+    let (generated, names) = generate_seq1(dir.path());
+    let name = names.iter().find(|n| n.ends_with("-write-foo-60-8.toml"));
+    let test = generated.join(name.unwrap());
     let out = dir.path().join("run");
-    let run = persim(&[
-        "run",
-        "--fs",
-        "ext4",
-        "--test",
-        test.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "-q",
-    ]);
+    let run = run_test(&test, &out, &[]);
     let report = report(&out);
     assert!(run.status.code().is_some_and(|c| c < 2), "{run:?}");
     let interval = &report["checkpoints"][0];
@@ -741,17 +727,7 @@ fn warm_guests_give_each_test_the_results_of_a_fresh_boot() {
     assert_eq!(marks, ["✓", "✓", "A"], "{results:#}");
     for name in ["1-fill", "2-append", "3-truncate"] {
         let fresh = dir.path().join(name);
-        let test = tests.join(format!("{name}.toml"));
-        let run = persim(&[
-            "run",
-            "--fs",
-            "ext4",
-            "--test",
-            test.to_str().unwrap(),
-            "--out",
-            fresh.to_str().unwrap(),
-            "-q",
-        ]);
+        let run = run_test(&tests.join(format!("{name}.toml")), &fresh, &[]);
         assert!(run.status.code().is_some_and(|c| c < 2), "{run:?}");
         let (warm, fresh) = (
             states_without_times(&warm.join(name)),
