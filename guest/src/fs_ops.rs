@@ -158,7 +158,8 @@ impl Op {
 
 /// The bytes `write` with `tag` stores at `offset`: the letter number
 /// (o + o / 512 + tag) mod 26 at file offset o, so a state shows which part of a file a
-/// byte was written for and, by its tag, by which write (suites/README.md, "fs-ops").
+/// byte was written for and, by its tag, by which write (suites/README.md, "The bytes of
+/// `fs-ops write`").
 pub fn pattern(tag: u8, offset: u64, len: u64) -> Vec<u8> {
     (offset..offset + len)
         .map(|o| b'a' + ((o / 512 + o + u64::from(tag)) % u64::from(TAGS)) as u8)

@@ -371,9 +371,9 @@ pub fn test_of(number: usize, sequence: &[&AceOp]) -> Option<AceTest> {
     })
 }
 
-/// Every sequence of `len` operations of `ops` (`sample`: a seeded sample of that many,
-/// for longer sequences), as tests in a fixed order; sequences that cannot run are
-/// left out. The same arguments give the same tests with the same names.
+/// Every sequence of `len` (at most [`MAX_SEQ`]) operations of `ops` (`sample`: a seeded
+/// sample of that many, for longer sequences), as tests in a fixed order; sequences that
+/// cannot run are left out. The same arguments give the same tests with the same names.
 pub fn generate(ops: &[AceOp], len: usize, sample: Option<(usize, u64)>) -> Vec<AceTest> {
     let total = (ops.len() as u128).pow(len as u32);
     let numbers: Vec<u128> = match sample {
