@@ -45,6 +45,7 @@ pub enum Op {
         path: String,
         offset: u64,
         len: u64,
+        tag: u8,
     },
     Falloc {
         path: String,
@@ -75,6 +76,17 @@ pub enum Op {
     Sync,
 }
 
+/// How many distinct byte patterns `write` has: its TAG is below this.
+pub const TAGS: u8 = 26;
+
+fn tag(word: &str) -> Result<u8, String> {
+    number(word)
+        .ok()
+        .and_then(|t| u8::try_from(t).ok())
+        .filter(|&t| t < TAGS)
+        .ok_or_else(|| format!("`{word}` is not a write tag: give 0 to {}", TAGS - 1))
+}
+
 fn number(word: &str) -> Result<u64, String> {
     let parsed = match word.strip_prefix("0x") {
         Some(hex) => u64::from_str_radix(hex, 16),
@@ -94,6 +106,13 @@ impl Op {
                 path: s(p),
                 offset: number(off)?,
                 len: number(len)?,
+                tag: 0,
+            },
+            ["write", p, off, len, t] => Op::Write {
+                path: s(p),
+                offset: number(off)?,
+                len: number(len)?,
+                tag: tag(t)?,
             },
             ["falloc", p, mode, off, len] => Op::Falloc {
                 path: s(p),
@@ -137,11 +156,13 @@ impl Op {
     }
 }
 
-/// The bytes `write` stores at `offset`: each byte a function of its file offset, so a
-/// state shows which write (and which part of it) reached PM.
-pub fn pattern(offset: u64, len: u64) -> Vec<u8> {
+/// The bytes `write` with `tag` stores at `offset`: the letter number
+/// (o + o / 512 + tag) mod 26 at file offset o, so a state shows which part of a file a
+/// byte was written for and, by its tag, by which write (suites/README.md, "The bytes of
+/// `fs-ops write`").
+pub fn pattern(tag: u8, offset: u64, len: u64) -> Vec<u8> {
     (offset..offset + len)
-        .map(|o| b'a' + ((o / 512 + o) % 26) as u8)
+        .map(|o| b'a' + ((o / 512 + o + u64::from(tag)) % u64::from(TAGS)) as u8)
         .collect()
 }
 
@@ -160,10 +181,15 @@ pub fn run(op: &Op) -> Result<(), String> {
             .open(p)
             .map(drop),
         Op::Mkdir(p) => fs::create_dir(p),
-        Op::Write { path, offset, len } => OpenOptions::new()
+        Op::Write {
+            path,
+            offset,
+            len,
+            tag,
+        } => OpenOptions::new()
             .write(true)
             .open(path)
-            .and_then(|f| f.write_all_at(&pattern(*offset, *len), *offset)),
+            .and_then(|f| f.write_all_at(&pattern(*tag, *offset, *len), *offset)),
         Op::Falloc {
             path,
             mode,
@@ -232,9 +258,24 @@ mod tests {
             Ok(Op::Write {
                 path: "/mnt/foo".into(),
                 offset: 4096,
-                len: 17
+                len: 17,
+                tag: 0
             })
         );
+        assert_eq!(
+            Op::parse(&words("write /mnt/foo 0 1 25")).map(|op| match op {
+                Op::Write { tag, .. } => tag,
+                _ => unreachable!(),
+            }),
+            Ok(25)
+        );
+        for bad in ["26", "-1", "x"] {
+            let e = Op::parse(&words(&format!("write /f 0 1 {bad}"))).unwrap_err();
+            assert!(
+                e.contains(&format!("`{bad}`")) && e.contains("0 to 25"),
+                "{e}"
+            );
+        }
         assert_eq!(
             Op::parse(&words("falloc /mnt/foo punch-hole 0 4096")).map(|op| match op {
                 Op::Falloc { mode, .. } => mode,
@@ -256,6 +297,30 @@ mod tests {
     }
 
     #[test]
+    fn write_tags_give_different_bytes_at_every_offset() {
+        // tag 0 keeps the bytes of the untagged write: `abcd…`, a letter skipped every 512
+        assert_eq!(pattern(0, 0, 4), b"abcd");
+        assert_eq!(pattern(0, 511, 2), b"rt");
+        assert_eq!(pattern(1, 0, 4), b"bcde");
+        let (offset, len) = (3000, 9000);
+        let all: Vec<Vec<u8>> = (0..TAGS).map(|t| pattern(t, offset, len)).collect();
+        for (t, bytes) in all.iter().enumerate() {
+            assert_eq!(*bytes, pattern(t as u8, offset, len), "deterministic");
+            assert!(bytes.iter().all(u8::is_ascii_lowercase));
+            // a byte names its write: the tag is (letter - o - o / 512) mod 26
+            for (o, b) in (offset..).zip(bytes) {
+                let decoded = (u64::from(b - b'a') + 52 - o % 26 - (o / 512) % 26) % 26;
+                assert_eq!(decoded, t as u64, "offset {o}");
+            }
+            for other in &all[t + 1..] {
+                assert!(bytes.iter().zip(other).all(|(a, b)| a != b));
+            }
+        }
+        // the same tag and file offset give the same byte wherever the write begins
+        assert_eq!(pattern(2, 100, 50)[10..], pattern(2, 110, 40)[..]);
+    }
+
+    #[test]
     fn operations_do_what_they_say_and_failures_name_the_call() {
         let dir = std::env::temp_dir().join(format!("fs-ops-test-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
@@ -264,7 +329,9 @@ mod tests {
         ok(format!("mkdir {}", at("")));
         ok(format!("creat {}", at("foo")));
         ok(format!("write {} 10 5", at("foo")));
-        assert_eq!(fs::read(at("foo")).unwrap()[10..], pattern(10, 5)[..]);
+        assert_eq!(fs::read(at("foo")).unwrap()[10..], pattern(0, 10, 5)[..]);
+        ok(format!("write {} 11 2 3", at("foo")));
+        assert_eq!(fs::read(at("foo")).unwrap()[11..13], pattern(3, 11, 2)[..]);
         ok(format!("falloc {} keep-size 0 8192", at("foo")));
         assert_eq!(fs::metadata(at("foo")).unwrap().len(), 15);
         ok(format!("falloc {} allocate 0 8192", at("foo")));

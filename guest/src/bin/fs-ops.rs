@@ -12,7 +12,9 @@ usage: fs-ops OP ARGS...
 
   creat PATH                       open(O_CREAT|O_WRONLY, 0644) and close
   mkdir PATH                       mkdir(0755)
-  write PATH OFFSET LEN            pwrite LEN bytes at OFFSET (a pattern of the offset)
+  write PATH OFFSET LEN [TAG]      pwrite LEN bytes at OFFSET: letters that depend on the
+                                   file offset and on TAG (0 to 25, default 0), so
+                                   each write of a test can have its own bytes
   falloc PATH MODE OFFSET LEN      fallocate, MODE: allocate, keep-size, punch-hole,
                                    zero-range, zero-range-keep-size
   truncate PATH LEN                truncate

@@ -2,7 +2,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use persim_tester::ace::{generate, operations};
+use persim_tester::ace::{generate, operations, MAX_SEQ};
 use persim_trace::atomic_file::write_atomically;
 use std::path::PathBuf;
 
@@ -21,7 +21,7 @@ pub enum GenerateCommand {
 #[derive(Args, Debug)]
 pub struct AceArgs {
     /// Operations per sequence: 1 and 2 are generated exhaustively (47 and about 2,000
-    /// tests); longer ones need --sample.
+    /// tests); longer ones (at most 25) need --sample.
     #[arg(long)]
     pub seq: usize,
     /// A seeded sample of this many sequences instead of all of them.
@@ -43,6 +43,13 @@ pub fn run(command: &GenerateCommand) -> Result<()> {
     let GenerateCommand::Ace(args) = command;
     if args.seq == 0 {
         bail!("--seq must be at least 1");
+    }
+    if args.seq > MAX_SEQ {
+        bail!(
+            "--seq {} is too long: give at most {MAX_SEQ} (each write of a sequence gets its \
+             own bytes, the fs-ops write tags 1 to {MAX_SEQ})",
+            args.seq
+        );
     }
     if args.seq > 2 && args.sample.is_none() {
         bail!(

@@ -23,6 +23,15 @@ pub fn run_test_file(file: &str, out: &std::path::Path, extra: &[&str]) -> std::
     let test = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data")
         .join(file);
+    run_test(&test, out, extra)
+}
+
+/// `persim run --fs ext4` of the test file `test` with `extra` arguments, into `out`.
+pub fn run_test(
+    test: &std::path::Path,
+    out: &std::path::Path,
+    extra: &[&str],
+) -> std::process::Output {
     let mut args = vec!["run", "--fs", "ext4", "--test", test.to_str().unwrap()];
     args.extend(extra);
     args.extend(["--out", out.to_str().unwrap(), "-q"]);

@@ -15,13 +15,18 @@ const FILES: [&str; 4] = ["foo", "bar", "A/foo", "A/bar"];
 const DIRS: [&str; 2] = ["A", "B"];
 /// Bytes every file gets when a sequence first needs it with data.
 const INITIAL_LEN: u64 = 8192;
+/// The longest sequence: each of its writes gets its own `fs-ops write` tag, 1 to 25
+/// (fs-ops has 26 byte patterns; 0 is the setup's).
+pub const MAX_SEQ: usize = 25;
 
 /// One operation with its parameters.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AceOp {
     Creat(&'static str),
     Mkdir(&'static str),
-    Write(&'static str, u64, u64),
+    /// Path, offset, length and the tag that gives the write its own bytes: 0 for the
+    /// data a sequence needs first, the operation's position (from 1) in the sequence.
+    Write(&'static str, u64, u64, u8),
     Falloc(&'static str, &'static str, u64, u64),
     Truncate(&'static str, u64),
     Link(&'static str, &'static str),
@@ -42,7 +47,10 @@ impl fmt::Display for AceOp {
         match self {
             AceOp::Creat(p) => write!(f, "fs-ops creat /mnt/{p}"),
             AceOp::Mkdir(p) => write!(f, "fs-ops mkdir /mnt/{p}"),
-            AceOp::Write(p, off, len) => write!(f, "fs-ops write /mnt/{p} {off} {len}"),
+            AceOp::Write(p, off, len, 0) => write!(f, "fs-ops write /mnt/{p} {off} {len}"),
+            AceOp::Write(p, off, len, tag) => {
+                write!(f, "fs-ops write /mnt/{p} {off} {len} {tag}")
+            }
             AceOp::Falloc(p, mode, off, len) => {
                 write!(f, "fs-ops falloc /mnt/{p} {mode} {off} {len}")
             }
@@ -61,7 +69,22 @@ impl fmt::Display for AceOp {
 }
 
 impl AceOp {
-    /// A short name for test names: `write-foo-0-4096`.
+    /// The operation at `position` (from 1) of a sequence: a write gets the position as
+    /// its tag, so an overwrite changes the bytes it overwrites.
+    fn at_position(&self, position: usize) -> AceOp {
+        match *self {
+            AceOp::Write(p, off, len, _) => AceOp::Write(
+                p,
+                off,
+                len,
+                u8::try_from(position).expect("sequences are at most MAX_SEQ long"),
+            ),
+            ref op => op.clone(),
+        }
+    }
+
+    /// A short name for test names: `write-foo-0-4096` (without the tag, which the
+    /// operation's position gives).
     fn slug(&self) -> String {
         let text = self.to_string().replace("/mnt/", "").replace(XATTR, "");
         let words: Vec<&str> = text.split_whitespace().skip(1).collect();
@@ -88,7 +111,11 @@ pub fn operations(persistence: bool) -> Vec<AceOp> {
         (INITIAL_LEN, 4096),
     ];
     for f in ["foo", "A/foo"] {
-        ops.extend(writes.iter().map(|&(off, len)| AceOp::Write(f, off, len)));
+        ops.extend(
+            writes
+                .iter()
+                .map(|&(off, len)| AceOp::Write(f, off, len, 0)),
+        );
     }
     for mode in ["allocate", "keep-size", "punch-hole", "zero-range"] {
         // inside the file and beyond its end
@@ -168,7 +195,7 @@ impl Namespace {
         }
         if !self.files.contains_key(p) {
             self.need_parent(p, out)?;
-            for op in [AceOp::Creat(p), AceOp::Write(p, 0, INITIAL_LEN)] {
+            for op in [AceOp::Creat(p), AceOp::Write(p, 0, INITIAL_LEN, 0)] {
                 self.apply(&op);
                 out.push(op);
             }
@@ -309,10 +336,14 @@ pub struct AceTest {
 pub fn test_of(number: usize, sequence: &[&AceOp]) -> Option<AceTest> {
     let mut ns = Namespace::default();
     let mut steps = Vec::new();
-    for op in sequence {
+    let positioned: Vec<AceOp> = (1..)
+        .zip(sequence)
+        .map(|(i, op)| op.at_position(i))
+        .collect();
+    for op in &positioned {
         ns.prepare(op, &mut steps)?;
         ns.apply(op);
-        steps.push((*op).clone());
+        steps.push(op.clone());
     }
     let (last, before) = steps.split_last()?;
     let slugs: Vec<String> = sequence.iter().map(|op| op.slug()).collect();
@@ -324,7 +355,7 @@ pub fn test_of(number: usize, sequence: &[&AceOp]) -> Option<AceTest> {
             description: format!(
                 "ACE seq{}: {}",
                 sequence.len(),
-                sequence
+                positioned
                     .iter()
                     .map(|op| op.to_string().replace("fs-ops ", ""))
                     .collect::<Vec<_>>()
@@ -340,9 +371,9 @@ pub fn test_of(number: usize, sequence: &[&AceOp]) -> Option<AceTest> {
     })
 }
 
-/// Every sequence of `len` operations of `ops` (`sample`: a seeded sample of that many,
-/// for longer sequences), as tests in a fixed order; sequences that cannot run are
-/// left out. The same arguments give the same tests with the same names.
+/// Every sequence of `len` (at most [`MAX_SEQ`]) operations of `ops` (`sample`: a seeded
+/// sample of that many, for longer sequences), as tests in a fixed order; sequences that
+/// cannot run are left out. The same arguments give the same tests with the same names.
 pub fn generate(ops: &[AceOp], len: usize, sample: Option<(usize, u64)>) -> Vec<AceTest> {
     let total = (ops.len() as u128).pow(len as u32);
     let numbers: Vec<u128> = match sample {
@@ -404,6 +435,51 @@ mod tests {
         // removing an attribute never set sets it first
         let t = seq(&[AceOp::Removexattr("A/foo")]).unwrap();
         assert!(t.test.setup.contains("setxattr /mnt/A/foo"));
+    }
+
+    #[test]
+    fn each_write_of_a_sequence_has_its_own_tag() {
+        let (first, second) = (
+            AceOp::Write("foo", 0, 4096, 0),
+            AceOp::Write("foo", 100, 3000, 0),
+        );
+        let t = seq(&[first.clone(), second.clone()]).unwrap();
+        // names and the inserted data are those of untagged writes
+        assert_eq!(t.name, "seq2-00007-write-foo-0-4096_write-foo-100-3000");
+        assert_eq!(
+            t.test.setup,
+            "fs-ops creat /mnt/foo\nfs-ops write /mnt/foo 0 8192\n\
+             fs-ops write /mnt/foo 0 4096 1\nsync"
+        );
+        assert_eq!(t.test.ops, ["fs-ops write /mnt/foo 100 3000 2"]);
+        assert_eq!(
+            t.test.description,
+            "ACE seq2: write /mnt/foo 0 4096 1; write /mnt/foo 100 3000 2"
+        );
+        assert_eq!(
+            seq(&[first]).unwrap().test.ops,
+            ["fs-ops write /mnt/foo 0 4096 1"]
+        );
+        // every generated test: the data a sequence needs first has tag 0, each write of
+        // the sequence its own other tag
+        let ops = operations(true);
+        for len in [1, 2] {
+            for t in generate(&ops, len, None) {
+                let tag = |line: &str| match line.split_whitespace().collect::<Vec<_>>()[..] {
+                    ["fs-ops", "write", _, "0", "8192"] => Some(0),
+                    ["fs-ops", "write", _, _, _, tag] => Some(tag.parse::<usize>().unwrap()),
+                    _ => None,
+                };
+                let setup: Vec<usize> = t.test.setup.lines().filter_map(tag).collect();
+                let last = tag(&t.test.ops[0]);
+                let writes = t.name.matches("write-").count();
+                let tags: BTreeSet<usize> = setup.iter().copied().chain(last).collect();
+                let own = tags.iter().filter(|&&tag| tag != 0).count();
+                assert_eq!(own, writes, "{}: {setup:?} {last:?}", t.name);
+                assert!(tags.iter().all(|&tag| tag <= len), "{}", t.name);
+                assert!(last.is_none_or(|tag| tag == len), "{}", t.name);
+            }
+        }
     }
 
     #[test]
