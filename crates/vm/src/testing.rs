@@ -25,14 +25,10 @@ pub fn vm_ready(test: &str, config: &VmConfig) -> Option<Artifacts> {
 /// the test is skipped (under CI it fails) as by [`vm_ready`].
 pub fn kmod_ready(test: &str, config: &VmConfig, name: &str) -> Option<PathBuf> {
     let module = Kernel::for_config(config).and_then(|kernel| {
-        let release = kernel
-            .modules_dir
-            .as_deref()
-            .and_then(Path::file_name)
-            .ok_or_else(|| VmError::Missing {
-                what: format!("the release of the kernel {}", kernel.image.display()),
-                hint: "build-kmods.sh builds for kernels with a modules directory".to_owned(),
-            })?;
+        let release = kernel.release().ok_or_else(|| VmError::Missing {
+            what: format!("the release of the kernel {}", kernel.image.display()),
+            hint: "build-kmods.sh builds for kernels with a modules directory".to_owned(),
+        })?;
         let module = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../target/kmods")
             .join(release)

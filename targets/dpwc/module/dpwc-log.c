@@ -307,8 +307,7 @@ int dpwc_recover(struct dpwc *dc)
 		if (dpwc_load_u64(dc, dpwc_gen_meta(&dc->geo, g)))
 			dpwc_open_gen(dc, g, 0);
 	if (n || corrupt)
-		DMINFO("%s: replayed %llu entries to %s (%llu corrupt skipped)",
-		       dm_device_name(dm_table_get_md(dc->ti->table)), n,
-		       dc->origin->name, corrupt);
+		DMINFO("replayed %llu entries from %pg to %pg (%llu corrupt skipped)",
+		       n, dc->pm_dev->bdev, dc->origin->bdev, corrupt);
 	return 0;
 }

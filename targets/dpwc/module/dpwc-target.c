@@ -103,8 +103,8 @@ static void dpwc_free_written_gens(struct dpwc *dc)
 		return;
 	r = blkdev_issue_flush(dc->origin->bdev);
 	if (r) {
-		DMERR_LIMIT("flushing %s failed (%d): generations stay in use",
-			    dc->origin->name, r);
+		DMERR_LIMIT("flushing %pg failed (%d): generations stay in use",
+			    dc->origin->bdev, r);
 		return;
 	}
 	spin_lock(&dc->lock);
@@ -144,8 +144,8 @@ static void dpwc_writeback_work(struct work_struct *work)
 		spin_unlock(&dc->lock);
 		r = dpwc_write_back(dc, e);
 		if (r) {
-			DMERR_LIMIT("writing back to %s failed (%d): the entry stays in the log",
-				    dc->origin->name, r);
+			DMERR_LIMIT("writing back to %pg failed (%d): the entry stays in the log",
+				    dc->origin->bdev, r);
 			break;
 		}
 		spin_lock(&dc->lock);
@@ -408,7 +408,7 @@ static int dpwc_map_pm(struct dm_target *ti, struct dpwc *dc)
 	int id;
 
 	if (!dc->pm_dev->dax_dev) {
-		DMERR("%s does not support DAX", dc->pm_dev->name);
+		DMERR("%pg does not support DAX", dc->pm_dev->bdev);
 		ti->error = "The PM device has no DAX (need a pmem device in fsdax mode)";
 		return -EOPNOTSUPP;
 	}
@@ -423,7 +423,7 @@ static int dpwc_map_pm(struct dm_target *ti, struct dpwc *dc)
 				   pages, DAX_ACCESS, &dc->pm, &pfn);
 	dax_read_unlock(id);
 	if (mapped < pages) {
-		DMERR("%s: DAX maps %ld of %ld pages", dc->pm_dev->name, mapped, pages);
+		DMERR("%pg: DAX maps %ld of %ld pages", dc->pm_dev->bdev, mapped, pages);
 		ti->error = "The PM device cannot be mapped at once through DAX";
 		return mapped < 0 ? mapped : -EOPNOTSUPP;
 	}
@@ -469,8 +469,8 @@ static int dpwc_new_geometry(struct dm_target *ti, struct dpwc *dc,
 		geo->chunks_per_gen--;
 	}
 	if (!geo->chunks_per_gen || !dpwc_fits(geo, dc->pm_size)) {
-		DMERR("%s (%llu bytes) cannot hold %u generations of %u chunks of %u KiB",
-		      dc->pm_dev->name, dc->pm_size, geo->generations,
+		DMERR("%pg (%llu bytes) cannot hold %u generations of %u chunks of %u KiB",
+		      dc->pm_dev->bdev, dc->pm_size, geo->generations,
 		      max(geo->chunks_per_gen, 1U), kib);
 		ti->error = "The PM device is too small for this geometry";
 		return -ENOSPC;
@@ -495,8 +495,8 @@ static int dpwc_existing_geometry(struct dm_target *ti, struct dpwc *dc,
 	int r = dpwc_read_sb(dc, geo);
 
 	if (r == -ENOENT) {
-		DMERR("%s has no dpwc superblock: create the table with \"format\"",
-		      dc->pm_dev->name);
+		DMERR("%pg has no dpwc superblock: create the table with \"format\"",
+		      dc->pm_dev->bdev);
 		ti->error = "No dpwc superblock on the PM device (format it with the format option)";
 		return r;
 	}
@@ -511,8 +511,8 @@ static int dpwc_existing_geometry(struct dm_target *ti, struct dpwc *dc,
 			r = -EINVAL;
 	}
 	if (r) {
-		DMERR("%s: the dpwc superblock is corrupt or of another version",
-		      dc->pm_dev->name);
+		DMERR("%pg: the dpwc superblock is corrupt or of another version",
+		      dc->pm_dev->bdev);
 		ti->error = "Corrupt or foreign dpwc superblock";
 		return r;
 	}
@@ -523,8 +523,8 @@ static int dpwc_existing_geometry(struct dm_target *ti, struct dpwc *dc,
 		return -EINVAL;
 	}
 	if (geo->origin_sectors != bdev_nr_sectors(dc->origin->bdev)) {
-		DMERR("the cache on %s was formatted for an origin of %llu sectors, %s has %llu",
-		      dc->pm_dev->name, geo->origin_sectors, dc->origin->name,
+		DMERR("the cache on %pg was formatted for an origin of %llu sectors, %pg has %llu",
+		      dc->pm_dev->bdev, geo->origin_sectors, dc->origin->bdev,
 		      (u64)bdev_nr_sectors(dc->origin->bdev));
 		ti->error = "The origin's size differs from the one the cache was formatted for";
 		return -EINVAL;
@@ -648,8 +648,8 @@ static int dpwc_setup(struct dm_target *ti, struct dpwc *dc, struct dpwc_options
 	dc->claimed = true;
 	if (opt->format) {
 		if (!opt->force && dpwc_read_sb(dc, &on_pm) == 0) {
-			DMERR("%s holds a dpwc cache: add \"force\" to format it anyway",
-			      dc->pm_dev->name);
+			DMERR("%pg holds a dpwc cache: add \"force\" to format it anyway",
+			      dc->pm_dev->bdev);
 			ti->error = "The PM device holds a dpwc cache (format force overwrites it)";
 			return -EEXIST;
 		}
