@@ -958,8 +958,10 @@ dd if=/dev/nvme0n1 bs=4096 count=64 iflag=direct status=none | cmp - /tmp/data")
     );
     assert_eq!(replayed["gens_in_use"], 0, "{replayed:?}");
     // `writeback` writes everything back and frees its generations: nothing to replay.
-    let drained = run("dd if=/tmp/data of=/dev/mapper/dpwc bs=4096 count=3 oflag=direct status=none
-dmsetup message dpwc 0 writeback && status && dmsetup remove dpwc && create && status");
+    let drained = run(
+        "dd if=/tmp/data of=/dev/mapper/dpwc bs=4096 count=3 oflag=direct status=none
+dmsetup message dpwc 0 writeback && status && dmsetup remove dpwc && create && status",
+    );
     let drained: Vec<_> = drained.lines().map(dpwc_counters).collect();
     assert_eq!(
         (drained[0]["gens_in_use"], drained[0]["dirty_bytes"]),
@@ -969,9 +971,15 @@ dmsetup message dpwc 0 writeback && status && dmsetup remove dpwc && create && s
     assert_eq!(drained[1]["replayed"], 0, "{drained:?}");
     // Tables that would misread the log are refused, with the reason in dmesg.
     let refused = [
-        ("create generations=3", "generations=3 but the cache was formatted with 2"),
+        (
+            "create generations=3",
+            "generations=3 but the cache was formatted with 2",
+        ),
         ("create format", "holds a dpwc cache: add \"force\""),
-        ("create chunk_kib=9", "chunk_kib=9 but the cache was formatted with 8"),
+        (
+            "create chunk_kib=9",
+            "chunk_kib=9 but the cache was formatted with 8",
+        ),
         ("create bogus=1", "bad option \"bogus=1\""),
     ];
     run("dmsetup remove dpwc");
@@ -989,7 +997,7 @@ printf 'DPWCSUP1\\002' | dd of=/dev/pmem0 conv=notrunc status=none && sync
 create 2>&1 && echo CREATED; dmesg -c
 head -c 64 /dev/zero | dd of=/dev/pmem0 conv=notrunc status=none && sync
 create 2>&1 && echo CREATED; dmesg -c
-dmsetup --noudevsync create dpwc --table \"0 $sz dpwc /dev/pmem0 /dev/nvme0n1 format\" 2>&1 && echo CREATED; dmesg -c");
+dmsetup --noudevsync create dpwc --table \"0 $(blockdev --getsz /dev/pmem0) dpwc /dev/pmem0 /dev/nvme0n1 format\" 2>&1 && echo CREATED; dmesg -c");
     assert!(
         !foreign.contains("CREATED")
             && foreign.contains("the dpwc superblock is corrupt or of another version")

@@ -78,12 +78,12 @@ int dpwc_write_back(struct dpwc *dc, const struct dpwc_entry *e)
 /*
  * Frees the oldest generations that are closed and written back, after a flush of
  * the origin: once freed, their entries are no longer replayed, so the origin
- * must hold them durably.
+ * must hold them durably. The ones to free are chosen before the flush, up to an
+ * id: a generation opened and closed meanwhile has a higher one.
  */
 static void dpwc_free_written_gens(struct dpwc *dc)
 {
-	u64 limit = U64_MAX;
-	bool any = false;
+	u64 limit = U64_MAX, upto = 0;
 	u32 g;
 	int r;
 
@@ -97,9 +97,9 @@ static void dpwc_free_written_gens(struct dpwc *dc)
 	}
 	for (g = 0; g < dc->geo.generations; g++)
 		if (dc->gens[g].state == DPWC_GEN_CLOSED && dc->gens[g].id < limit)
-			any = true;
+			upto = max(upto, dc->gens[g].id);
 	spin_unlock(&dc->lock);
-	if (!any)
+	if (!upto)
 		return;
 	r = blkdev_issue_flush(dc->origin->bdev);
 	if (r) {
@@ -109,7 +109,7 @@ static void dpwc_free_written_gens(struct dpwc *dc)
 	}
 	spin_lock(&dc->lock);
 	for (g = 0; g < dc->geo.generations; g++) {
-		if (dc->gens[g].state == DPWC_GEN_CLOSED && dc->gens[g].id < limit) {
+		if (dc->gens[g].state == DPWC_GEN_CLOSED && dc->gens[g].id <= upto) {
 			dpwc_free_gen(dc, g);
 			dc->gens[g].state = DPWC_GEN_FREE;
 		}
@@ -791,6 +791,7 @@ static void dpwc_status(struct dm_target *ti, status_type_t type, unsigned int s
 		       stats.acked, stats.discards, stats.written_back_bytes, stats.replayed);
 		DMEMIT("gens_in_use=%u dirty_bytes=%llu corrupt=%llu throttled=%llu",
 		       in_use, dirty, stats.corrupt, stats.throttled);
+
 		break;
 	case STATUSTYPE_TABLE:
 		DMEMIT("%s %s generations=%u chunks=%u chunk_kib=%u slots=%u ",
