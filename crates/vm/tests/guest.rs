@@ -913,19 +913,24 @@ fn dpwc_counters(line: &str) -> std::collections::HashMap<String, u64> {
 /// the writes acknowledged from PM and written back; a table removed with entries in the
 /// log and created again replays them to the origin; after `writeback` nothing is left
 /// to replay; and tables that would misread the log, or a PM device without DAX, are
-/// refused with their dmesg error, without an oops.
+/// refused with their dmesg error, without an oops. On both guest kernels.
 #[test]
 fn dpwc_writes_through_pm_replays_its_log_and_refuses_tables_that_misread_it() {
     let test = "dpwc_writes_through_pm_replays_its_log_and_refuses_tables_that_misread_it";
-    let config = VmConfig::load(&default_config_dir().join("ext4-dpwc.toml")).unwrap();
-    let Some(artifacts) = persim_vm::testing::vm_ready(test, &config) else {
-        return;
-    };
-    if persim_vm::testing::kmod_ready(test, &config, "dm-dpwc").is_none() {
-        return;
+    for name in ["ext4-dpwc.toml", "ext4-dpwc-6.12.toml"] {
+        let config = VmConfig::load(&default_config_dir().join(name)).unwrap();
+        let Some(artifacts) = persim_vm::testing::vm_ready(test, &config) else {
+            continue;
+        };
+        if persim_vm::testing::kmod_ready(test, &config, "dm-dpwc").is_some() {
+            dpwc_in_guest(&config, &artifacts);
+        }
     }
+}
+
+fn dpwc_in_guest(config: &VmConfig, artifacts: &Artifacts) {
     let dir = tempfile::tempdir().unwrap();
-    let mut vm = boot(&config, &artifacts, dir.path().join("pm.img"), None);
+    let mut vm = boot(config, artifacts, dir.path().join("pm.img"), None);
     // Each script runs in a shell of its own: the helpers come first.
     let mut run = |script: &str| {
         let script = format!(
@@ -936,7 +941,11 @@ status() {{ dmsetup status dpwc | cut -d' ' -f4-; }}
 {script}"
         );
         let out = vm.run(&script, TIMEOUT).unwrap();
-        assert_eq!(out.exit_code, 0, "{script}: {}", out.output);
+        assert_eq!(
+            out.exit_code, 0,
+            "{}: {script}: {}",
+            config.name, out.output
+        );
         out.output
     };
     run("head -c 262144 /dev/urandom >/tmp/data");
