@@ -912,8 +912,9 @@ fn dpwc_counters(line: &str) -> std::collections::HashMap<String, u64> {
 /// writes reuse its two generations many times: the data reads back; the status counts
 /// the writes acknowledged from PM and written back; a table removed with entries in the
 /// log and created again replays them to the origin; after `writeback` nothing is left
-/// to replay; and tables that would misread the log, or a PM device without DAX, are
-/// refused with their dmesg error, without an oops. On both guest kernels.
+/// to replay; an entry corrupted on PM is skipped, not replayed; and tables that would
+/// misread the log, or a PM device without DAX, are refused with their dmesg error,
+/// without an oops. On both guest kernels.
 #[test]
 fn dpwc_writes_through_pm_replays_its_log_and_refuses_tables_that_misread_it() {
     let test = "dpwc_writes_through_pm_replays_its_log_and_refuses_tables_that_misread_it";
@@ -978,6 +979,25 @@ dmsetup message dpwc 0 writeback && status && dmsetup remove dpwc && create && s
         "{drained:?}"
     );
     assert_eq!(drained[1]["replayed"], 0, "{drained:?}");
+    // A corrupted entry is never replayed: one write on a new log (its entry at the data
+    // offset, 8 KiB: generation 0, chunk 0), written back, the table removed with the
+    // entry still in the log, then 4 bytes of its data overwritten on PM.
+    let corrupted = run(
+        "dmsetup remove dpwc && create format force generations=2 chunks=4 chunk_kib=8
+head -c 4096 /tmp/data >/tmp/block
+dd if=/tmp/block of=/dev/mapper/dpwc bs=4096 seek=70 oflag=direct status=none
+while ! status | grep -q dirty_bytes=0; do sleep 0.1; done
+dmsetup remove dpwc
+printf XXXX | dd of=/dev/pmem0 bs=1 seek=$((8192 + 256 + 100)) conv=notrunc status=none && sync
+create && status
+dd if=/dev/nvme0n1 bs=4096 skip=70 count=1 iflag=direct status=none | cmp - /tmp/block",
+    );
+    let corrupted = dpwc_counters(&corrupted);
+    assert_eq!(
+        (corrupted["corrupt"], corrupted["replayed"]),
+        (1, 0),
+        "{corrupted:?}"
+    );
     // Tables that would misread the log are refused, with the reason in dmesg.
     let refused = [
         (
