@@ -107,7 +107,7 @@ impl Kernel {
             if !path.is_file() {
                 return Err(VmError::Missing {
                     what: format!("kernel module {} (listed under `modules`)", path.display()),
-                    hint: "build it (scripts/build-kmods.sh for those under targets/kmods), or \
+                    hint: "build it (scripts/build-kmods.sh for those under targets/), or \
                            check the path (a relative one is relative to the configuration file)"
                         .to_owned(),
                 });
