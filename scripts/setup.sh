@@ -88,7 +88,7 @@ install_packages() {
         qemu-system-x86
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
         linux-image-amd64 busybox-static e2fsprogs xfsprogs \
-        build-essential pkg-config libglib2.0-dev libc6-dev libpmem-dev libpmemobj-dev
+        build-essential dwarves pkg-config libglib2.0-dev libc6-dev libpmem-dev libpmemobj-dev
 }
 
 # Downloads the current linux-image-6.12.*-amd64 (the package the meta-package
@@ -136,8 +136,38 @@ unpack_extra_kernel() {
     done
 }
 
+# The headers of the unpacked 6.12 kernel, for building Persim's kernel modules for it
+# (docs/kmods.md): linux-headers-<release> cannot be installed without installing the
+# kernel image it depends on (which would become the default guest kernel), so the
+# headers, their -common part and the matching linux-kbuild are unpacked beside the
+# kernel, into $KERNELS_DIR/6.12/usr/, and the headers' Makefile pointed at the unpacked
+# -common tree. pahole (dwarves) makes the modules' BTF, as this kernel's build does.
+unpack_extra_kernel_headers() {
+    local dir release
+    dir=$(readlink -f "$KERNELS_DIR/$EXTRA_KERNEL_SERIES")
+    release=$(basename "$(readlink -f "$dir/modules")")
+    local headers=$dir/usr/src/linux-headers-$release
+    if [[ -f $headers/Makefile && -d $dir/usr/src/linux-headers-${release%-amd64}-common ]]; then
+        echo "setup.sh: headers of $release already unpacked in $headers"
+        return
+    fi
+    local kbuild=linux-kbuild-${release%-amd64} tmp
+    tmp=$(mktemp -d)
+    chown _apt "$tmp" 2>/dev/null || true
+    (cd "$tmp" && apt-get download -q "linux-headers-$release" \
+        "linux-headers-${release%-amd64}-common" "$kbuild")
+    local deb
+    for deb in "$tmp"/*.deb; do
+        dpkg-deb -x "$deb" "$dir"
+    done
+    rm -rf "$tmp"
+    sed -i "s|^include /usr/src/|include $dir/usr/src/|" "$headers/Makefile"
+    [[ -f $headers/Makefile ]] || die "no $headers/Makefile after unpacking the headers of $release"
+    echo "setup.sh: headers of $release unpacked in $headers"
+}
+
 # The headers of the default guest kernel (the newest /boot/vmlinuz-*), for the kernel
-# modules under targets/kmods (docs/kmods.md).
+# modules under targets/ (docs/kmods.md).
 install_kernel_headers() {
     local release
     release=$(bash "$(dirname "$0")/build-kmods.sh" --default-release)
@@ -214,6 +244,7 @@ main() {
     unpack_extra_kernel
     check_installed
     install_kernel_headers
+    unpack_extra_kernel_headers
     build_workspace
     build_guest_tools
     build_examples

@@ -863,6 +863,62 @@ fn a_reproducible_run_twice_gives_identical_traces_images_states_and_reports() {
     }
 }
 
+/// `persim run --vm vm/<config>.toml` of `examples/block-durability/<test>.toml` into
+/// `dir/<config>-<test>`, checked to exit with `exit`: the run directory, and its first
+/// interval's final states' file contents, each the old pattern (`fs-ops write`, "old")
+/// or the zeros of the overwrite ("new"), and that interval of the report.
+fn block_durability_final_contents(
+    dir: &Path,
+    config: &str,
+    test: &str,
+    exit: i32,
+) -> (std::path::PathBuf, Vec<&'static str>, Value) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = dir.join(format!("{config}-{test}"));
+    let run = persim(&[
+        "run",
+        "--vm",
+        root.join(format!("vm/{config}.toml")).to_str().unwrap(),
+        "--test",
+        root.join(format!("examples/block-durability/{test}.toml"))
+            .to_str()
+            .unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(run.status.code(), Some(exit), "{config} {test}: {run:?}");
+    let checkpoint = report(&out)["checkpoints"][0].clone();
+    let image_of = |name: &Value| {
+        let state = checkpoint["states"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| &s["name"] == name)
+            .unwrap();
+        state["images"][0].as_str().unwrap().to_owned()
+    };
+    let contents = checkpoint["final_states"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|name| {
+            let dump = std::fs::read_to_string(
+                out.join("states").join(format!("{}.json", image_of(name))),
+            )
+            .unwrap();
+            if dump.contains(r#"\"contents\": \"abcdefgh"#) {
+                "old"
+            } else if dump.contains(r#"\"contents\": \"\\u0000\\u0000"#) {
+                "new"
+            } else {
+                panic!("{config} {test}: neither the old block nor the new one: {dump}")
+            }
+        })
+        .collect();
+    (out, contents, checkpoint)
+}
+
 /// ext4 on the NVMe disk alone (examples/block-durability): an O_DIRECT overwrite reaches
 /// the disk's volatile cache, so without fsync a crash may keep the old block or the new
 /// one (two final states, the unflushed write named by its code), and with fsync only the
@@ -872,55 +928,11 @@ fn on_a_disk_an_fsynced_write_survives_and_an_unsynced_one_may_not() {
     if !vm_ready("on_a_disk_an_fsynced_write_survives_and_an_unsynced_one_may_not") {
         return;
     }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let dir = tempfile::tempdir().unwrap();
-    // The final states' file contents: the old pattern (`fs-ops write`) or the zeros.
     let final_contents = |test: &str, exit: i32| {
-        let out = dir.path().join(test);
-        let run = persim(&[
-            "run",
-            "--vm",
-            root.join("vm/ext4-nvme.toml").to_str().unwrap(),
-            "--test",
-            root.join(format!("examples/block-durability/{test}.toml"))
-                .to_str()
-                .unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-            "-q",
-        ]);
-        assert_eq!(run.status.code(), Some(exit), "{test}: {run:?}");
-        let checkpoint = &report(&out)["checkpoints"][0];
-        let image_of = |name: &Value| {
-            let state = checkpoint["states"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|s| &s["name"] == name)
-                .unwrap();
-            state["images"][0].as_str().unwrap().to_owned()
-        };
-        let contents: Vec<&str> = checkpoint["final_states"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|name| {
-                let dump = std::fs::read_to_string(
-                    out.join("states").join(format!("{}.json", image_of(name))),
-                )
-                .unwrap();
-                if dump.contains(r#"\"contents\": \"abcdefgh"#) {
-                    "old"
-                } else if dump.contains(r#"\"contents\": \"\\u0000\\u0000"#) {
-                    "new"
-                } else {
-                    panic!("{test}: neither the old block nor the new one: {dump}")
-                }
-            })
-            .collect();
-        (contents, checkpoint.clone())
+        block_durability_final_contents(dir.path(), "ext4-nvme", test, exit)
     };
-    let (mut unsynced, checkpoint) = final_contents("unsynced", 1);
+    let (_, mut unsynced, checkpoint) = final_contents("unsynced", 1);
     unsynced.sort();
     assert_eq!(unsynced, ["new", "old"]);
     // The one disk write no flush covered. Its site is the code that rang the doorbell:
@@ -931,6 +943,32 @@ fn on_a_disk_an_fsynced_write_survives_and_an_unsynced_one_may_not() {
         (&Value::Bool(true), &Value::from(1)),
         "{checkpoint}"
     );
-    let (fsynced, _) = final_contents("fsync", 0);
+    let (_, fsynced, _) = final_contents("fsync", 0);
     assert_eq!(fsynced, ["new"]);
+}
+
+/// ext4 on dm-dpwc (targets/dpwc, vm/ext4-dpwc.toml: the log on PM, the origin on the
+/// SSD): the fsync'd overwrite is acknowledged from the PM log, and every crash image,
+/// recovered by loading the table (which replays the log) and mounting, holds it once
+/// the fsync returned: one final state, the zeros. The overwrite's entry is in the
+/// trace: the log's header and data stored to PM.
+#[test]
+fn on_dpwc_an_fsynced_write_survives_every_crash() {
+    let test = "on_dpwc_an_fsynced_write_survives_every_crash";
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../vm/ext4-dpwc.toml");
+    let config = persim_vm::VmConfig::load(&config).unwrap();
+    if persim_vm::testing::vm_ready(test, &config).is_none()
+        || persim_vm::testing::kmod_ready(test, &config, "dm-dpwc").is_none()
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (out, fsynced, checkpoint) =
+        block_durability_final_contents(dir.path(), "ext4-dpwc", "fsync", 0);
+    assert_eq!(fsynced, ["new"], "{checkpoint}");
+    let (_, entries) = persim_trace::read_all(&out.join("trace.ptrace")).unwrap();
+    let logged = entries.iter().any(|e| {
+        matches!(&e.op, persim_trace::Op::Write { data, nt: true, .. } if data.starts_with(b"DPWE"))
+    });
+    assert!(logged, "no entry header of the log stored to PM");
 }

@@ -15,6 +15,10 @@ pub struct Kernel {
     pub system_map: Option<PathBuf>,
 }
 
+/// In a `modules` path, the guest kernel's release: a configuration names the module
+/// built for whichever kernel it boots (docs/vm-config.md).
+pub const RELEASE_PLACEHOLDER: &str = "{release}";
+
 const SETUP_HINT: &str =
     "install it with `sudo scripts/setup.sh` (Debian package linux-image-amd64)";
 
@@ -83,18 +87,27 @@ impl Kernel {
         })
     }
 
+    /// The kernel's release, the name of its modules directory (through a symbolic link,
+    /// as /var/lib/persim/kernels/6.12/modules is one); `None` without modules.
+    pub fn release(&self) -> Option<String> {
+        let dir = self.modules_dir.as_deref()?;
+        let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+        Some(dir.file_name()?.to_string_lossy().into_owned())
+    }
+
     /// Module files for `modules` and all their dependencies, dependencies first, each
-    /// once; entries that are paths (`.ko` files of your own) follow, in their order.
+    /// once; entries that are paths (`.ko` files of your own) follow, in their order,
+    /// with [`RELEASE_PLACEHOLDER`] replaced by the kernel's release.
     pub fn resolve_modules(&self, modules: &[String]) -> Result<Vec<PathBuf>, VmError> {
         let (paths, names): (Vec<&String>, Vec<&String>) =
             modules.iter().partition(|m| crate::config::is_path(m));
         let mut files = self.resolve_names(&names)?;
         for path in paths {
-            let path = PathBuf::from(path);
+            let path = PathBuf::from(self.with_release(path)?);
             if !path.is_file() {
                 return Err(VmError::Missing {
                     what: format!("kernel module {} (listed under `modules`)", path.display()),
-                    hint: "build it (scripts/build-kmods.sh for those under targets/kmods), or \
+                    hint: "build it (scripts/build-kmods.sh for those under targets/), or \
                            check the path (a relative one is relative to the configuration file)"
                         .to_owned(),
                 });
@@ -102,6 +115,24 @@ impl Kernel {
             files.push(path);
         }
         Ok(files)
+    }
+
+    /// A module path with [`RELEASE_PLACEHOLDER`] replaced by the kernel's release.
+    fn with_release(&self, path: &str) -> Result<String, VmError> {
+        if !path.contains(RELEASE_PLACEHOLDER) {
+            return Ok(path.to_owned());
+        }
+        let release = self.release().ok_or_else(|| VmError::Missing {
+            what: format!(
+                "the release of the kernel {} for the module {path}",
+                self.image.display()
+            ),
+            hint: format!(
+                "{RELEASE_PLACEHOLDER} needs a kernel with a modules directory; \
+                 write the release into the path instead"
+            ),
+        })?;
+        Ok(path.replace(RELEASE_PLACEHOLDER, &release))
     }
 
     /// Module files for `names` (as in modules.dep) and their dependencies.
@@ -255,6 +286,41 @@ mod tests {
         };
         let modules = [own.display().to_string()];
         assert_eq!(built_in.resolve_modules(&modules).unwrap(), [own]);
+    }
+
+    /// `{release}` in a module path is the release of the kernel's modules directory,
+    /// also when that directory is reached through a link named otherwise (as the
+    /// unpacked 6.12 kernel's `modules` is).
+    #[test]
+    fn a_release_placeholder_names_the_module_built_for_the_kernel() {
+        let dir = tempfile::tempdir().unwrap();
+        let release_dir = dir.path().join("lib/modules/9.9.9-test");
+        std::fs::create_dir_all(&release_dir).unwrap();
+        std::fs::write(release_dir.join("modules.dep"), "").unwrap();
+        std::os::unix::fs::symlink("lib/modules/9.9.9-test", dir.path().join("modules")).unwrap();
+        let own = dir.path().join("kmods/9.9.9-test/dm-dpwc.ko");
+        std::fs::create_dir_all(own.parent().unwrap()).unwrap();
+        std::fs::write(&own, "").unwrap();
+        let kernel = Kernel {
+            image: dir.path().join("vmlinuz"),
+            modules_dir: Some(dir.path().join("modules")),
+            system_map: None,
+        };
+        assert_eq!(kernel.release().as_deref(), Some("9.9.9-test"));
+        let path = dir.path().join("kmods/{release}/dm-dpwc.ko");
+        let got = kernel
+            .resolve_modules(&[path.display().to_string()])
+            .unwrap();
+        assert_eq!(got, [own]);
+        let built_in = Kernel {
+            modules_dir: None,
+            ..kernel
+        };
+        let e = built_in
+            .resolve_modules(&[path.display().to_string()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("{release}") && e.contains("release"), "{e}");
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! The one preflight of every VM test, in every crate, of the tests that need a kernel
-//! module of targets/kmods, and the one small file system of the tests of a full disk
+//! module of targets/, and the one small file system of the tests of a full disk
 //! (feature `testing`).
 
 use crate::boot::Artifacts;
@@ -20,19 +20,16 @@ pub fn vm_ready(test: &str, config: &VmConfig) -> Option<Artifacts> {
     or_skip(test, ready)
 }
 
-/// The kernel module `name` (targets/kmods/<name>) as scripts/build-kmods.sh built it for
-/// the configuration's kernel, `target/kmods/<release>/<name>.ko`; when it is not there,
+/// The kernel module `name` (one of targets/, or a mutant such as
+/// `dpwc-mutant-1/dm-dpwc`) as scripts/build-kmods.sh built it for the configuration's
+/// kernel, `target/kmods/<release>/<name>.ko`; when it is not there,
 /// the test is skipped (under CI it fails) as by [`vm_ready`].
 pub fn kmod_ready(test: &str, config: &VmConfig, name: &str) -> Option<PathBuf> {
     let module = Kernel::for_config(config).and_then(|kernel| {
-        let release = kernel
-            .modules_dir
-            .as_deref()
-            .and_then(Path::file_name)
-            .ok_or_else(|| VmError::Missing {
-                what: format!("the release of the kernel {}", kernel.image.display()),
-                hint: "build-kmods.sh builds for kernels with a modules directory".to_owned(),
-            })?;
+        let release = kernel.release().ok_or_else(|| VmError::Missing {
+            what: format!("the release of the kernel {}", kernel.image.display()),
+            hint: "build-kmods.sh builds for kernels with a modules directory".to_owned(),
+        })?;
         let module = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../target/kmods")
             .join(release)

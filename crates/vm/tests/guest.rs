@@ -899,3 +899,142 @@ fn nvme_writes_flushes_and_forced_writes_are_traced_in_order_with_pm() {
         "PM entries at ..={last_pm}, block write at {first_blk}"
     );
 }
+
+/// The `key=value` counters of a `dmsetup status` line of the dpwc target.
+fn dpwc_counters(line: &str) -> std::collections::HashMap<String, u64> {
+    line.split_whitespace()
+        .filter_map(|field| field.split_once('='))
+        .map(|(key, value)| (key.to_owned(), value.parse().unwrap()))
+        .collect()
+}
+
+/// dm-dpwc.ko (targets/dpwc/module) in the guest on a tiny log, so that 64 direct 4 KiB
+/// writes reuse its two generations many times: the data reads back; the status counts
+/// the writes acknowledged from PM and written back; a table removed with entries in the
+/// log and created again replays them to the origin; after `writeback` nothing is left
+/// to replay; an entry corrupted on PM is skipped, not replayed; and tables that would
+/// misread the log, or a PM device without DAX, are refused with their dmesg error,
+/// without an oops. On both guest kernels.
+#[test]
+fn dpwc_writes_through_pm_replays_its_log_and_refuses_tables_that_misread_it() {
+    let test = "dpwc_writes_through_pm_replays_its_log_and_refuses_tables_that_misread_it";
+    for name in ["ext4-dpwc.toml", "ext4-dpwc-6.12.toml"] {
+        let config = VmConfig::load(&default_config_dir().join(name)).unwrap();
+        let Some(artifacts) = persim_vm::testing::vm_ready(test, &config) else {
+            continue;
+        };
+        if persim_vm::testing::kmod_ready(test, &config, "dm-dpwc").is_some() {
+            dpwc_in_guest(&config, &artifacts);
+        }
+    }
+}
+
+fn dpwc_in_guest(config: &VmConfig, artifacts: &Artifacts) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut vm = boot(config, artifacts, dir.path().join("pm.img"), None);
+    // Each script runs in a shell of its own: the helpers come first.
+    let mut run = |script: &str| {
+        let script = format!(
+            "set -e
+sz=$(blockdev --getsz /dev/nvme0n1)
+create() {{ dmsetup --noudevsync create dpwc --table \"0 $sz dpwc /dev/nvme0n1 /dev/pmem0 $*\" && dmsetup mknodes dpwc; }}
+status() {{ dmsetup status dpwc | cut -d' ' -f4-; }}
+{script}"
+        );
+        let out = vm.run(&script, TIMEOUT).unwrap();
+        assert_eq!(
+            out.exit_code, 0,
+            "{}: {script}: {}",
+            config.name, out.output
+        );
+        out.output
+    };
+    run("head -c 262144 /dev/urandom >/tmp/data");
+    let first = run("create format generations=2 chunks=4 chunk_kib=8 slots=2
+dd if=/tmp/data of=/dev/mapper/dpwc bs=4096 oflag=direct conv=fsync status=none
+dd if=/dev/mapper/dpwc bs=4096 count=64 iflag=direct status=none | cmp - /tmp/data
+status");
+    let first = dpwc_counters(&first);
+    assert_eq!(first["acked"], 64, "{first:?}");
+    assert!(first["written_back_bytes"] > 0, "{first:?}");
+    assert!(first["gens_in_use"] >= 1, "{first:?}");
+    // Removed with its last generation live: the log persists and is replayed.
+    let replayed = run("dmsetup remove dpwc && create && status
+dd if=/dev/nvme0n1 bs=4096 count=64 iflag=direct status=none | cmp - /tmp/data");
+    let replayed = dpwc_counters(&replayed);
+    assert!(
+        replayed["replayed"] > 0 && replayed["corrupt"] == 0,
+        "{replayed:?}"
+    );
+    assert_eq!(replayed["gens_in_use"], 0, "{replayed:?}");
+    // `writeback` writes everything back and frees its generations: nothing to replay.
+    let drained = run(
+        "dd if=/tmp/data of=/dev/mapper/dpwc bs=4096 count=3 oflag=direct status=none
+dmsetup message dpwc 0 writeback && status && dmsetup remove dpwc && create && status",
+    );
+    let drained: Vec<_> = drained.lines().map(dpwc_counters).collect();
+    assert_eq!(
+        (drained[0]["gens_in_use"], drained[0]["dirty_bytes"]),
+        (0, 0),
+        "{drained:?}"
+    );
+    assert_eq!(drained[1]["replayed"], 0, "{drained:?}");
+    // A corrupted entry is never replayed: one write on a new log (its entry at the data
+    // offset, 8 KiB: generation 0, chunk 0), written back, the table removed with the
+    // entry still in the log, then 4 bytes of its data overwritten on PM.
+    let corrupted = run(
+        "dmsetup remove dpwc && create format force generations=2 chunks=4 chunk_kib=8
+head -c 4096 /tmp/data >/tmp/block
+dd if=/tmp/block of=/dev/mapper/dpwc bs=4096 seek=70 oflag=direct status=none
+while ! status | grep -q dirty_bytes=0; do sleep 0.1; done
+dmsetup remove dpwc
+printf XXXX | dd of=/dev/pmem0 bs=1 seek=$((8192 + 256 + 100)) conv=notrunc status=none && sync
+create && status
+dd if=/dev/nvme0n1 bs=4096 skip=70 count=1 iflag=direct status=none | cmp - /tmp/block",
+    );
+    let corrupted = dpwc_counters(&corrupted);
+    assert_eq!(
+        (corrupted["corrupt"], corrupted["replayed"]),
+        (1, 0),
+        "{corrupted:?}"
+    );
+    // Tables that would misread the log are refused, with the reason in dmesg.
+    let refused = [
+        (
+            "create generations=3",
+            "generations=3 but the cache was formatted with 2",
+        ),
+        ("create format", "holds a dpwc cache: add \"force\""),
+        (
+            "create chunk_kib=9",
+            "chunk_kib=9 but the cache was formatted with 8",
+        ),
+        ("create bogus=1", "bad option \"bogus=1\""),
+    ];
+    run("dmsetup remove dpwc");
+    for (table, message) in refused {
+        let out = run(&format!(
+            "dmesg -c >/dev/null; {table} 2>&1 && echo CREATED; dmesg"
+        ));
+        assert!(
+            !out.contains("CREATED") && out.contains(message),
+            "{table}: {out}"
+        );
+    }
+    let foreign = run("dmesg -c >/dev/null
+printf 'DPWCSUP1\\002' | dd of=/dev/pmem0 conv=notrunc status=none && sync
+create 2>&1 && echo CREATED; dmesg -c
+head -c 64 /dev/zero | dd of=/dev/pmem0 conv=notrunc status=none && sync
+create 2>&1 && echo CREATED; dmesg -c
+dmsetup --noudevsync create dpwc --table \"0 $(blockdev --getsz /dev/pmem0) dpwc /dev/pmem0 /dev/nvme0n1 format\" 2>&1 && echo CREATED; dmesg -c");
+    assert!(
+        !foreign.contains("CREATED")
+            && foreign.contains("the dpwc superblock is corrupt or of another version")
+            && foreign.contains("has no dpwc superblock: create the table with \"format\"")
+            && foreign.contains("nvme0n1 does not support DAX"),
+        "{foreign}"
+    );
+    let oopses = run("dmesg | grep -c -e 'Oops' -e 'BUG:' -e 'WARNING:' || true");
+    assert_eq!(oopses.trim(), "0");
+    vm.shutdown(TIMEOUT).unwrap();
+}

@@ -1,0 +1,177 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * DPWC: a write cache on persistent memory for a block device, as a device-mapper
+ * target. The on-PM layout (version 1) and the write protocol are described in
+ * docs/dpwc.md; this header is their C side.
+ */
+#ifndef DPWC_H
+#define DPWC_H
+
+#include <linux/device-mapper.h>
+#include <linux/list.h>
+#include <linux/mempool.h>
+#include <linux/mutex.h>
+#include <linux/semaphore.h>
+#include <linux/spinlock.h>
+#include <linux/types.h>
+#include <linux/wait.h>
+#include <linux/workqueue.h>
+
+/*
+ * Compile-time mutants of the write protocol, for Persim's tests (docs/dpwc.md):
+ * 1 no fence between an entry's bytes and its chunk's `used`,
+ * 2 `used` bumped before the entry's bytes,
+ * 3 a generation reused without resetting its chunks' `used`,
+ * 4 the checksum not checked on replay.
+ */
+#ifndef DPWC_MUTANT
+#define DPWC_MUTANT 0
+#endif
+
+#define DPWC_LINE 64
+#define DPWC_SB_MAGIC "DPWCSUP1"
+#define DPWC_VERSION 1
+#define DPWC_META_OFFSET 4096
+#define DPWC_ENTRY_MAGIC "DPWE"
+#define DPWC_ENTRY_ALIGN 256
+#define DPWC_FLAG_DISCARD 1u
+#define DPWC_MAX_SLOTS 64
+
+/* The superblock, the first line of the PM device. */
+struct dpwc_sb {
+	u8 magic[8];
+	__le32 version;
+	__le32 chunk_size;
+	__le32 chunks_per_gen;
+	__le32 generations;
+	__le64 origin_sectors;
+	__le64 meta_offset;
+	__le64 data_offset;
+	u8 reserved[12];
+	__le32 crc;
+} __packed;
+
+/* An entry's header; the data follows it in the chunk. */
+struct dpwc_entry_hdr {
+	u8 magic[4];
+	__le32 flags;
+	__le64 entry_id;
+	__le64 sector;
+	__le32 len;
+	__le32 crc;
+	u8 reserved[224];
+} __packed;
+
+/* The geometry of a cache, as the superblock and the table options give it. */
+struct dpwc_geometry {
+	u32 chunk_size;
+	u32 chunks_per_gen;
+	u32 generations;
+	u64 origin_sectors;
+	u64 data_offset;
+};
+
+enum dpwc_gen_state { DPWC_GEN_FREE, DPWC_GEN_OPEN, DPWC_GEN_CLOSED };
+
+/* A generation in memory: its state and what of it is not yet written back. */
+struct dpwc_gen {
+	enum dpwc_gen_state state;
+	u64 id;
+	u32 next_chunk;
+	u64 next_entry;
+	/* Entries reserved in it and not yet written back. */
+	u64 pending;
+};
+
+/* A writer slot: the chunk its holder appends to. */
+struct dpwc_slot {
+	int gen;
+	u32 chunk;
+	u32 offset;
+	struct dpwc_entry_hdr hdr;
+};
+
+/* Where an entry lives and what it writes: a reservation, then a pending writeback. */
+struct dpwc_entry {
+	struct list_head list;
+	u64 seq;
+	int gen;
+	u64 pm_offset;
+	u64 gen_id;
+	u64 entry_id;
+	sector_t sector;
+	u32 len;
+	u32 flags;
+};
+
+struct dpwc_stats {
+	u64 acked;
+	u64 discards;
+	u64 written_back_bytes;
+	u64 replayed;
+	u64 corrupt;
+	u64 throttled;
+};
+
+struct dpwc {
+	struct dm_target *ti;
+	struct dm_dev *origin;
+	struct dm_dev *pm_dev;
+	void *pm;
+	u64 pm_size;
+	struct dpwc_geometry geo;
+	u32 nr_slots;
+	u32 high_watermark;
+	u32 low_watermark;
+
+	spinlock_t lock;
+	struct dpwc_gen *gens;
+	int open_gen;
+	u64 last_gen_id;
+	struct dpwc_slot slots[DPWC_MAX_SLOTS];
+	unsigned long slot_busy[BITS_TO_LONGS(DPWC_MAX_SLOTS)];
+	struct semaphore slot_sem;
+	/* Acknowledged entries in acknowledge order, the writeback queue. */
+	struct list_head pending;
+	u64 queued_seq;
+	u64 written_seq;
+	u64 force_seq;
+	u64 dirty_bytes;
+	bool stopping;
+	bool claimed;
+	wait_queue_head_t free_wait;
+	wait_queue_head_t written_wait;
+
+	struct workqueue_struct *wq;
+	struct work_struct writeback_work;
+	struct page **bounce;
+	u32 bounce_pages;
+	mempool_t *entry_pool;
+	struct dpwc_stats stats;
+};
+
+/* The bytes an entry takes in its chunk: the header, then the data rounded up. */
+static inline u32 dpwc_entry_bytes(u32 flags, u32 len)
+{
+	if (flags & DPWC_FLAG_DISCARD)
+		return DPWC_ENTRY_ALIGN;
+	return DPWC_ENTRY_ALIGN + round_up(len, DPWC_ENTRY_ALIGN);
+}
+
+/* dpwc-log.c: the on-PM layout and the write protocol. */
+u32 dpwc_crc(u32 crc, const void *p, size_t len);
+u64 dpwc_gen_meta(const struct dpwc_geometry *geo, u32 gen);
+u64 dpwc_chunk_offset(const struct dpwc_geometry *geo, u32 gen, u32 chunk);
+u64 dpwc_meta_bytes(u32 generations, u32 chunks_per_gen);
+int dpwc_read_sb(struct dpwc *dc, struct dpwc_geometry *geo);
+void dpwc_format(struct dpwc *dc);
+void dpwc_open_gen(struct dpwc *dc, u32 gen, u64 id);
+void dpwc_free_gen(struct dpwc *dc, u32 gen);
+void dpwc_append(struct dpwc *dc, struct dpwc_slot *slot, struct dpwc_entry *e,
+		 struct bio *bio);
+int dpwc_recover(struct dpwc *dc);
+
+/* dpwc-target.c: writing an entry back to the origin. */
+int dpwc_write_back(struct dpwc *dc, const struct dpwc_entry *e);
+
+#endif
