@@ -229,3 +229,29 @@ impl<'a> ChunkWalk<'a> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// zlib's crc32 of the header (crc field zero) and the data, from Python's `zlib.crc32`.
+    #[test]
+    fn the_crc_is_zlibs_crc32_of_header_then_data() {
+        let write = Header {
+            flags: 0,
+            id: 1,
+            sector: 8,
+            len: 512,
+            crc: 0xdead,
+        };
+        assert_eq!(entry_crc(&write.encode(), &[0xab; 512]), 0xa35567a4);
+        let discard = Header {
+            flags: FLAG_DISCARD,
+            id: 3,
+            sector: 16,
+            len: 4096,
+            crc: 0,
+        };
+        assert_eq!(entry_crc(&discard.encode(), &[]), 0x57491976);
+    }
+}

@@ -224,6 +224,13 @@ mod tests {
         assert_eq!(Superblock::parse(&image_of(&superblock)), Ok(superblock));
     }
 
+    /// The CRC is zlib's crc32 of bytes 0..60 (the value from Python's `zlib.crc32`).
+    #[test]
+    fn the_crc_is_zlibs_crc32() {
+        let line = Superblock::new(8192, 2, 3, 1024).encode();
+        assert_eq!(line[60..], 0x6015f723u32.to_le_bytes());
+    }
+
     #[test]
     fn each_broken_field_is_its_own_error() {
         let good = Superblock::new(8192, 2, 2, 100);
