@@ -109,19 +109,19 @@ fn read_generation<'a>(image: &'a [u8], superblock: &Superblock, index: u32) -> 
     let chunks = (0..superblock.chunks_per_gen)
         .map(|c| {
             let used = u64_at(image, superblock.used_offset(index, c) as usize);
-            let start = superblock.chunk_offset(index, c) as usize;
-            let walk = ChunkWalk {
-                generation: index,
-                gen_id,
-                chunk: c,
-                bytes: &image[start..start + superblock.chunk_size as usize],
-                used,
-                origin_sectors: superblock.origin_sectors,
-            };
             let (entries, corrupt) = if gen_id == 0 {
                 (Vec::new(), None)
             } else {
-                walk.walk()
+                let start = superblock.chunk_offset(index, c) as usize;
+                ChunkWalk {
+                    generation: index,
+                    gen_id,
+                    chunk: c,
+                    bytes: &image[start..start + superblock.chunk_size as usize],
+                    used,
+                    origin_sectors: superblock.origin_sectors,
+                }
+                .walk()
             };
             Chunk {
                 index: c,
