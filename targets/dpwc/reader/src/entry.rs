@@ -107,6 +107,8 @@ pub struct Entry<'a> {
 pub enum Corruption {
     #[error("bad magic {found:02x?}")]
     Magic { found: [u8; 4] },
+    #[error("unknown flags {flags:#x} (only bit 0, DISCARD, is defined)")]
+    Flags { flags: u32 },
     #[error("len {len} is not a positive multiple of 512")]
     Len { len: u32 },
     #[error("sectors {sector}..{end} lie beyond the origin's {origin_sectors} sectors")]
@@ -197,6 +199,11 @@ impl<'a> ChunkWalk<'a> {
         }
         let header = Header::decode(raw);
         let fail = |reason| Err((Some(header), reason));
+        if header.flags & !FLAG_DISCARD != 0 {
+            return fail(Corruption::Flags {
+                flags: header.flags,
+            });
+        }
         if header.len == 0 || !u64::from(header.len).is_multiple_of(SECTOR) {
             return fail(Corruption::Len { len: header.len });
         }

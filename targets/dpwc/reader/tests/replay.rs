@@ -1,8 +1,8 @@
 //! The reader on images built by the layout: what recovery walks, skips and replays.
 
 use dpwc_reader::{
-    Cache, Corruption, ImageBuilder, Op, SectorState, Superblock, SuperblockError, HEADER_LEN,
-    SECTOR,
+    entry_crc, Cache, Corruption, ImageBuilder, Op, SectorState, Superblock, SuperblockError,
+    HEADER_LEN, SECTOR,
 };
 
 const CHUNK: u32 = 8192;
@@ -278,6 +278,25 @@ fn bad_lengths_and_ranges_beyond_the_origin_are_corrupt() {
             ..
         }
     ));
+}
+
+/// The module refuses flags it does not know, so the reader does too.
+#[test]
+fn unknown_flags_are_corrupt_even_with_a_valid_checksum() {
+    let mut b = builder();
+    b.open_generation(0, 1);
+    b.append(0, 0, 1, write(0, &[1; 512])).unwrap();
+    let at = b.superblock().chunk_offset(0, 0) as usize;
+    let image = b.image_mut();
+    image[at + 4] = 2;
+    let header: [u8; HEADER_LEN] = image[at..at + HEADER_LEN].try_into().unwrap();
+    let crc = entry_crc(&header, &image[at + HEADER_LEN..at + HEADER_LEN + 512]);
+    image[at + 28..at + 32].copy_from_slice(&crc.to_le_bytes());
+    let image = b.into_image();
+    let cache = Cache::parse(&image).unwrap();
+    assert_eq!(cache.entries().count(), 0);
+    let corrupt = cache.corrupt().next().unwrap();
+    assert_eq!(corrupt.reason, Corruption::Flags { flags: 2 });
 }
 
 #[test]
