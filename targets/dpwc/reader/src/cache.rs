@@ -2,6 +2,7 @@
 //! valid entries of every live generation's chunks, and the order they replay in.
 
 use crate::entry::{ChunkWalk, CorruptEntry, Entry};
+use crate::nvdimm::pm_device;
 use crate::replay::SectorMap;
 use crate::superblock::{u64_at, Superblock, SuperblockError};
 use serde::Serialize;
@@ -9,6 +10,8 @@ use serde::Serialize;
 /// A parsed DPWC cache, borrowing the image's bytes.
 #[derive(Debug, Serialize)]
 pub struct Cache<'a> {
+    /// Where the PM device starts in the image (after the pfn info block of an NVDIMM image).
+    pub device_offset: u64,
     pub superblock: Superblock,
     /// Every generation of the table, in table order.
     pub generations: Vec<Generation<'a>>,
@@ -42,13 +45,15 @@ impl Generation<'_> {
 }
 
 impl<'a> Cache<'a> {
-    /// Reads `image`, the bytes of the whole PM device (a crash image is such a file).
+    /// Reads `image`: the bytes of the PM device, or of the NVDIMM that holds it.
     pub fn parse(image: &'a [u8]) -> Result<Self, SuperblockError> {
-        let superblock = Superblock::parse(image)?;
+        let (device_offset, device) = pm_device(image);
+        let superblock = Superblock::parse(device)?;
         let generations = (0..superblock.generations)
-            .map(|g| read_generation(image, &superblock, g))
+            .map(|g| read_generation(device, &superblock, g))
             .collect();
         Ok(Self {
+            device_offset,
             superblock,
             generations,
         })

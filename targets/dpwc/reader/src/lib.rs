@@ -2,7 +2,8 @@
 //! the superblock, the generation table, the valid entries of every live generation as
 //! recovery walks them, and what recovery's replay writes to the origin.
 //!
-//! A PM image is the whole PM device as bytes (a crash image is such a file):
+//! A PM image is the PM device as bytes, or the whole NVDIMM whose fsdax namespace holds it
+//! (a Persim crash image; [`pm_device`] finds the device after Linux's pfn info block):
 //!
 //! ```
 //! use dpwc_reader::{Cache, ImageBuilder, Op, SectorState, Superblock};
@@ -20,6 +21,7 @@
 mod builder;
 mod cache;
 mod entry;
+mod nvdimm;
 mod replay;
 mod superblock;
 
@@ -28,5 +30,6 @@ pub use cache::{Cache, Chunk, Generation};
 pub use entry::{
     entry_crc, CorruptEntry, Corruption, Entry, Header, FLAG_DISCARD, HEADER_LEN, SECTOR,
 };
+pub use nvdimm::pm_device;
 pub use replay::{Extent, ExtentSummary, SectorMap, SectorState};
 pub use superblock::{Superblock, SuperblockError};

@@ -23,6 +23,14 @@ fn pattern(pattern: &[u8], sectors: u64) -> Vec<u8> {
         .collect()
 }
 
+/// The replay states of sectors that `bytes` were written to.
+fn written(bytes: &[u8]) -> Vec<Option<SectorState<'_>>> {
+    bytes
+        .chunks(SECTOR as usize)
+        .map(|b| Some(SectorState::Written(b)))
+        .collect()
+}
+
 fn sectors_of(image: &[u8], start: u64, end: u64) -> &[u8] {
     &image[(start * SECTOR) as usize..(end * SECTOR) as usize]
 }
@@ -84,6 +92,15 @@ fn the_modules_log_reads_back_and_replays_as_the_modules_recovery_does() {
     // Blocks 10-11 "A", block 11 again "B"; blocks 64-65 discarded, block 64 then "C";
     // 40 random blocks from block 100 fill more than one generation.
     let mut vm = boot(&spec);
+    // Where /dev/pmem0 starts in the NVDIMM file, as the guest's kernel placed it.
+    let resources = run(
+        &mut vm,
+        "cat /sys/block/pmem0/device/resource /sys/bus/nd/devices/region0/resource",
+    );
+    let resource: Vec<u64> = resources
+        .lines()
+        .map(|l| u64::from_str_radix(l.trim().trim_start_matches("0x"), 16).unwrap())
+        .collect();
     let logged = run(
         &mut vm,
         "create format generations=3 chunks=2 chunk_kib=64 high_watermark=90 low_watermark=80
@@ -98,6 +115,7 @@ status",
 
     let image = std::fs::read(&pm).unwrap();
     let cache = Cache::parse(&image).unwrap();
+    assert_eq!(cache.device_offset, resource[0] - resource[1]);
     let s = &cache.superblock;
     assert_eq!(
         (
@@ -126,12 +144,6 @@ status",
     assert_eq!(order.iter().filter(|e| e.header.is_discard()).count(), 1);
     let map = cache.replay();
     let state = |start: u64, end: u64| -> Vec<_> { (start..end).map(|s| map.get(s)).collect() };
-    let written = |bytes: &[u8]| -> Vec<_> {
-        bytes
-            .chunks(SECTOR as usize)
-            .map(|b| Some(SectorState::Written(b)))
-            .collect()
-    };
     assert_eq!(state(80, 88), written(&pattern(b"A\n", BLOCK)));
     assert_eq!(state(88, 96), written(&pattern(b"B\n", BLOCK)));
     assert_eq!(state(512, 520), written(&pattern(b"C\n", BLOCK)));

@@ -13,6 +13,13 @@ pub fn write(
     replay: &ReplaySummary,
     data: bool,
 ) -> io::Result<()> {
+    if cache.device_offset != 0 {
+        writeln!(
+            out,
+            "PM device at byte {} of the image (after the NVDIMM's pfn info block)",
+            cache.device_offset
+        )?;
+    }
     let s = &cache.superblock;
     writeln!(
         out,
