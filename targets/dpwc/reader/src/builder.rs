@@ -98,10 +98,6 @@ impl ImageBuilder {
         &mut self.image
     }
 
-    pub fn image(&self) -> &[u8] {
-        &self.image
-    }
-
     pub fn into_image(self) -> Vec<u8> {
         self.image
     }
