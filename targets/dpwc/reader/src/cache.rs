@@ -1,0 +1,144 @@
+//! A whole PM image read as recovery reads it: the superblock, the generation table, the
+//! valid entries of every live generation's chunks, and the order they replay in.
+
+use crate::entry::{ChunkWalk, CorruptEntry, Entry};
+use crate::nvdimm::pm_device;
+use crate::replay::SectorMap;
+use crate::superblock::{u64_at, Superblock, SuperblockError};
+use serde::Serialize;
+
+/// A parsed DPWC cache, borrowing the image's bytes.
+#[derive(Debug, Serialize)]
+pub struct Cache<'a> {
+    /// Where the PM device starts in the image (after the pfn info block of an NVDIMM image).
+    pub device_offset: u64,
+    pub superblock: Superblock,
+    /// Every generation of the table, in table order.
+    pub generations: Vec<Generation<'a>>,
+}
+
+/// One generation of the table.
+#[derive(Debug, Serialize)]
+pub struct Generation<'a> {
+    /// Its index in the table.
+    pub index: u32,
+    /// 0 for a free generation, which recovery never replays.
+    pub gen_id: u64,
+    pub chunks: Vec<Chunk<'a>>,
+}
+
+/// One chunk of a generation; a free generation's chunks are not walked (no entries).
+#[derive(Debug, Serialize)]
+pub struct Chunk<'a> {
+    pub index: u32,
+    /// The chunk's `used` counter as stored.
+    pub used: u64,
+    pub entries: Vec<Entry<'a>>,
+    /// The entry that stopped the walk before `used`.
+    pub corrupt: Option<CorruptEntry>,
+}
+
+impl Generation<'_> {
+    pub fn is_live(&self) -> bool {
+        self.gen_id != 0
+    }
+}
+
+impl<'a> Cache<'a> {
+    /// Reads `image`: the bytes of the PM device, or of the NVDIMM that holds it.
+    pub fn parse(image: &'a [u8]) -> Result<Self, SuperblockError> {
+        let (device_offset, device) = pm_device(image);
+        let superblock = Superblock::parse(device)?;
+        let generations = (0..superblock.generations)
+            .map(|g| read_generation(device, &superblock, g))
+            .collect();
+        Ok(Self {
+            device_offset,
+            superblock,
+            generations,
+        })
+    }
+
+    /// Every valid entry of every live generation.
+    pub fn entries(&self) -> impl Iterator<Item = &Entry<'a>> {
+        self.generations
+            .iter()
+            .flat_map(|g| &g.chunks)
+            .flat_map(|c| &c.entries)
+    }
+
+    /// Every entry where a chunk's walk stopped.
+    pub fn corrupt(&self) -> impl Iterator<Item = &CorruptEntry> {
+        self.generations
+            .iter()
+            .flat_map(|g| &g.chunks)
+            .filter_map(|c| c.corrupt.as_ref())
+    }
+
+    /// The valid entries in the order recovery writes them: by (gen_id, entry id).
+    pub fn replay_order(&self) -> Vec<&Entry<'a>> {
+        let mut order: Vec<_> = self.entries().collect();
+        order.sort_by_key(|e| (e.gen_id, e.header.id));
+        order
+    }
+
+    /// (gen_id, entry id) pairs that more than one valid entry carries: the order between
+    /// them is undefined, which the writer must never allow.
+    pub fn duplicate_ids(&self) -> Vec<(u64, u64)> {
+        let keys: Vec<_> = self
+            .replay_order()
+            .iter()
+            .map(|e| (e.gen_id, e.header.id))
+            .collect();
+        let mut duplicates: Vec<_> = keys
+            .windows(2)
+            .filter(|w| w[0] == w[1])
+            .map(|w| w[0])
+            .collect();
+        duplicates.dedup();
+        duplicates
+    }
+
+    /// What recovery writes to the origin: every entry of [`Self::replay_order`] applied.
+    pub fn replay(&self) -> SectorMap<'a> {
+        let mut map = SectorMap::default();
+        for entry in self.replay_order() {
+            map.apply(entry);
+        }
+        map
+    }
+}
+
+fn read_generation<'a>(image: &'a [u8], superblock: &Superblock, index: u32) -> Generation<'a> {
+    let gen_id = u64_at(image, superblock.gen_id_offset(index) as usize);
+    let chunks = (0..superblock.chunks_per_gen)
+        .map(|c| {
+            let used = u64_at(image, superblock.used_offset(index, c) as usize);
+            let (entries, corrupt) = if gen_id == 0 {
+                (Vec::new(), None)
+            } else {
+                let start = superblock.chunk_offset(index, c) as usize;
+                ChunkWalk {
+                    generation: index,
+                    gen_id,
+                    chunk: c,
+                    bytes: &image[start..start + superblock.chunk_size as usize],
+                    used,
+                    origin_sectors: superblock.origin_sectors,
+                }
+                .walk()
+            };
+            Chunk {
+                index: c,
+                used,
+                entries,
+                corrupt,
+            }
+        })
+        .collect();
+    Generation {
+        index,
+        gen_id,
+        chunks,
+    }
+}
