@@ -14,8 +14,9 @@
 //! DIR/reads/images/               `reads`: the store of fully persisted images
 //! DIR/nt-prefixes.json            `reads`: where NT prefixes are explored (auto)
 //! DIR/reference/                  `--reference`: the test traced on the reference
-//!                                 configuration (trace.ptrace, …, output.txt), its
-//!                                 checkpoints' images (images/, removed once recovered)
+//!                                 configuration (trace.ptrace, …) and its checkpoints'
+//!                                 images (images/), both removed once recovered;
+//!                                 output.txt, what the guest printed there
 //! DIR/reference/states.json       their states by checkpoint (ReferenceStates)
 //! DIR/report.json, report.txt     the verdicts
 //! DIR/persim.lock                 held by the process writing here (not a result)

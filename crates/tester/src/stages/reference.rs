@@ -98,6 +98,8 @@ pub(super) fn reference(run: &mut Run) -> Result<Option<ReferenceStates>> {
             &dir.reference_states(),
             &serde_json::to_vec_pretty(&states)?,
         )?;
+        // Only the states are needed again: a campaign's run directories stay small.
+        recording.remove();
         std::fs::remove_dir_all(&images)
             .with_context(|| format!("cannot remove {}", images.display()))
     })?;
