@@ -1,6 +1,6 @@
 //! Command-line options shared by the commands that run the guest VM.
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use persim_tester::Home;
 use persim_vm::{Machine, VmConfig};
@@ -64,10 +64,16 @@ impl VmArgs {
         let home = self.home()?;
         let path = Path::new(reference);
         let config = if path.is_file() || reference.ends_with(".toml") {
-            VmConfig::load(path)?
+            VmConfig::load(path)
         } else {
-            VmConfig::for_fs(&home.vm_configs(), reference)?
-        };
+            VmConfig::for_fs(&home.vm_configs(), reference)
+        }
+        .with_context(|| {
+            format!(
+                "--reference {reference}: give a file system as --fs takes it (ext4, xfs) or a \
+                 VM configuration file"
+            )
+        })?;
         self.machine_of(&home, config, Some(1), progress)
     }
 

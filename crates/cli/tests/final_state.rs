@@ -210,7 +210,8 @@ fn an_unknown_reference_or_a_malformed_expectation_is_refused() {
     ]);
     assert_eq!(run.status.code(), Some(2), "{}", printed(&run));
     assert!(
-        String::from_utf8_lossy(&run.stderr).contains("nosuchfs"),
+        String::from_utf8_lossy(&run.stderr)
+            .contains("--reference nosuchfs: give a file system as --fs takes it (ext4, xfs)"),
         "{}",
         printed(&run)
     );

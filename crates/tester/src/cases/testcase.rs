@@ -89,7 +89,8 @@ impl TestCase {
         }
         if self.state.is_some() {
             bail!(
-                "`expect` names paths and fs-dump fields; a test with its own `state` command                  states what its states must hold as `invariant`"
+                "`expect` names paths and fs-dump fields; a test with its own `state` command \
+                 states what its states must hold as `invariant`"
             );
         }
         if let Some(n) = self
