@@ -54,6 +54,9 @@ pub struct Timings {
     /// `reads`: tracing the recoveries of the fully persisted images.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reads: Option<f64>,
+    /// `--reference`: the test on the reference configuration, its states recovered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub images: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -66,6 +69,7 @@ impl Timings {
     fn to_text(&self) -> Option<String> {
         let stages = [
             ("trace", self.trace),
+            ("reference", self.reference),
             ("reads", self.reads),
             ("images", self.images),
             ("states", self.states),

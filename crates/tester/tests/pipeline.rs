@@ -897,6 +897,7 @@ fn a_reference_is_traced_once_kept_in_the_run_directory_and_its_difference_is_a_
     assert_eq!(report.violations(), 0, "{}", report.to_text());
     let check = report.checkpoints[0].reference.as_ref().unwrap();
     assert!(check.matches() && check.against == "ref-a", "{check:?}");
+    assert!(report.timings.reference.is_some());
     let states = dir.read_reference_states().unwrap().unwrap();
     assert_eq!(states.at.keys().copied().collect::<Vec<_>>(), [2]);
     assert_eq!(
@@ -922,7 +923,7 @@ fn a_reference_is_traced_once_kept_in_the_run_directory_and_its_difference_is_a_
 
     // Again into the same directory: the reference's states are reused.
     let mut events = Events::default();
-    run_test(
+    let report = run_test(
         &global_prefix(),
         &guest,
         "journal",
@@ -932,6 +933,7 @@ fn a_reference_is_traced_once_kept_in_the_run_directory_and_its_difference_is_a_
     )
     .unwrap();
     assert!(events.0.contains(&Event::Reused(Stage::Reference)));
+    assert_eq!(report.timings.reference, None);
     assert_eq!(guest.reference.as_ref().unwrap().records.get(), 1);
 
     // Judged again elsewhere (`--trace-from`): reused too, while the reference is the same.

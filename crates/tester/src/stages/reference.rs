@@ -22,13 +22,17 @@ pub(super) fn reference(run: &mut Run) -> Result<Option<ReferenceStates>> {
     };
     let dir = run.dir;
     let done = dir.reference_states().is_file();
-    run.stage(Stage::Reference, done, |run| {
+    run.timings.reference = run.stage(Stage::Reference, done, |run| {
         let test = run.test;
         let recording = dir.reference_recording();
         std::fs::create_dir_all(dir.reference())
             .with_context(|| format!("cannot create {}", dir.reference().display()))?;
         if !recording.is_complete() {
-            let recorded = reference.record(&test.setup, &test.command(), recording.trace())?;
+            let recorded = reference
+                .record(&test.setup, &test.command(), recording.trace())
+                .with_context(|| {
+                    format!("tracing the test on the reference {}", reference.name())
+                })?;
             write_atomically(
                 &dir.reference_output(),
                 test.output_by_operation(&recorded.output).as_bytes(),
