@@ -52,7 +52,7 @@ pub struct PipelineArgs {
     pub keep_images: bool,
     /// Compare each interval's final states with the state the same setup and operations
     /// leave, without a crash, on this configuration: a VM configuration file, or a file
-    /// system as --fs names it (e.g. ext4, or vm/xfs-dax.toml). A difference is a
+    /// system as --fs names it (e.g. vm/xfs-dax.toml, or xfs). A difference is a
     /// violation, "final state differs from reference" (exit code 1). Times, inode numbers,
     /// block counts and directories' sizes and link counts are left out of the comparison,
     /// as are the test's `ignore` fields (docs/tester.md, "Is the final state right?").
