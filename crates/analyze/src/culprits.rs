@@ -496,6 +496,8 @@ hypercall success
             errors: Vec::new(),
             culprits: Vec::new(),
             invariant: None,
+            reference: None,
+            expected: None,
         }
     }
 

@@ -4,6 +4,7 @@
 mod culprits;
 mod debug;
 mod diff;
+mod final_state;
 mod invariant;
 mod line_table;
 mod patterns;
@@ -19,6 +20,10 @@ pub use debug::{
     PendingUnit,
 };
 pub use diff::line_diff;
+pub use final_state::{
+    check_final_states, Expect, Expected, FinalCheck, FinalDifference, ReferenceStates,
+    REFERENCE_LEAVES_OUT, REFERENCE_LEAVES_OUT_OF_DIRS,
+};
 pub use invariant::{BadInvariant, Invariant};
 pub use patterns::{find_patterns, Finding, Kind as PatternKind, Patterns, Site};
 pub use profile::{profile, Derived, Part, Profile, Series, Stats};

@@ -54,6 +54,9 @@ pub struct Timings {
     /// `reads`: tracing the recoveries of the fully persisted images.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reads: Option<f64>,
+    /// `--reference`: the test on the reference configuration, its states recovered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub images: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -66,6 +69,7 @@ impl Timings {
     fn to_text(&self) -> Option<String> {
         let stages = [
             ("trace", self.trace),
+            ("reference", self.reference),
             ("reads", self.reads),
             ("images", self.images),
             ("states", self.states),
@@ -90,6 +94,9 @@ pub enum Mark {
     InvariantViolation,
     /// S: some interval has several final states.
     MultipleFinalStates,
+    /// R: a final state differs from the reference configuration's or from the test's
+    /// `expect`.
+    WrongFinalState,
     /// E: the recovery of some image failed (the recovery command or the dump).
     ExtractionError,
     /// H: the recovery of some image did not finish in time.
@@ -101,10 +108,11 @@ pub enum Mark {
 }
 
 impl Mark {
-    const ALL: [Mark; 8] = [
+    const ALL: [Mark; 9] = [
         Mark::Atomic,
         Mark::AtomicityViolation,
         Mark::InvariantViolation,
+        Mark::WrongFinalState,
         Mark::MultipleFinalStates,
         Mark::ExtractionError,
         Mark::RecoveryHang,
@@ -118,6 +126,7 @@ impl Mark {
             Mark::AtomicityViolation => "A",
             Mark::InvariantViolation => "I",
             Mark::MultipleFinalStates => "S",
+            Mark::WrongFinalState => "R",
             Mark::ExtractionError => "E",
             Mark::RecoveryHang => "H",
             Mark::RecoveryCrash => "C",
@@ -148,8 +157,9 @@ impl Report {
     }
 
     /// The worst finding: a kernel crash, then a hang, other extraction errors, multiple
-    /// final states, broken invariants, atomicity violations (of intervals without
-    /// invariants).
+    /// final states, a wrong final state, broken invariants, atomicity violations (of
+    /// intervals without invariants). Several final states come before a wrong one: at
+    /// most one of them can be the right one, so the others always differ from it.
     pub fn mark(&self) -> Mark {
         let errors = || self.checkpoints.iter().flat_map(|c| &c.errors);
         if errors().any(|e| e.outcome == Outcome::GuestCrash) {
@@ -160,6 +170,8 @@ impl Report {
             Mark::ExtractionError
         } else if self.checkpoints.iter().any(|c| !c.single_final_state) {
             Mark::MultipleFinalStates
+        } else if self.checkpoints.iter().any(|c| c.final_state_differs()) {
+            Mark::WrongFinalState
         } else if (self.checkpoints.iter()).any(|c| c.invariant.as_ref().is_some_and(|i| !i.holds))
         {
             Mark::InvariantViolation
@@ -233,6 +245,22 @@ impl Report {
                     "  invariant `{}` broken in {}: {}",
                     b.invariant, b.state, b.why
                 );
+            }
+            for check in [&c.reference, &c.expected].into_iter().flatten() {
+                let what = match check.against.as_str() {
+                    "expect" => "expected".to_owned(),
+                    config => format!("reference {config}"),
+                };
+                for d in &check.differs {
+                    let _ = writeln!(
+                        t,
+                        "  final state {} differs from {what} (- {}, + {0}):",
+                        d.state, check.against
+                    );
+                    for line in d.diff.lines() {
+                        let _ = writeln!(t, "      {line}");
+                    }
+                }
             }
             for e in &c.errors {
                 let first = telling_lines(&e.output).first().copied().unwrap_or("");
@@ -423,11 +451,15 @@ fn abbreviate(points: &[u64]) -> String {
 /// they hold, and more than two states are no violation.
 fn verdict_label(c: &CheckpointVerdict) -> String {
     let holds = c.invariant.as_ref().map(|i| i.holds);
+    let right = final_state_label(c);
     match (c.violated(), c.atomic, holds) {
-        (false, true, None) => return "atomic".to_string(),
-        (false, true, Some(_)) => return "atomic, invariant holds".to_string(),
+        (false, true, None) => return format!("atomic{right}"),
+        (false, true, Some(_)) => return format!("atomic, invariant holds{right}"),
         (false, false, _) => {
-            return format!("invariant holds (not atomic: {} states)", c.states.len())
+            return format!(
+                "invariant holds (not atomic: {} states){right}",
+                c.states.len()
+            )
         }
         _ => {}
     }
@@ -452,7 +484,25 @@ fn verdict_label(c: &CheckpointVerdict) -> String {
         }
         None => {}
     }
+    for (check, what) in [(&c.reference, "reference"), (&c.expected, "expected")] {
+        if check.as_ref().is_some_and(|check| !check.matches()) {
+            violations.push(format!("final state differs from {what}"));
+        }
+    }
     format!("VIOLATION: {}", violations.join(", "))
+}
+
+/// What an interval without violations says of its final state's checks: `, final state
+/// as on the reference` and `, final state as expected`.
+fn final_state_label(c: &CheckpointVerdict) -> String {
+    let mut label = String::new();
+    if c.reference.is_some() {
+        label.push_str(", final state as on the reference");
+    }
+    if c.expected.is_some() {
+        label.push_str(", final state as expected");
+    }
+    label
 }
 
 #[cfg(test)]
@@ -512,6 +562,8 @@ mod tests {
             ],
             culprits: Vec::new(),
             invariant: None,
+            reference: None,
+            expected: None,
         };
         let report = Report {
             test: "t".into(),
@@ -562,6 +614,107 @@ mod tests {
             assert_eq!(serde_json::from_str::<Mark>(&json).unwrap(), mark);
         }
         assert!(serde_json::from_str::<Mark>("\"?\"").is_err());
+    }
+
+    #[test]
+    fn a_wrong_final_state_is_its_own_violation_with_its_diff_and_mark() {
+        let state = |k: usize| StateInfo {
+            name: format!("c1s{k}"),
+            outcome: Outcome::State,
+            partial_only: false,
+            failure_points: vec![1],
+            images: vec![k.to_string()],
+            lines: None,
+            media: Vec::new(),
+        };
+        let check = |against: &str, differs: bool| crate::FinalCheck {
+            against: against.into(),
+            differs: match differs {
+                true => vec![crate::FinalDifference {
+                    state: "c1s1".into(),
+                    fields: vec!["contents".into()],
+                    diff: "- \"contents\": \"Hello\\nWorld\\n\"\n+ \"contents\": \"World\\n\"\n"
+                        .into(),
+                }],
+                false => Vec::new(),
+            },
+        };
+        let mut report = Report {
+            test: "append".into(),
+            fs: "buggy-fs".into(),
+            cache: CacheMode::Volatile,
+            strategy: Strategy::ProgramOrder,
+            checkpoints: vec![CheckpointVerdict {
+                from: 1,
+                to: 2,
+                states: vec![state(0), state(1)],
+                final_states: vec!["c1s1".into()],
+                single_final_state: true,
+                atomic: true,
+                errors: Vec::new(),
+                culprits: Vec::new(),
+                invariant: None,
+                reference: Some(check("ext4-dax", true)),
+                expected: None,
+            }],
+            nt_prefixes: None,
+            runtime_data: None,
+            timings: Timings::default(),
+        };
+        assert_eq!(report.violations(), 1, "atomic, and still violated");
+        assert_eq!(report.mark(), Mark::WrongFinalState);
+        let text = report.to_text();
+        assert!(
+            text.contains(
+                "checkpoint 1 -> 2: VIOLATION: final state differs from reference\n\
+                 \x20 c1s0 "
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "  final state c1s1 differs from reference ext4-dax (- ext4-dax, + c1s1):\n\
+                 \x20     - \"contents\": \"Hello\\nWorld\\n\"\n\
+                 \x20     + \"contents\": \"World\\n\"\n"
+            ),
+            "{text}"
+        );
+        let json = serde_json::to_value(&report).unwrap();
+        let reference = &json["checkpoints"][0]["reference"];
+        assert_eq!(reference["against"], "ext4-dax");
+        assert_eq!(
+            reference["differs"][0]["fields"],
+            serde_json::json!(["contents"])
+        );
+        assert_eq!(serde_json::from_value::<Report>(json).unwrap(), report);
+
+        // The expected contents: the same verdict, named after them.
+        let c = &mut report.checkpoints[0];
+        c.reference = Some(check("ext4-dax", false));
+        c.expected = Some(check("expect", true));
+        let text = report.to_text();
+        assert!(
+            text.contains("VIOLATION: final state differs from expected\n"),
+            "{text}"
+        );
+        assert!(text.contains("  final state c1s1 differs from expected (- expect, + c1s1):"));
+        assert_eq!(report.mark(), Mark::WrongFinalState);
+        // Several final states are the worse finding (all but one of them differ anyway).
+        let c = &mut report.checkpoints[0];
+        c.single_final_state = false;
+        c.atomic = false;
+        c.final_states.push("c1s0".into());
+        assert_eq!(report.mark(), Mark::MultipleFinalStates);
+        // Right final states say so.
+        let c = &mut report.checkpoints[0];
+        c.single_final_state = true;
+        c.atomic = true;
+        c.final_states.pop();
+        c.expected = Some(check("expect", false));
+        assert_eq!(report.mark(), Mark::Atomic);
+        assert!(report.to_text().contains(
+            "checkpoint 1 -> 2: atomic, final state as on the reference, final state as expected\n"
+        ));
     }
 
     #[test]
@@ -648,6 +801,8 @@ mod tests {
             errors: Vec::new(),
             culprits: Vec::new(),
             invariant: None,
+            reference: None,
+            expected: None,
         };
         let text = |c: CheckpointVerdict| {
             Report {
@@ -715,6 +870,8 @@ mod tests {
                 errors: Vec::new(),
                 culprits: Vec::new(),
                 invariant: None,
+                reference: None,
+                expected: None,
             }],
             nt_prefixes: None,
             runtime_data: None,

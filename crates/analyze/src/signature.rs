@@ -29,8 +29,9 @@ pub fn signature(report: &Report, state_of: impl Fn(&str) -> Option<Recovered>) 
                 _ => None,
             })
             .collect();
-        // A failed recovery is the problem, whatever else the states differ in.
-        let fields = match interval.errors.is_empty() {
+        // A failed recovery is the problem, whatever else the states differ in; states
+        // that are all allowed differ only as the operation changes them.
+        let fields = match interval.errors.is_empty() && interval.states_violated() {
             true => differing_fields(&dumps),
             false => BTreeSet::new(),
         };
@@ -39,6 +40,23 @@ pub fn signature(report: &Report, state_of: impl Fn(&str) -> Option<Recovered>) 
                 "states differ in {}",
                 fields.into_iter().collect::<Vec<_>>().join(", ")
             ));
+        }
+        for (check, what) in [
+            (&interval.reference, "reference"),
+            (&interval.expected, "expected"),
+        ] {
+            let fields: BTreeSet<&str> = check
+                .iter()
+                .flat_map(|c| &c.differs)
+                .flat_map(|d| d.fields.iter().map(String::as_str))
+                .collect();
+            if !fields.is_empty() {
+                let fields: Vec<&str> = fields.into_iter().collect();
+                part.push(format!(
+                    "final state differs from {what} in {}",
+                    fields.join(", ")
+                ));
+            }
         }
         // With a disk: which medium the extra states come from (a lost SSD flush and a
         // torn PM write are different problems).
@@ -72,7 +90,7 @@ pub fn signature(report: &Report, state_of: impl Fn(&str) -> Option<Recovered>) 
 /// The fields (fs-dump's keys, `entry` for a path some state lacks) in which states differ;
 /// for a JSON state of a program's own, its top-level keys; `state` when a dump is not a
 /// JSON object.
-fn differing_fields(dumps: &[&str]) -> BTreeSet<String> {
+pub(crate) fn differing_fields(dumps: &[&str]) -> BTreeSet<String> {
     let mut fields = BTreeSet::new();
     let parsed: Option<Vec<serde_json::Map<String, Value>>> = dumps
         .iter()
@@ -202,6 +220,8 @@ mod tests {
                     relevance: Default::default(),
                 }],
                 invariant: None,
+                reference: None,
+                expected: None,
             }],
             nt_prefixes: None,
             runtime_data: None,
@@ -241,6 +261,23 @@ mod tests {
         let mut atomic = report(Vec::new());
         atomic.checkpoints[0].atomic = true;
         assert_eq!(signature(&atomic, state), None);
+        // A wrong final state in an atomic interval: that, not what the operation changed.
+        let mut wrong = report(Vec::new());
+        let c = &mut wrong.checkpoints[0];
+        c.states.pop();
+        c.atomic = true;
+        c.reference = Some(crate::FinalCheck {
+            against: "ext4-dax".into(),
+            differs: vec![crate::FinalDifference {
+                state: "c1s1".into(),
+                fields: vec!["contents".into(), "size".into()],
+                diff: String::new(),
+            }],
+        });
+        assert_eq!(
+            signature(&wrong, state).as_deref(),
+            Some("R final state differs from reference in contents, size; code dax_zero_range")
+        );
         let mut from_disk = report(Vec::new());
         from_disk.checkpoints[0].states[2].media = vec![Media::Disk];
         assert_eq!(

@@ -2,7 +2,7 @@
 //! checkpoint N and N+1, the final states (at the first failure point of N+1), *single
 //! final state*, *atomic*, and whether the test's invariants hold in every state.
 
-use crate::Invariant;
+use crate::{FinalCheck, Invariant};
 use persim_model::{Choice, FailurePoint, Origin};
 use persim_state::{Outcome, Recovered};
 use serde::{Deserialize, Serialize};
@@ -124,6 +124,12 @@ pub struct CheckpointVerdict {
     /// With invariants in the test: whether they hold in every state of the interval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub invariant: Option<InvariantVerdict>,
+    /// With a reference configuration: the final states against its state at `to`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<FinalCheck>,
+    /// With the test's `expect` for this interval: the final states against it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected: Option<FinalCheck>,
 }
 
 /// The test's invariants over the states of one interval.
@@ -144,10 +150,24 @@ pub struct BrokenInvariant {
 }
 
 impl CheckpointVerdict {
-    /// A failed recovery, several final states, or, without invariants, more than two
-    /// states. Invariants say which states between the two ends are allowed, so with them
-    /// a broken invariant takes the place of the limit of two states.
+    /// A failed recovery, several final states, a final state other than the reference's
+    /// or the expected one, or, without invariants, more than two states. Invariants say
+    /// which states between the two ends are allowed, so with them a broken invariant
+    /// takes the place of the limit of two states.
     pub fn violated(&self) -> bool {
+        self.final_state_differs() || self.states_violated()
+    }
+
+    /// Some final state differs from the reference's or from the expected one.
+    pub fn final_state_differs(&self) -> bool {
+        [&self.reference, &self.expected]
+            .into_iter()
+            .flatten()
+            .any(|check| !check.matches())
+    }
+
+    /// The verdict of the states alone, not of what they should be.
+    pub fn states_violated(&self) -> bool {
         match &self.invariant {
             Some(invariant) => {
                 !invariant.holds || !self.single_final_state || !self.errors.is_empty()
@@ -234,6 +254,8 @@ pub fn verdicts<'a>(
             errors: interval.errors,
             culprits: Vec::new(),
             invariant,
+            reference: None,
+            expected: None,
         });
     }
     out

@@ -49,6 +49,7 @@ impl Observer for Progress {
                 Stage::Reads => "reads: reusing the traced recoveries",
                 Stage::Images => "images: reusing the generated images",
                 Stage::States => "states: reusing the recovered states",
+                Stage::Reference => "reference: reusing the reference's states",
             }),
             // Each pass reports its own progress and end.
             Event::Replaying(_) => {}

@@ -1,10 +1,10 @@
 //! Command-line options shared by the commands that run the guest VM.
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use persim_tester::Home;
 use persim_vm::{Machine, VmConfig};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 #[derive(Args, Debug, Clone)]
@@ -53,13 +53,44 @@ impl VmArgs {
     /// The VM; `jobs`: images recovered in parallel (default: the cores).
     pub fn machine(&self, jobs: Option<usize>, progress: bool) -> Result<Machine> {
         let home = self.home()?;
+        let config = self.config(&home)?;
+        self.machine_of(&home, config, jobs, progress)
+    }
+
+    /// The VM of `--reference CONFIG`: a configuration file, or a file system's name as
+    /// `--fs` takes it; the same tools, timeouts and cache as the tested one, and one
+    /// recovery at a time (it recovers one image per checkpoint).
+    pub fn reference_machine(&self, reference: &str, progress: bool) -> Result<Machine> {
+        let home = self.home()?;
+        let path = Path::new(reference);
+        let config = if path.is_file() || reference.ends_with(".toml") {
+            VmConfig::load(path)
+        } else {
+            VmConfig::for_fs(&home.vm_configs(), reference)
+        }
+        .with_context(|| {
+            format!(
+                "--reference {reference}: give a file system as --fs takes it (ext4, xfs) or a \
+                 VM configuration file"
+            )
+        })?;
+        self.machine_of(&home, config, Some(1), progress)
+    }
+
+    fn machine_of(
+        &self,
+        home: &Home,
+        config: VmConfig,
+        jobs: Option<usize>,
+        progress: bool,
+    ) -> Result<Machine> {
         let artifacts = home.artifacts()?;
         let artifacts = match &self.guest_tools {
             Some(dir) => artifacts.with_guest_tools_from(dir)?,
             None => artifacts,
         };
         Ok(Machine {
-            config: self.config(&home)?,
+            config,
             artifacts,
             timeout: Duration::from_secs(self.timeout),
             boot_timeout: Duration::from_secs(self.boot_timeout),

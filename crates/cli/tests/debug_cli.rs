@@ -32,6 +32,8 @@ fn run_dir(root: &Path, cache: CacheMode) -> RunDir {
         machine_key: String::new(),
         images_key: String::new(),
         states_key: String::new(),
+        reference: None,
+        reference_key: String::new(),
         adopted_from: None,
     };
     std::fs::write(dir.inputs(), serde_json::to_string(&inputs).unwrap()).unwrap();
@@ -291,6 +293,8 @@ fn report_with_a_state_from_the_disk() -> persim_analyze::Report {
             errors: Vec::new(),
             culprits: Vec::new(),
             invariant: None,
+            reference: None,
+            expected: None,
         }],
         nt_prefixes: None,
         runtime_data: None,

@@ -29,6 +29,9 @@ pub struct SuiteResults {
     pub fs: String,
     pub cache: CacheMode,
     pub strategy: Strategy,
+    /// `--reference`: the configuration whose final states every test's were compared with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
     /// The shards these results hold (several once merged); empty: every test.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shards: Vec<Shard>,
@@ -214,6 +217,7 @@ pub fn run_campaign(
         fs: guest.name().to_string(),
         cache: opts.cache,
         strategy: opts.strategy,
+        reference: guest.reference().map(|r| r.name().to_owned()),
         shards: if campaign.shard == Shard::WHOLE {
             Vec::new()
         } else {
@@ -288,18 +292,21 @@ pub fn merge(parts: Vec<SuiteResults>) -> Result<SuiteResults> {
         ..first.clone()
     };
     for part in &parts {
-        let what = |r: &SuiteResults| (r.suite.clone(), r.fs.clone(), r.cache, r.strategy);
+        let what = |r: &SuiteResults| {
+            let reference = match &r.reference {
+                Some(reference) => format!(", reference {reference}"),
+                None => String::new(),
+            };
+            format!(
+                "{} on {} ({}, {}{reference})",
+                r.suite, r.fs, r.cache, r.strategy
+            )
+        };
         if what(part) != what(first) {
             bail!(
-                "shards of different campaigns: {} on {} ({}, {}) and {} on {} ({}, {})",
-                first.suite,
-                first.fs,
-                first.cache,
-                first.strategy,
-                part.suite,
-                part.fs,
-                part.cache,
-                part.strategy
+                "shards of different campaigns: {} and {}",
+                what(first),
+                what(part)
             );
         }
         let shards = if part.shards.is_empty() {
@@ -387,9 +394,12 @@ impl SuiteResults {
         let shards: Vec<String> = self.shards.iter().map(Shard::to_string).collect();
         let _ = writeln!(
             t,
-            "suite {} on {} (cache {}, strategy {}){}",
+            "suite {} on {}{} (cache {}, strategy {}){}",
             self.suite,
             self.fs,
+            self.reference
+                .as_ref()
+                .map_or(String::new(), |r| format!(" against reference {r}")),
             self.cache,
             self.strategy,
             if shards.is_empty() {

@@ -34,6 +34,12 @@ pub trait Guest {
         reads: bool,
         finished: &mut dyn FnMut(usize, &Extracted),
     ) -> Result<Vec<Extracted>>;
+
+    /// The configuration whose final states this one's are compared with (`--reference`),
+    /// if any: every test runs there too, without a crash.
+    fn reference(&self) -> Option<&dyn Guest> {
+        None
+    }
 }
 
 /// The real guest: QEMU with the configuration's kernel and file system. Its guests stay
@@ -50,6 +56,8 @@ pub struct VmGuest {
     tracers: Mutex<Vec<TracingVm>>,
     /// The extraction pools without and with read tracing, made when first needed.
     pools: Mutex<[Option<Arc<ExtractPool>>; 2]>,
+    /// The reference configuration (`--reference`), whose guests stay booted too.
+    pub reference: Option<Box<VmGuest>>,
 }
 
 impl VmGuest {
@@ -59,6 +67,7 @@ impl VmGuest {
             record: RecordOptions::default(),
             tracers: Mutex::default(),
             pools: Mutex::default(),
+            reference: None,
         }
     }
 
@@ -131,5 +140,9 @@ impl Guest for VmGuest {
             ..DumpOptions::default()
         };
         Ok(self.pool(reads)?.extract(&dump, images, finished)?)
+    }
+
+    fn reference(&self) -> Option<&dyn Guest> {
+        self.reference.as_deref().map(|r| r as &dyn Guest)
     }
 }

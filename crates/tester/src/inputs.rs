@@ -36,6 +36,13 @@ pub struct Inputs {
     pub commands_key: String,
     #[serde(default)]
     pub machine_key: String,
+    /// `--reference`: the reference configuration's name, and the key of its states (its
+    /// machine, the test's commands and how it extracts its state, the version); empty
+    /// without a reference.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reference_key: String,
     /// The run directory whose trace this one adopted (`persim run --trace-from`), until
     /// the adopting run has reconciled it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -53,8 +60,15 @@ pub(crate) struct TraceChange {
 }
 
 impl Inputs {
-    /// `machine` describes everything about the guest that changes results.
-    pub fn of(opts: &PipelineOptions, name: &str, test: &TestCase, machine: &str) -> Inputs {
+    /// `machine` describes everything about the guest that changes results; `reference`
+    /// the reference configuration's machine likewise, if there is one.
+    pub fn of(
+        opts: &PipelineOptions,
+        name: &str,
+        test: &TestCase,
+        machine: &str,
+        reference: Option<&str>,
+    ) -> Inputs {
         let persim = env!("CARGO_PKG_VERSION").to_string();
         let trace_key = key(&[&persim, machine, &test.setup, &test.command()]);
         let machine_key = key(&[machine]);
@@ -71,7 +85,19 @@ impl Inputs {
             &test.ignore.join(","),
             test.state.as_deref().unwrap_or(""),
         ]);
+        let reference_key = reference.map_or_else(String::new, |reference| {
+            key(&[
+                &persim,
+                reference,
+                &test.setup,
+                &test.command(),
+                &test.ignore.join(","),
+                test.state.as_deref().unwrap_or(""),
+            ])
+        });
         Inputs {
+            reference: reference.map(first_line),
+            reference_key,
             persim,
             test: name.to_string(),
             machine: first_line(machine),
@@ -186,17 +212,20 @@ mod tests {
     fn each_stage_key_changes_with_what_the_stage_depends_on() {
         let test = TestCase::parse("description = \"x\"\nops = [\"a\"]\n").unwrap();
         let opts = PipelineOptions::default();
-        let base = Inputs::of(&opts, "x", &test, "ext4-dax\nkernel 6.1");
-        assert_eq!(base, Inputs::of(&opts, "x", &test, "ext4-dax\nkernel 6.1"));
+        let base = Inputs::of(&opts, "x", &test, "ext4-dax\nkernel 6.1", None);
+        assert_eq!(
+            base,
+            Inputs::of(&opts, "x", &test, "ext4-dax\nkernel 6.1", None)
+        );
         assert_eq!(base.machine, "ext4-dax");
 
         let other_op = TestCase::parse("description = \"x\"\nops = [\"b\"]\n").unwrap();
-        let changed = Inputs::of(&opts, "x", &other_op, "ext4-dax\nkernel 6.1");
+        let changed = Inputs::of(&opts, "x", &other_op, "ext4-dax\nkernel 6.1", None);
         assert_ne!(changed.trace_key, base.trace_key);
         assert_ne!(changed.images_key, base.images_key);
         assert_eq!(changed.states_key, base.states_key);
 
-        let kernel = Inputs::of(&opts, "x", &test, "ext4-dax\nkernel 6.12");
+        let kernel = Inputs::of(&opts, "x", &test, "ext4-dax\nkernel 6.12", None);
         assert_ne!(kernel.trace_key, base.trace_key);
         assert_ne!(kernel.states_key, base.states_key);
 
@@ -204,16 +233,51 @@ mod tests {
             strategy: Strategy::GlobalPrefix,
             ..PipelineOptions::default()
         };
-        let rejudged = Inputs::of(&strategy, "x", &test, "ext4-dax\nkernel 6.1");
+        let rejudged = Inputs::of(&strategy, "x", &test, "ext4-dax\nkernel 6.1", None);
         assert_eq!(rejudged.trace_key, base.trace_key);
         assert_ne!(rejudged.images_key, base.images_key);
         assert_eq!(rejudged.states_key, base.states_key);
 
         let ignored =
             TestCase::parse("description = \"x\"\nops = [\"a\"]\nignore = [\"atime\"]\n").unwrap();
-        let states = Inputs::of(&opts, "x", &ignored, "ext4-dax\nkernel 6.1");
+        let states = Inputs::of(&opts, "x", &ignored, "ext4-dax\nkernel 6.1", None);
         assert_eq!(states.trace_key, base.trace_key);
         assert_ne!(states.states_key, base.states_key);
+
+        // A reference: its own key, nothing else redone; another reference, another key.
+        assert_eq!(
+            (base.reference.as_deref(), base.reference_key.as_str()),
+            (None, "")
+        );
+        let xfs = Inputs::of(
+            &opts,
+            "x",
+            &test,
+            "ext4-dax\nkernel 6.1",
+            Some("xfs-dax\nk"),
+        );
+        assert_eq!(xfs.reference.as_deref(), Some("xfs-dax"));
+        assert_ne!(xfs.reference_key, "");
+        assert_eq!(
+            (&xfs.trace_key, &xfs.images_key, &xfs.states_key),
+            (&base.trace_key, &base.images_key, &base.states_key)
+        );
+        let other = Inputs::of(
+            &opts,
+            "x",
+            &test,
+            "ext4-dax\nkernel 6.1",
+            Some("ext4-dax\nk"),
+        );
+        assert_ne!(other.reference_key, xfs.reference_key);
+        let ignored_xfs = Inputs::of(
+            &opts,
+            "x",
+            &ignored,
+            "ext4-dax\nkernel 6.1",
+            Some("xfs-dax\nk"),
+        );
+        assert_ne!(ignored_xfs.reference_key, xfs.reference_key);
     }
 
     #[test]

@@ -11,6 +11,9 @@ pub enum Stage {
     Reads,
     Images,
     States,
+    /// `--reference`: the test traced on the reference configuration, its checkpoints'
+    /// states recovered there.
+    Reference,
 }
 
 impl Stage {
@@ -31,6 +34,8 @@ pub enum Pass {
     NtPrefixes,
     /// The code behind each violation.
     Culprits,
+    /// `--reference`: the reference's trace, for its checkpoints' fully persisted images.
+    Reference,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -86,6 +91,7 @@ mod tests {
             (Stage::Reads, "reads"),
             (Stage::Images, "images"),
             (Stage::States, "states"),
+            (Stage::Reference, "reference"),
         ];
         let listed: Vec<&str> = names.iter().map(|(_, name)| *name).collect();
         assert_eq!(Stage::VARIANTS, listed);

@@ -13,6 +13,11 @@
 //! DIR/reads/<hash>.json           `reads`: the PM words recovering an image read
 //! DIR/reads/images/               `reads`: the store of fully persisted images
 //! DIR/nt-prefixes.json            `reads`: where NT prefixes are explored (auto)
+//! DIR/reference/                  `--reference`: the test traced on the reference
+//!                                 configuration (trace.ptrace, …) and its checkpoints'
+//!                                 images (images/), both removed once recovered;
+//!                                 output.txt, what the guest printed there
+//! DIR/reference/states.json       their states by checkpoint (ReferenceStates)
 //! DIR/report.json, report.txt     the verdicts
 //! DIR/persim.lock                 held by the process writing here (not a result)
 //! ```
@@ -21,7 +26,7 @@ use crate::cases::TestCase;
 use crate::inputs::Inputs;
 use crate::stages::NtDecision;
 use anyhow::{bail, Context, Result};
-use persim_analyze::Report;
+use persim_analyze::{ReferenceStates, Report};
 use persim_model::CacheMode;
 use persim_state::Recovered;
 use persim_trace::atomic_file::write_atomically;
@@ -173,6 +178,39 @@ impl RunDir {
         self.root.join("nt-prefixes.json")
     }
 
+    /// `--reference`: the reference configuration's run of the test.
+    pub fn reference(&self) -> PathBuf {
+        self.root.join("reference")
+    }
+
+    /// The reference's trace of the test, with the files beside it.
+    pub fn reference_recording(&self) -> Recording {
+        Recording::new(self.reference().join("trace.ptrace"))
+    }
+
+    /// What the guest printed running the test on the reference configuration.
+    pub fn reference_output(&self) -> PathBuf {
+        self.reference().join("output.txt")
+    }
+
+    /// The reference's fully persisted images of its checkpoints, until recovered.
+    pub fn reference_images(&self) -> PathBuf {
+        self.reference().join("images")
+    }
+
+    /// The reference's state at each checkpoint.
+    pub fn reference_states(&self) -> PathBuf {
+        self.reference().join("states.json")
+    }
+
+    /// The reference's states, read back; None when there are none.
+    pub fn read_reference_states(&self) -> Result<Option<ReferenceStates>> {
+        if !self.reference_states().is_file() {
+            return Ok(None);
+        }
+        read_json(&self.reference_states()).map(Some)
+    }
+
     pub fn report_json(&self) -> PathBuf {
         self.root.join("report.json")
     }
@@ -197,6 +235,7 @@ impl RunDir {
             self.image_store(),
             self.states(),
             self.reads(),
+            self.reference(),
             self.report_json(),
         ]
         .iter()
@@ -220,6 +259,12 @@ impl RunDir {
         self.remove_report()
     }
 
+    /// Removes the reference's run and the report.
+    pub fn remove_reference(&self) -> Result<()> {
+        remove(&self.reference())?;
+        self.remove_report()
+    }
+
     /// Removes every stage's output (for `--force`).
     pub fn remove_all(&self) -> Result<()> {
         for path in
@@ -231,6 +276,7 @@ impl RunDir {
             remove(&path)?;
         }
         self.remove_images()?;
+        self.remove_reference()?;
         self.remove_states()
     }
 
@@ -281,6 +327,12 @@ impl RunDir {
             for state in states.flatten() {
                 link_or_copy(&state.path(), &self.states().join(state.file_name()))?;
             }
+        }
+        // The reference's states, kept if the run's reference is the same (its key).
+        if source.reference_states().is_file() {
+            std::fs::create_dir_all(self.reference())
+                .with_context(|| format!("cannot create {}", self.reference().display()))?;
+            link_or_copy(&source.reference_states(), &self.reference_states())?;
         }
         Ok(())
     }

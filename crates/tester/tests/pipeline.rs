@@ -862,3 +862,149 @@ fn a_run_out_of_space_stops_with_what_to_free_and_resumes_with_the_same_verdict(
     assert_eq!(resumed["checkpoints"], free["checkpoints"]);
     assert_eq!(guest.extracted.get(), images);
 }
+
+/// A fake reference configuration: `trace` recorded by a machine called `name`.
+fn reference(name: &'static str, trace: &'static str) -> Option<Box<FakeGuest>> {
+    Some(Box::new(FakeGuest {
+        machine: name,
+        trace,
+        ..FakeGuest::new("journal.trace")
+    }))
+}
+
+#[test]
+fn a_reference_is_traced_once_kept_in_the_run_directory_and_its_difference_is_a_violation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let journal = common::example_text("journal.trace");
+    // The same operations giving another result on the reference: other home values.
+    let other = journal
+        .replace("write 0x80 1111111111111111", "write 0x80 3333333333333333")
+        .leak();
+    let mut guest = FakeGuest::new("journal.trace");
+    guest.reference = reference("ref-a", journal);
+
+    let dir = RunDir::create(tmp.path().join("same")).unwrap();
+    let mut events = Events::default();
+    let report = run_test(
+        &global_prefix(),
+        &guest,
+        "journal",
+        &test_case(),
+        &dir,
+        &mut events,
+    )
+    .unwrap();
+    assert_eq!(report.violations(), 0, "{}", report.to_text());
+    let check = report.checkpoints[0].reference.as_ref().unwrap();
+    assert!(check.matches() && check.against == "ref-a", "{check:?}");
+    assert!(report.timings.reference.is_some());
+    let states = dir.read_reference_states().unwrap().unwrap();
+    assert_eq!(states.at.keys().copied().collect::<Vec<_>>(), [2]);
+    assert_eq!(
+        events.passes(),
+        [
+            Pass::Reference,
+            Pass::Reference,
+            Pass::Images,
+            Pass::Culprits
+        ]
+    );
+    let referenced = guest.reference.as_ref().unwrap();
+    assert_eq!(
+        (referenced.records.get(), referenced.extracted.get()),
+        (1, 1)
+    );
+    assert!(
+        !dir.reference_images().exists() && !dir.reference_recording().trace().exists(),
+        "the reference's images and trace are gone once recovered"
+    );
+    let inputs = dir.read_inputs().unwrap().unwrap();
+    assert_eq!(inputs.reference.as_deref(), Some("ref-a"));
+
+    // Again into the same directory: the reference's states are reused.
+    let mut events = Events::default();
+    let report = run_test(
+        &global_prefix(),
+        &guest,
+        "journal",
+        &test_case(),
+        &dir,
+        &mut events,
+    )
+    .unwrap();
+    assert!(events.0.contains(&Event::Reused(Stage::Reference)));
+    assert_eq!(report.timings.reference, None);
+    assert_eq!(guest.reference.as_ref().unwrap().records.get(), 1);
+
+    // Judged again elsewhere (`--trace-from`): reused too, while the reference is the same.
+    let again = RunDir::create(tmp.path().join("again")).unwrap();
+    again.adopt_trace_from(&dir).unwrap();
+    let strategy = PipelineOptions {
+        strategy: Strategy::ProgramOrder,
+        ..PipelineOptions::default()
+    };
+    run_test(&strategy, &guest, "journal", &test_case(), &again, &mut ()).unwrap();
+    assert_eq!(guest.reference.as_ref().unwrap().records.get(), 1);
+
+    // Another reference (another machine) is not silently reused: it runs, and differs.
+    guest.reference = reference("ref-b", other);
+    let report = run_test(&strategy, &guest, "journal", &test_case(), &again, &mut ()).unwrap();
+    assert_eq!(guest.reference.as_ref().unwrap().records.get(), 1);
+    assert_eq!(report.violations(), 1, "{}", report.to_text());
+    assert_eq!(report.mark(), Mark::WrongFinalState);
+    let check = report.checkpoints[0].reference.as_ref().unwrap();
+    assert_eq!(check.against, "ref-b");
+    assert_eq!(check.differs[0].fields, ["home"]);
+    let text = std::fs::read_to_string(again.report_text()).unwrap();
+    assert!(
+        text.contains("VIOLATION: final state differs from reference")
+            && text.contains("differs from reference ref-b (- ref-b, + c1s"),
+        "{text}"
+    );
+    assert_eq!(
+        again.read_inputs().unwrap().unwrap().reference.as_deref(),
+        Some("ref-b")
+    );
+
+    // Without a reference the check is gone, and the run's verdict is its own again.
+    guest.reference = None;
+    let report = run_test(&strategy, &guest, "journal", &test_case(), &again, &mut ()).unwrap();
+    assert_eq!(report.checkpoints[0].reference, None);
+    assert_eq!(report.violations(), 0);
+    assert!(!again.reference().exists());
+}
+
+#[test]
+fn a_test_s_expected_contents_are_checked_without_a_reference() {
+    let tmp = tempfile::tempdir().unwrap();
+    let guest = FakeGuest::new("journal.trace");
+    // The fake's state: {"home": "[11, …]", "value": …}, a program's own JSON.
+    let test = |home: &str| {
+        TestCase::parse(&format!(
+            "description = \"journal\"\nops = [\"journal-update\"]\n\
+             [expect.1]\n\"home\" = {{ x = 1 }}\n\"/home\" = \"{home}\"\n"
+        ))
+    };
+    // Paths are absolute; the fake's fields are no fs-dump's, so this one is refused.
+    let e = format!("{:#}", test("x").unwrap_err());
+    assert!(e.contains("absolute"), "{e}");
+    let parse = |expect: &str| {
+        TestCase::parse(&format!(
+            "description = \"journal\"\nops = [\"journal-update\"]\n{expect}"
+        ))
+        .unwrap()
+    };
+    let right = parse("[expect.1]\n\"/home\" = false\n");
+    let dir = RunDir::create(tmp.path().join("right")).unwrap();
+    let report = run_test(&global_prefix(), &guest, "journal", &right, &dir, &mut ()).unwrap();
+    assert!(report.checkpoints[0].expected.as_ref().unwrap().matches());
+    assert_eq!(report.violations(), 0);
+    let wrong = parse("[expect.1]\n\"/home\" = \"Hello\"\n");
+    let dir = RunDir::create(tmp.path().join("wrong")).unwrap();
+    let report = run_test(&global_prefix(), &guest, "journal", &wrong, &dir, &mut ()).unwrap();
+    assert_eq!(report.violations(), 1);
+    assert_eq!(report.mark(), Mark::WrongFinalState);
+    assert!(report
+        .to_text()
+        .contains("final state differs from expected"));
+}

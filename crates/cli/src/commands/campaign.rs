@@ -19,7 +19,7 @@ pub struct CampaignArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum CampaignCommand {
-    Run(RunCampaignArgs),
+    Run(Box<RunCampaignArgs>),
     Merge(MergeArgs),
 }
 
@@ -84,6 +84,9 @@ fn run_tests(args: &RunCampaignArgs) -> Result<bool> {
     RunDir::create(&args.out)?;
     // One line per test instead of every VM's phases.
     guest.machine.progress = false;
+    if let Some(reference) = &mut guest.reference {
+        reference.machine.progress = false;
+    }
     let suite = Suite::named_or_dir(&p.vm.home()?, &args.tests);
     let campaign = CampaignOptions {
         parallel,

@@ -50,6 +50,14 @@ pub struct PipelineArgs {
     /// deleted, as `persim debug image` makes it again from the trace).
     #[arg(long)]
     pub keep_images: bool,
+    /// Compare each interval's final states with the state the same setup and operations
+    /// leave, without a crash, on this configuration: a VM configuration file, or a file
+    /// system as --fs names it (e.g. vm/xfs-dax.toml, or xfs). A difference is a
+    /// violation, "final state differs from reference" (exit code 1). Times, inode numbers,
+    /// block counts and directories' sizes and link counts are left out of the comparison,
+    /// as are the test's `ignore` fields (docs/tester.md, "Is the final state right?").
+    #[arg(long, value_name = "CONFIG")]
+    pub reference: Option<String>,
 }
 
 impl From<&PipelineArgs> for PipelineOptions {
@@ -73,6 +81,10 @@ impl PipelineArgs {
         let mut guest = VmGuest::new(self.vm.machine(self.jobs, !self.quiet)?);
         if !self.no_stack_traces {
             guest.record.stack_traces = Stacks::Shadow;
+        }
+        if let Some(reference) = &self.reference {
+            let machine = self.vm.reference_machine(reference, !self.quiet)?;
+            guest.reference = Some(Box::new(VmGuest::new(machine)));
         }
         Ok(guest)
     }

@@ -8,8 +8,10 @@ use persim_tester::{run_campaign, CampaignOptions, RunDir, Suite, TestEvent};
 use std::path::PathBuf;
 
 /// Run every test of a suite (each as `persim run` would, into DIR/<test>) and print a
-/// results table: ✓ atomic, A atomicity violation, S multiple final states, E state
-/// extraction error, H recovery hang, C recovery crash, ! the test could not be run. The
+/// results table: ✓ atomic, A atomicity violation, I broken invariant, R final state
+/// differs from the reference's (--reference) or the test's `expect`, S multiple final
+/// states, E state extraction error, H recovery hang, C recovery crash, ! the test could
+/// not be run. The
 /// VMs boot once for all tests. For thousands of tests, several at once, or shards, see
 /// `persim campaign`.
 #[derive(Args, Debug)]

@@ -367,6 +367,7 @@ pub fn test_of(number: usize, sequence: &[&AceOp]) -> Option<AceTest> {
             ignore: vec!["atime".to_owned()],
             state: None,
             invariant: Vec::new(),
+            expect: Default::default(),
         },
     })
 }

@@ -4,7 +4,7 @@
 use crate::home::Home;
 use anyhow::{bail, Context, Result};
 use persim_abi::FS_DUMP_FIELDS;
-use persim_analyze::Invariant;
+use persim_analyze::{Expect, Invariant};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -31,6 +31,10 @@ pub struct TestCase {
     /// `Invariant`); read, and refused if malformed, with the test.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub invariant: Vec<Invariant>,
+    /// What paths hold after operation N (`[expect.N]`), checked in the final states of
+    /// interval N → N+1.
+    #[serde(default, skip_serializing_if = "Expect::is_empty")]
+    pub expect: Expect,
 }
 
 /// What the guest prints when operation N fails: `persim: operation N failed (exit code C)`.
@@ -74,6 +78,45 @@ impl TestCase {
                 "`ignore` names an unknown fs-dump field `{field}` (fields: {})",
                 FS_DUMP_FIELDS.join(", ")
             );
+        }
+        self.check_expect()
+    }
+
+    /// `expect` names operations the test has and fs-dump fields it dumps.
+    fn check_expect(&self) -> Result<()> {
+        if self.expect.is_empty() {
+            return Ok(());
+        }
+        if self.state.is_some() {
+            bail!(
+                "`expect` names paths and fs-dump fields; a test with its own `state` command \
+                 states what its states must hold as `invariant`"
+            );
+        }
+        if let Some(n) = self
+            .expect
+            .0
+            .keys()
+            .find(|&&n| self.run.is_none() && n > self.ops.len() as u64)
+        {
+            bail!(
+                "`expect.{n}` names operation {n}, but the test has {} operation(s)",
+                self.ops.len()
+            );
+        }
+        for field in self.expect.fields() {
+            if !FS_DUMP_FIELDS.contains(&field) {
+                bail!(
+                    "`expect` names an unknown fs-dump field `{field}` (fields: {})",
+                    FS_DUMP_FIELDS.join(", ")
+                );
+            }
+            if self.ignore.iter().any(|f| f == field) {
+                bail!(
+                    "`expect` names `{field}`, which the test ignores: take it out of `ignore` \
+                     or of `expect`"
+                );
+            }
         }
         Ok(())
     }
@@ -250,6 +293,48 @@ mod tests {
 
     fn home() -> Home {
         Home::locate(None).unwrap()
+    }
+
+    #[test]
+    fn expectations_are_read_with_the_test_and_refused_with_what_to_change() {
+        let text = "description = \"append\"\nops = [\"echo World >> /mnt/f\"]\n\
+                    ignore = [\"atime\"]\n[expect.1]\n\"/mnt/f\" = \"Hello\\nWorld\\n\"\n";
+        let test = TestCase::parse(text).unwrap();
+        assert_eq!(
+            test.expect.0[&1]["/mnt/f"],
+            persim_analyze::Expected::Contents("Hello\nWorld\n".into())
+        );
+        // test.toml of a run directory reads back the same
+        let again = TestCase::parse(&test.to_toml().unwrap()).unwrap();
+        assert_eq!(again.expect, test.expect);
+        let refused = |text: &str, says: &str| {
+            let e = format!("{:#}", TestCase::parse(text).unwrap_err());
+            assert!(e.contains(says), "{text}: {e}");
+        };
+        let ops = "description = \"x\"\nops = [\"true\"]\nignore = [\"atime\"]\n";
+        refused(
+            &format!("{ops}[expect.2]\n\"/mnt/f\" = \"a\"\n"),
+            "`expect.2` names operation 2, but the test has 1 operation(s)",
+        );
+        refused(
+            &format!("{ops}[expect.1]\n\"/mnt/f\" = {{ colour = \"red\" }}\n"),
+            "unknown fs-dump field `colour`",
+        );
+        refused(
+            &format!("{ops}[expect.1]\n\"/mnt/f\" = {{ atime = \"1.0\" }}\n"),
+            "`expect` names `atime`, which the test ignores",
+        );
+        refused(
+            &format!("{ops}[expect.one]\n\"/mnt/f\" = \"a\"\n"),
+            "keyed by operation number",
+        );
+        refused(
+            "description = \"x\"\nrun = \"p\"\nstate = \"s\"\n[expect.1]\n\"/mnt/f\" = \"a\"\n",
+            "as `invariant`",
+        );
+        // A program marking its own checkpoints: any operation number.
+        let run = "description = \"x\"\nrun = \"p\"\n[expect.3]\n\"/mnt/f\" = false\n";
+        assert!(TestCase::parse(run).is_ok());
     }
 
     #[test]

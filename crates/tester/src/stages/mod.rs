@@ -6,6 +6,8 @@
 //! images    the crash images                    -> images/, images.json
 //! states    each image recovered                -> states/<hash>.json
 //! nt        `reads`: where NT prefixes matter   -> nt-prefixes.json (then images, states again)
+//! reference `--reference`: the test on the reference configuration, each checkpoint's
+//!           state without a crash               -> reference/states.json
 //! verdicts  judged, the code behind each violation named -> report.json, report.txt
 //! ```
 //!
@@ -18,6 +20,7 @@ mod images;
 mod nt;
 mod reads;
 mod record;
+mod reference;
 mod states;
 mod verdicts;
 
@@ -93,7 +96,13 @@ pub fn run_test(
     let started = Instant::now();
     reconcile(
         dir,
-        &Inputs::of(opts, name, test, &guest.identity()),
+        &Inputs::of(
+            opts,
+            name,
+            test,
+            &guest.identity(),
+            guest.reference().map(|r| r.identity()).as_deref(),
+        ),
         opts.force,
     )?;
     let mut run = Run {
@@ -107,6 +116,7 @@ pub fn run_test(
         index: None,
     };
     run.timings.trace = record::record(&mut run)?;
+    let reference = reference::reference(&mut run)?;
     let decided = dir.read_nt_decision()?;
     let nt_at = match (&decided, opts.nt_prefixes) {
         (_, NtPrefixes::All) => NtPrefixesAt::Everywhere,
@@ -123,7 +133,13 @@ pub fn run_test(
     let took = states_started.elapsed();
     run.observer.event(&Event::Finished(Stage::States, took));
     run.timings.states = Some(took.as_secs_f64());
-    verdicts::verdicts(&mut run, name, &store, &states, nt_summary, started)
+    let judged = verdicts::Judged {
+        store: &store,
+        states: &states,
+        reference: reference.as_ref(),
+        nt_prefixes: nt_summary,
+    };
+    verdicts::verdicts(&mut run, name, judged, started)
 }
 
 /// Makes the directory's outputs those of `inputs`: refuses a directory of another test or
@@ -172,6 +188,9 @@ fn reconcile(dir: &RunDir, inputs: &Inputs, force: bool) -> Result<()> {
         }
         if recorded.states_key != inputs.states_key {
             dir.remove_states()?;
+        }
+        if recorded.reference_key != inputs.reference_key {
+            dir.remove_reference()?;
         }
     } else if dir.has_results() {
         bail!(

@@ -3,10 +3,10 @@
 
 use super::{images, Run};
 use crate::progress::Pass;
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use persim_analyze::{
-    find_culprits, verdicts as judge_intervals, CheckpointVerdict, ImageOrigins, Invariant,
-    NtSummary, Report, RuntimeSummary, StateLines,
+    check_final_states, find_culprits, verdicts as judge_intervals, CheckpointVerdict,
+    ImageOrigins, Invariant, NtSummary, ReferenceStates, Report, RuntimeSummary, StateLines,
 };
 use persim_image::{ImageStore, ImagesIndex, PointReads};
 use persim_model::Config;
@@ -16,16 +16,45 @@ use persim_trace::{Reader, Recording, Symbols};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
+/// What the verdicts are made of.
+pub(super) struct Judged<'a> {
+    pub store: &'a ImageStore,
+    pub states: &'a BTreeMap<String, Recovered>,
+    /// `--reference`: its state at each checkpoint.
+    pub reference: Option<&'a ReferenceStates>,
+    pub nt_prefixes: Option<NtSummary>,
+}
+
 /// Judges the run, names the code behind each violation, and writes the report.
 pub(super) fn verdicts(
     run: &mut Run,
     name: &str,
-    store: &ImageStore,
-    states: &BTreeMap<String, Recovered>,
-    nt_prefixes: Option<NtSummary>,
+    judged: Judged,
     started: Instant,
 ) -> Result<Report> {
-    let mut checkpoints = judge(store, states, &run.test.invariant);
+    let Judged {
+        store,
+        states,
+        reference,
+        nt_prefixes,
+    } = judged;
+    let test = run.test;
+    let mut checkpoints = judge(store, states, &test.invariant);
+    if let Some(n) = (test.expect.0.keys()).find(|&&n| !checkpoints.iter().any(|c| c.from == n)) {
+        bail!(
+            "`expect.{n}` names operation {n}, but the trace has no interval {n} -> {}: the \
+             program marked fewer checkpoints",
+            n + 1
+        );
+    }
+    let fs_dump = test.state.is_none();
+    check_final_states(
+        &mut checkpoints,
+        |h| states.get(h),
+        reference,
+        &test.expect,
+        fs_dump,
+    );
     explain(run, &mut checkpoints)?;
     let runtime_data = runtime_summary(images::index(run)?);
     let mut timings = run.timings.clone();

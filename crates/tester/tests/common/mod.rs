@@ -50,6 +50,8 @@ pub struct FakeGuest {
     pub extracted: Count,
     /// Of those, recoveries traced for their reads.
     pub traced_reads: Count,
+    /// The reference configuration (`--reference`).
+    pub reference: Option<Box<FakeGuest>>,
 }
 
 impl FakeGuest {
@@ -65,6 +67,7 @@ impl FakeGuest {
             records: Count::default(),
             extracted: Count::default(),
             traced_reads: Count::default(),
+            reference: None,
         }
     }
 }
@@ -76,6 +79,10 @@ impl Guest for FakeGuest {
 
     fn identity(&self) -> String {
         format!("{}\n{}", self.machine, self.trace)
+    }
+
+    fn reference(&self) -> Option<&dyn Guest> {
+        self.reference.as_deref().map(|r| r as &dyn Guest)
     }
 
     fn record(&self, _setup: &str, command: &str, trace: &Path) -> anyhow::Result<Recorded> {
