@@ -457,3 +457,26 @@ impl SuiteResults {
         t
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// results.json must load as the numbers it was written with (a resumed or merged
+    /// campaign compares them): serde_json's default float parser is off by one unit in
+    /// the last place for some of the seconds a campaign measures.
+    #[test]
+    fn seconds_survive_results_json_exactly() {
+        let off: Vec<f64> = (0..200_000u64)
+            .map(|n| std::time::Duration::from_nanos(1_647_000_000 + n * 7919).as_secs_f64())
+            .filter(|&s| {
+                let text = serde_json::to_string(&s).unwrap();
+                serde_json::from_str::<f64>(&text).unwrap() != s
+            })
+            .collect();
+        assert!(
+            off.is_empty(),
+            "{} of them, e.g. {:?}",
+            off.len(),
+            &off[..1]
+        );
+    }
+}
