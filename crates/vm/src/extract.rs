@@ -308,10 +308,7 @@ mod tests {
             command: Some("ringbuf-tool recover /mnt/log".to_owned()),
             ..dump
         };
-        assert_eq!(
-            own.command("/o"),
-            "{ ringbuf-tool recover /mnt/log\n} >/o"
-        );
+        assert_eq!(own.command("/o"), "{ ringbuf-tool recover /mnt/log\n} >/o");
     }
 
     /// A state command that is a list, a loop with a comment after it, prints all of its
