@@ -174,6 +174,15 @@ install_kernel_headers() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q "linux-headers-$release"
 }
 
+# DPWC's deliberately broken modules (docs/dpwc.md, "Mutants"), which
+# crates/cli/tests/dpwc_mutants.rs runs; make rebuilds only what changed.
+build_dpwc_mutants() {
+    local n
+    for n in 1 2 3 4; do
+        DPWC_MUTANT=$n bash "$(dirname "$0")/build-kmods.sh"
+    done
+}
+
 check_installed() {
     local version
     version=$(qemu-system-x86_64 --version | awk 'NR == 1 { print $4 }')
@@ -249,6 +258,7 @@ main() {
     build_guest_tools
     build_examples
     bash "$(dirname "$0")/build-kmods.sh"
+    build_dpwc_mutants
     bash "$(dirname "$0")/install.sh" /usr/local
     if ((main_job)); then run_main_job; fi
 }

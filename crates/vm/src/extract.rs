@@ -62,7 +62,9 @@ impl DumpOptions {
     /// The guest shell command that writes the dump to `output`.
     fn command(&self, output: &str) -> String {
         if let Some(command) = &self.command {
-            return format!("{command} >{output}");
+            // A group: a list (`a; b`) or a loop prints the state as a whole, and a
+            // trailing comment ends at the newline.
+            return format!("{{ {command}\n}} >{output}");
         }
         let mut command = FS_DUMP.to_owned();
         if !self.ignore.is_empty() {
@@ -306,7 +308,27 @@ mod tests {
             command: Some("ringbuf-tool recover /mnt/log".to_owned()),
             ..dump
         };
-        assert_eq!(own.command("/o"), "ringbuf-tool recover /mnt/log >/o");
+        assert_eq!(own.command("/o"), "{ ringbuf-tool recover /mnt/log\n} >/o");
+    }
+
+    /// A state command that is a list, a loop with a comment after it, prints all of its
+    /// output to the state file (before, only the last command of the list went there).
+    #[test]
+    fn a_state_command_of_several_commands_writes_all_their_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("state");
+        let own = DumpOptions {
+            command: Some("for b in 1 2; do printf $b; done; echo 3 # the end".to_owned()),
+            ..DumpOptions::default()
+        };
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(own.command(file.to_str().unwrap()))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert!(out.stdout.is_empty(), "{out:?}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "123\n");
     }
 
     #[test]

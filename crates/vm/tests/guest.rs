@@ -901,6 +901,30 @@ fn nvme_writes_flushes_and_forced_writes_are_traced_in_order_with_pm() {
 }
 
 /// The `key=value` counters of a `dmsetup status` line of the dpwc target.
+/// A guest script with DPWC's helpers: `create OPTIONS` makes the table on the NVMe disk
+/// and /dev/pmem0, `status` prints its counters; the first failing command fails it.
+fn dpwc_script(script: &str) -> String {
+    format!(
+        "set -e
+sz=$(blockdev --getsz /dev/nvme0n1)
+create() {{ dmsetup --noudevsync create dpwc --table \"0 $sz dpwc /dev/nvme0n1 /dev/pmem0 $*\" && dmsetup mknodes dpwc; }}
+status() {{ dmsetup status dpwc | cut -d' ' -f4-; }}
+{script}"
+    )
+}
+
+/// One write of /tmp/data's first block (kept as /tmp/block) on a new log (its entry at
+/// the data offset, 8 KiB: generation 0, chunk 0), written back, the table removed with
+/// the entry still in the log, 4 bytes of its data overwritten on PM, and the table
+/// created again (replaying the log): its status printed.
+const DPWC_CORRUPTED_ENTRY: &str = "create format force generations=2 chunks=4 chunk_kib=8
+head -c 4096 /tmp/data >/tmp/block
+dd if=/tmp/block of=/dev/mapper/dpwc bs=4096 seek=70 oflag=direct status=none
+while ! status | grep -q dirty_bytes=0; do sleep 0.1; done
+dmsetup remove dpwc
+printf XXXX | dd of=/dev/pmem0 bs=1 seek=$((8192 + 256 + 100)) conv=notrunc status=none && sync
+create && status";
+
 fn dpwc_counters(line: &str) -> std::collections::HashMap<String, u64> {
     line.split_whitespace()
         .filter_map(|field| field.split_once('='))
@@ -929,18 +953,59 @@ fn dpwc_writes_through_pm_replays_its_log_and_refuses_tables_that_misread_it() {
     }
 }
 
+/// Mutant 4 of dm-dpwc.ko (recovery without the CRC check, docs/dpwc.md "Mutants"), built
+/// by `DPWC_MUTANT=4 bash scripts/build-kmods.sh`, fails the corrupted-entry step of the
+/// test above: the corrupted entry is replayed, not counted, and the origin's block is
+/// overwritten with the corrupted data.
+#[test]
+fn dpwc_mutant_4_replays_a_corrupted_entry() {
+    let test = "dpwc_mutant_4_replays_a_corrupted_entry";
+    let config = VmConfig::load(&default_config_dir().join("ext4-dpwc.toml")).unwrap();
+    let Some(artifacts) = persim_vm::testing::vm_ready(test, &config) else {
+        return;
+    };
+    let Some(mutant) = persim_vm::testing::kmod_ready(test, &config, "dpwc-mutant-4/dm-dpwc")
+    else {
+        return;
+    };
+    let mut config = config;
+    for module in &mut config.modules {
+        if module.ends_with("dm-dpwc.ko") {
+            *module = mutant.to_str().unwrap().to_owned();
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut vm = boot(&config, &artifacts, dir.path().join("pm.img"), None);
+    let script = dpwc_script(&format!(
+        "head -c 262144 /dev/urandom >/tmp/data
+{DPWC_CORRUPTED_ENTRY}
+dd if=/dev/nvme0n1 bs=4096 skip=70 count=1 iflag=direct status=none | cmp -s - /tmp/block || echo differs"
+    ));
+    let out = vm.run(&script, TIMEOUT).unwrap();
+    assert_eq!(out.exit_code, 0, "{script}: {}", out.output);
+    let counters = dpwc_counters(out.output.lines().find(|l| l.contains("corrupt=")).unwrap());
+    assert_eq!(
+        (counters["corrupt"], counters["replayed"]),
+        (0, 1),
+        "{}",
+        out.output
+    );
+    assert!(out.output.contains("differs"), "{}", out.output);
+    let oopses = vm
+        .run(
+            "dmesg | grep -c -e 'Oops' -e 'BUG:' -e 'WARNING:' || true",
+            TIMEOUT,
+        )
+        .unwrap();
+    assert_eq!(oopses.output.trim(), "0", "{}", oopses.output);
+}
+
 fn dpwc_in_guest(config: &VmConfig, artifacts: &Artifacts) {
     let dir = tempfile::tempdir().unwrap();
     let mut vm = boot(config, artifacts, dir.path().join("pm.img"), None);
     // Each script runs in a shell of its own: the helpers come first.
     let mut run = |script: &str| {
-        let script = format!(
-            "set -e
-sz=$(blockdev --getsz /dev/nvme0n1)
-create() {{ dmsetup --noudevsync create dpwc --table \"0 $sz dpwc /dev/nvme0n1 /dev/pmem0 $*\" && dmsetup mknodes dpwc; }}
-status() {{ dmsetup status dpwc | cut -d' ' -f4-; }}
-{script}"
-        );
+        let script = dpwc_script(script);
         let out = vm.run(&script, TIMEOUT).unwrap();
         assert_eq!(
             out.exit_code, 0,
@@ -979,19 +1044,12 @@ dmsetup message dpwc 0 writeback && status && dmsetup remove dpwc && create && s
         "{drained:?}"
     );
     assert_eq!(drained[1]["replayed"], 0, "{drained:?}");
-    // A corrupted entry is never replayed: one write on a new log (its entry at the data
-    // offset, 8 KiB: generation 0, chunk 0), written back, the table removed with the
-    // entry still in the log, then 4 bytes of its data overwritten on PM.
-    let corrupted = run(
-        "dmsetup remove dpwc && create format force generations=2 chunks=4 chunk_kib=8
-head -c 4096 /tmp/data >/tmp/block
-dd if=/tmp/block of=/dev/mapper/dpwc bs=4096 seek=70 oflag=direct status=none
-while ! status | grep -q dirty_bytes=0; do sleep 0.1; done
-dmsetup remove dpwc
-printf XXXX | dd of=/dev/pmem0 bs=1 seek=$((8192 + 256 + 100)) conv=notrunc status=none && sync
-create && status
-dd if=/dev/nvme0n1 bs=4096 skip=70 count=1 iflag=direct status=none | cmp - /tmp/block",
-    );
+    // A corrupted entry is never replayed: the origin keeps the block written back.
+    let corrupted = run(&format!(
+        "dmsetup remove dpwc
+{DPWC_CORRUPTED_ENTRY}
+dd if=/dev/nvme0n1 bs=4096 skip=70 count=1 iflag=direct status=none | cmp - /tmp/block"
+    ));
     let corrupted = dpwc_counters(&corrupted);
     assert_eq!(
         (corrupted["corrupt"], corrupted["replayed"]),
