@@ -474,15 +474,7 @@ hypercall success
 ";
 
     fn state(name: &str, failure_points: &[u64]) -> StateInfo {
-        StateInfo {
-            name: name.into(),
-            outcome: Outcome::State,
-            partial_only: false,
-            failure_points: failure_points.to_vec(),
-            images: vec!["h".into()],
-            lines: None,
-            media: Vec::new(),
-        }
+        StateInfo::recovered(name, failure_points.to_vec(), "h")
     }
 
     fn verdict(states: Vec<StateInfo>, final_states: &[&str]) -> CheckpointVerdict {

@@ -282,7 +282,6 @@ fn pretty(value: &Value) -> String {
 mod tests {
     use super::*;
     use crate::verdict::StateInfo;
-    use persim_state::Outcome;
 
     fn record(contents: &str, ino: u64, mtime: &str) -> String {
         format!(
@@ -295,15 +294,7 @@ mod tests {
 
     /// One interval 1 → 2 whose final state is image `b`'s.
     fn interval() -> Vec<CheckpointVerdict> {
-        let state = |name: &str, image: &str| StateInfo {
-            name: name.into(),
-            outcome: Outcome::State,
-            partial_only: false,
-            failure_points: vec![1],
-            images: vec![image.into()],
-            lines: None,
-            media: Vec::new(),
-        };
+        let state = |name: &str, image: &str| StateInfo::recovered(name, vec![1], image);
         vec![CheckpointVerdict {
             from: 1,
             to: 2,

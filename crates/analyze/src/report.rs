@@ -618,15 +618,7 @@ mod tests {
 
     #[test]
     fn a_wrong_final_state_is_its_own_violation_with_its_diff_and_mark() {
-        let state = |k: usize| StateInfo {
-            name: format!("c1s{k}"),
-            outcome: Outcome::State,
-            partial_only: false,
-            failure_points: vec![1],
-            images: vec![k.to_string()],
-            lines: None,
-            media: Vec::new(),
-        };
+        let state = |k: usize| StateInfo::recovered(&format!("c1s{k}"), vec![1], &k.to_string());
         let check = |against: &str, differs: bool| crate::FinalCheck {
             against: against.into(),
             differs: match differs {
@@ -782,14 +774,8 @@ mod tests {
 
     #[test]
     fn an_interval_with_two_violations_names_both() {
-        let state = |k: usize| StateInfo {
-            name: format!("c1s{k}"),
-            outcome: Outcome::State,
-            partial_only: false,
-            failure_points: vec![k as u64],
-            images: vec![format!("{k:064x}")],
-            lines: None,
-            media: Vec::new(),
+        let state = |k: usize| {
+            StateInfo::recovered(&format!("c1s{k}"), vec![k as u64], &format!("{k:064x}"))
         };
         let interval = |states: usize, finals: usize| CheckpointVerdict {
             from: 1,
@@ -842,13 +828,9 @@ mod tests {
     fn a_state_names_the_media_its_images_leave_writes_out_of() {
         use crate::Media::{Disk, Pm, PmAndDisk};
         let state = |k: usize, partial_only: bool, media: Vec<crate::Media>| StateInfo {
-            name: format!("c1s{k}"),
-            outcome: Outcome::State,
             partial_only,
-            failure_points: vec![k as u64],
-            images: vec![format!("{k:064x}")],
-            lines: None,
             media,
+            ..StateInfo::recovered(&format!("c1s{k}"), vec![k as u64], &format!("{k:064x}"))
         };
         let report = Report {
             test: "t".into(),

@@ -188,15 +188,7 @@ mod tests {
     }
 
     fn report(errors: Vec<ErrorInfo>) -> Report {
-        let state = |name: &str, image: &str| StateInfo {
-            name: name.into(),
-            outcome: Outcome::State,
-            partial_only: false,
-            failure_points: vec![1],
-            images: vec![image.into()],
-            lines: None,
-            media: Vec::new(),
-        };
+        let state = |name: &str, image: &str| StateInfo::recovered(name, vec![1], image);
         Report {
             test: "t".into(),
             fs: "ext4-dax".into(),

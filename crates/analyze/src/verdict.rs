@@ -32,6 +32,22 @@ pub struct StateInfo {
     pub media: Vec<Media>,
 }
 
+#[cfg(test)]
+impl StateInfo {
+    /// A state recovered from one image, for the tests of the crate.
+    pub(crate) fn recovered(name: &str, failure_points: Vec<u64>, image: &str) -> StateInfo {
+        StateInfo {
+            name: name.into(),
+            outcome: Outcome::State,
+            partial_only: false,
+            failure_points,
+            images: vec![image.into()],
+            lines: None,
+            media: Vec::new(),
+        }
+    }
+}
+
 /// What a crash image leaves out of the pending writes at its failure point: PM stores,
 /// disk writes (a block keeping its durable content or an earlier pending write), or both.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
