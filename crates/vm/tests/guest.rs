@@ -938,7 +938,8 @@ fn dpwc_counters(line: &str) -> std::collections::HashMap<String, u64> {
 /// log and created again replays them to the origin; after `writeback` nothing is left
 /// to replay; an entry corrupted on PM is skipped, not replayed; and tables that would
 /// misread the log, or a PM device without DAX, are refused with their dmesg error,
-/// without an oops. On both guest kernels.
+/// without an oops; the module unloads with entries in the log and replays them when
+/// loaded again. On both guest kernels.
 #[test]
 fn dpwc_writes_through_pm_replays_its_log_and_refuses_tables_that_misread_it() {
     let test = "dpwc_writes_through_pm_replays_its_log_and_refuses_tables_that_misread_it";
@@ -1023,8 +1024,11 @@ status");
     assert_eq!(first["acked"], 64, "{first:?}");
     assert!(first["written_back_bytes"] > 0, "{first:?}");
     assert!(first["gens_in_use"] >= 1, "{first:?}");
-    // Removed with its last generation live: the log persists and is replayed.
-    let replayed = run("dmsetup remove dpwc && create && status
+    // Removed with its last generation live and the module unloaded: the log persists
+    // and the module loaded again replays it.
+    let replayed = run("dmsetup remove dpwc && rmmod dm_dpwc
+! grep -q '^dm_dpwc ' /proc/modules
+insmod /lib/persim-modules/dm-dpwc.ko && create && status
 dd if=/dev/nvme0n1 bs=4096 count=64 iflag=direct status=none | cmp - /tmp/data");
     let replayed = dpwc_counters(&replayed);
     assert!(
