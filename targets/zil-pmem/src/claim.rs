@@ -33,6 +33,9 @@ pub struct Claim {
     pub max_txg: u64,
     /// The first entry whose dependency is missing (the dry run of replay's check).
     pub missing: Option<ReplayStop>,
+    /// The positions of the valid entries of each chunk, in chunk order (those of synced
+    /// txgs included): what a dump of the log shows.
+    pub scanned: Vec<Vec<Position>>,
     pub header: LogHeader,
 }
 
@@ -84,6 +87,7 @@ impl<R: Region, A: PmAccess> ZilPmem<R, A> {
             resume: None,
             max_txg: 0,
             missing: None,
+            scanned: Vec::new(),
             header: LogHeader {
                 state: LogState::Replaying,
                 claim_txg: first_unsynced_txg,
@@ -112,6 +116,9 @@ impl<R: Region, A: PmAccess> ZilPmem<R, A> {
                 None => chunks.free.push(chunk),
                 Some(txg) => chunks.full.entry(txg).or_default().push(chunk),
             }
+            claim
+                .scanned
+                .push(found.iter().map(|e| e.header.position).collect());
             for entry in found {
                 claim.max_txg = claim.max_txg.max(entry.header.txg);
                 max_gen = max_gen.max(entry.header.position.gen);

@@ -1,0 +1,171 @@
+//! Replays a run through the crash model and recovers every crash image as it is produced.
+
+use std::fmt;
+use std::io;
+use std::mem::discriminant;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use persim_model::{CacheMode, Choice, Config, FailurePoint, FailureView, Replay, Sink, Strategy};
+use persim_ringbuf::{Eadr, HeapRegion};
+use persim_zil_pmem::{AppendError, Position, ReplayError, ZilPmem};
+
+use crate::oracle::{Expected, Problem};
+use crate::run::{header, Run};
+
+/// A crash image whose recovery broke a guarantee.
+#[derive(Clone, Debug)]
+pub struct Violation {
+    pub point: FailurePoint,
+    pub choice: Choice,
+    pub problem: Problem,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let FailurePoint {
+            index,
+            kind,
+            checkpoint,
+        } = self.point;
+        write!(
+            f,
+            "{kind} failure point at entry {index} (checkpoint {checkpoint:?}), image {:?}: {}",
+            self.choice, self.problem
+        )
+    }
+}
+
+/// What one replay found.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub points: usize,
+    pub images: usize,
+    /// The first violation of each kind of [`Problem`], in trace order.
+    pub witnesses: Vec<Violation>,
+    pub violation_count: usize,
+}
+
+/// Replays `run` with `cache` and `strategy` (at most `max_images` per failure point) and
+/// restarts from every crash image.
+pub fn check(run: &Run, cache: CacheMode, strategy: Strategy, max_images: usize) -> Report {
+    let mut config = Config::new(run.initial.len() as u64);
+    config.cache = cache;
+    config.strategy = strategy;
+    config.max_images = max_images;
+    let mut checker = Checker {
+        run,
+        persisted: run.initial.clone(),
+        report: Report::default(),
+    };
+    let mut replay = Replay::new(config);
+    for entry in &run.trace {
+        replay
+            .step(entry, &mut checker)
+            .expect("the log's trace replays");
+    }
+    replay.finish(&mut checker).expect("the trace replays");
+    checker.report
+}
+
+struct Checker<'a> {
+    run: &'a Run,
+    /// The durable contents so far.
+    persisted: Vec<u8>,
+    report: Report,
+}
+
+impl Sink for Checker<'_> {
+    fn persist(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        self.persisted[offset as usize..][..bytes.len()].copy_from_slice(bytes);
+        Ok(())
+    }
+
+    fn failure_point(&mut self, view: &FailureView<'_>) -> io::Result<()> {
+        let expected = Expected::at(self.run, view.point);
+        let crash = view.crash_images();
+        let report = &mut self.report;
+        report.points += 1;
+        for image in crash.images {
+            report.images += 1;
+            let mut region = HeapRegion::new(self.persisted.len());
+            let bytes = region.as_mut_slice();
+            bytes.copy_from_slice(&self.persisted);
+            view.apply(&image, |offset, data| {
+                bytes[offset as usize..][..data.len()].copy_from_slice(data)
+            });
+            if let Err(problem) = restart(region, &expected) {
+                report.violation_count += 1;
+                let kind = discriminant(&problem);
+                if report
+                    .witnesses
+                    .iter()
+                    .all(|v| discriminant(&v.problem) != kind)
+                {
+                    report.witnesses.push(Violation {
+                        point: view.point,
+                        choice: image.choice,
+                        problem,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Opens the crash image as the restarted consumer would, claims and replays it, and
+/// judges the result; then commits past the claimed txgs, writes once more and checks that
+/// a second restart claims exactly that entry.
+fn restart(region: HeapRegion, expected: &Expected) -> Result<(), Problem> {
+    catch_unwind(AssertUnwindSafe(|| {
+        let mut log = ZilPmem::open(region, Eadr, 1).map_err(Problem::Open)?;
+        let claim = log
+            .claim(&header(), expected.committed + 1)
+            .expect("claimed once");
+        for (chunk, positions) in claim.scanned.iter().enumerate() {
+            if !positions.is_sorted_by(|a, b| a < b) {
+                return Err(Problem::MixedChunk {
+                    chunk,
+                    positions: positions.clone(),
+                });
+            }
+        }
+        let free = log.free_chunks();
+        if free < expected.min_free {
+            return Err(Problem::FreedChunkInUse {
+                free,
+                expected: expected.min_free,
+            });
+        }
+        let mut replayed: Vec<(Position, Vec<u8>)> = Vec::new();
+        let result = log.replay(&claim, |entry, _| {
+            replayed.push((entry.position, entry.body.to_vec()));
+            Ok::<(), ()>(())
+        });
+        match result {
+            Ok(_) => {}
+            Err(ReplayError::Stopped(stop)) => return Err(Problem::Stopped(stop)),
+            Err(ReplayError::Consumer { .. }) => unreachable!("the consumer never fails"),
+        }
+        expected.judge(&replayed)?;
+        let committed = (expected.committed + 1).max(claim.max_txg);
+        log.txg_synced(committed);
+        let body = b"written after the restart";
+        let position = match log.append(1, committed + 1, body, true) {
+            Ok(position) => position,
+            Err(AppendError::LogFull) => return Ok(()),
+            Err(e) => return Err(Problem::Restart(e.to_string())),
+        };
+        let mut log = ZilPmem::open(log.into_region(), Eadr, 1).map_err(Problem::Open)?;
+        let claim = log.claim(&header(), committed + 1).expect("claimed once");
+        let claimed: Vec<Position> = claim.entries.iter().map(|e| e.header.position).collect();
+        if claimed != [position] || claim.missing.is_some() {
+            return Err(Problem::Restart(format!(
+                "wrote {position:?}, a restart claims {claimed:?} ({:?})",
+                claim.missing
+            )));
+        }
+        Ok(())
+    }))
+    .unwrap_or(Err(Problem::Panicked))
+}
