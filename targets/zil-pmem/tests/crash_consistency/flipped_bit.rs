@@ -2,6 +2,8 @@
 //! the damaged body to the consumer.
 
 use persim_ringbuf::{Eadr, HeapRegion};
+#[cfg(not(feature = "mutant-no-body-checksum"))]
+use persim_zil_pmem::Position;
 use persim_zil_pmem::{ReplayError, ReplayStop, ZilPmem, HEADER_SIZE, SUPERBLOCK_SPACE};
 
 use crate::body;
@@ -34,4 +36,20 @@ pub fn replay_with_a_flipped_bit() -> (Vec<Vec<u8>>, Option<ReplayStop>) {
         Err(ReplayError::Consumer { .. }) => unreachable!("the consumer never fails"),
     };
     (applied, stop)
+}
+
+#[cfg(not(feature = "mutant-no-body-checksum"))]
+#[test]
+fn a_flipped_bit_in_a_body_stops_replay_before_that_entry() {
+    let (applied, stop) = replay_with_a_flipped_bit();
+    assert_eq!(applied, [body(0, 500)]);
+    let stop = stop.expect("replay must stop at the damaged body");
+    assert_eq!(
+        stop,
+        ReplayStop::BodyChecksum {
+            entry: Position { gen: 2, id: 1 },
+            chunk: 0,
+            offset: 768
+        }
+    );
 }

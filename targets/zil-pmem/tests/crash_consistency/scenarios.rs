@@ -3,7 +3,7 @@
 use crate::body;
 use crate::run::{Shape, Step};
 
-fn put(seed: u64, len: usize, new_gen: bool) -> Step {
+pub fn put(seed: u64, len: usize, new_gen: bool) -> Step {
     Step::Put {
         body: body(seed, len),
         new_gen,
@@ -30,27 +30,6 @@ pub fn fill_sync_reuse() -> (Shape, Vec<Step>) {
         put(7, 200, true), // chunk 2
         Step::Sync,        // txg 2: frees chunks 1 and 0
         put(8, 64, true),  // txg 3
-    ];
-    (shape, steps)
-}
-
-/// Two chunks of 512 bytes: each entry fills a chunk, the log fills up and puts are
-/// skipped; each sync frees the chunk no committer writes to, and the puts go on over the
-/// old entries.
-pub fn until_full_and_back() -> (Shape, Vec<Step>) {
-    let shape = Shape {
-        chunk_size: 512,
-        chunk_count: 2,
-    };
-    let steps = vec![
-        put(1, 200, true),
-        put(2, 200, true),
-        put(3, 200, true), // the log is full
-        Step::Sync,
-        put(4, 150, true),
-        put(5, 150, false), // full again
-        Step::Sync,
-        put(6, 10, true),
     ];
     (shape, steps)
 }

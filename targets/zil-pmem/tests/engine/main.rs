@@ -32,15 +32,14 @@ fn reopen(region: HeapRegion, committed: u64) -> (ZilPmem<HeapRegion, Eadr>, Cla
     (log, claim)
 }
 
-/// Replays everything claim allows; returns (position, body) of each applied entry and
-/// the replay's result.
+/// (position, body) of each entry replay applied.
+type Applied = Vec<(Position, Vec<u8>)>;
+
+/// Replays everything claim allows; returns the applied entries and the replay's result.
 fn replay_all(
     log: &mut ZilPmem<HeapRegion, Eadr>,
     claim: &Claim,
-) -> (
-    Vec<(Position, Vec<u8>)>,
-    Result<LogHeader, persim_zil_pmem::ReplayError<()>>,
-) {
+) -> (Applied, Result<LogHeader, persim_zil_pmem::ReplayError<()>>) {
     let mut applied = Vec::new();
     let result = log.replay(claim, |entry, _| {
         applied.push((entry.position, entry.body.to_vec()));
