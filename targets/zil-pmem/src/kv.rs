@@ -22,7 +22,7 @@ use persim_ringbuf::{PmAccess, Region};
 use crate::error::{AppendError, OpenError, ReplayError};
 use crate::header::{LogHeader, LOG_HEADER_LEN};
 use crate::layout::Position;
-use crate::log::ZilPmem;
+use crate::log::{ZilPmem, DEFAULT_COMMITTERS};
 
 const SLOT: u64 = 4096;
 const DATA_START: u64 = 2 * SLOT;
@@ -85,7 +85,7 @@ impl<R: Region, A: PmAccess> KvStore<R, A> {
         every: usize,
         guids: (u64, u64),
     ) -> Result<Self, KvError> {
-        let mut log = ZilPmem::format(region, access, chunk_size, 1)?;
+        let mut log = ZilPmem::format(region, access, chunk_size, DEFAULT_COMMITTERS)?;
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -133,7 +133,7 @@ impl<R: Region, A: PmAccess> KvStore<R, A> {
             committed,
             data_end,
             header,
-            log: ZilPmem::open(region, access, 1)?,
+            log: ZilPmem::open(region, access, DEFAULT_COMMITTERS)?,
         };
         let mut recovery = Recovery {
             committed_txg: committed,

@@ -2,10 +2,10 @@
 //! ZIL-PMEM design proposed for OpenZFS, as a library a storage system can embed
 //! (docs/zil-pmem.md).
 //!
-//! - A PM region is carved into chunks; each of up to 64 committers (4 by default in the
-//!   consumer) writes entries into a chunk of its own; full chunks wait, bucketed by their
-//!   highest txg, until the consumer has committed that txg ([`ZilPmem::txg_synced`]),
-//!   which zeroes their first header and frees them.
+//! - A PM region is carved into chunks; each of up to 64 committers
+//!   ([`DEFAULT_COMMITTERS`] by default) writes entries into a chunk of its own; full
+//!   chunks wait, bucketed by their highest txg, until the consumer has committed that
+//!   txg ([`ZilPmem::txg_synced`]), which zeroes their first header and frees them.
 //! - Each entry is a 256-byte self-describing header (object set, GUIDs, txg, generation
 //!   and id, length, checksums of body and header, and a dependency record) and its body.
 //!   The write path zeroes the next header and writes the body, drains, writes the header
@@ -20,9 +20,10 @@
 //!
 //! ```
 //! use persim_ringbuf::{Eadr, HeapRegion};
-//! use persim_zil_pmem::{LogHeader, ZilPmem};
+//! use persim_zil_pmem::{LogHeader, ZilPmem, DEFAULT_COMMITTERS};
 //!
-//! let mut log = ZilPmem::format(HeapRegion::new(1 << 20), Eadr, 64 << 10, 4)?;
+//! let region = HeapRegion::new(1 << 20);
+//! let mut log = ZilPmem::format(region, Eadr, 64 << 10, DEFAULT_COMMITTERS)?;
 //! let header = LogHeader::new(0x9001, 0x7002);
 //! let claim = log.claim(&header, 1)?;
 //! let header = log.replay(&claim, |_, _| Ok::<(), ()>(())).expect("nothing to replay");
@@ -45,5 +46,5 @@ pub use layout::{
     entry_len, Dependency, EntryHeader, Geometry, Position, DEP_TXGS, FORMAT_VERSION, HEADER_SIZE,
     SUPERBLOCK_SPACE,
 };
-pub use log::ZilPmem;
+pub use log::{ZilPmem, DEFAULT_COMMITTERS};
 pub use persim_ringbuf::{PmAccess, Region};

@@ -12,6 +12,10 @@ use crate::layout::{
     SUPERBLOCK_SPACE,
 };
 
+/// Committers ZIL-PMEM uses by default: enough to fill PM's write bandwidth, few enough
+/// not to overload it.
+pub const DEFAULT_COMMITTERS: usize = 4;
+
 pub(crate) const ZERO_HEADER: [u8; HEADER_SIZE] = [0; HEADER_SIZE];
 
 /// A ZIL-PMEM log in a PM region: entries written by up to `committers` threads at once,

@@ -74,3 +74,23 @@ fn a_synced_txg_frees_its_full_chunks_and_zeroes_their_first_header() {
     let (_, claim) = reopen(region, 3);
     assert!(claim.entries.is_empty());
 }
+
+#[test]
+fn claiming_with_no_log_zeroes_and_frees_every_chunk() {
+    let log = new_log(512, 3, 1);
+    for txg in 1..=2u64 {
+        log.append(1, txg, &body(txg, 200), true).unwrap();
+    }
+    let region = log.into_region();
+    let mut log = persim_zil_pmem::ZilPmem::open(region, persim_ringbuf::Eadr, 1).unwrap();
+    let mut header = crate::header();
+    header.state = persim_zil_pmem::LogState::NoLog;
+    let claim = log.claim(&header, 1).unwrap();
+    assert!(claim.entries.is_empty());
+    assert_eq!(log.free_chunks(), 3);
+    let header = log.replay(&claim, |_, _| Ok::<(), ()>(())).unwrap();
+    assert_eq!(header.state, persim_zil_pmem::LogState::Logging);
+    // The old entries are gone for good: a later claim from txg 1 finds none.
+    let (_, claim) = reopen(log.into_region(), 0);
+    assert!(claim.entries.is_empty());
+}
