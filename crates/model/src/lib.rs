@@ -15,7 +15,10 @@ mod unit;
 
 pub use config::{CacheMode, Config, Strategy};
 pub use guide::{Explored, ReadGuide};
-pub use memory::{replay_in_memory, replay_in_memory_guided, PointImages, WordsRead};
+pub use memory::{
+    for_each_crash_image, replay_in_memory, replay_in_memory_guided, ImageCounts, PointImages,
+    WordsRead,
+};
 pub use names::{unknown_name, Named, UnknownName};
 pub use origin::{Choice, FailureKind, FailurePoint, Origin};
 pub use pending::LineState;

@@ -1,11 +1,10 @@
 //! Replays a run through the crash model and recovers every crash image as it is produced.
 
 use std::fmt;
-use std::io;
 use std::mem::discriminant;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use persim_model::{CacheMode, Choice, Config, FailurePoint, FailureView, Replay, Sink, Strategy};
+use persim_model::{for_each_crash_image, CacheMode, Choice, Config, FailurePoint, Strategy};
 use persim_ringbuf::{AppendError, Eadr, HeapRegion, RingBuf};
 
 use crate::oracle::{Expected, Problem, Recovered};
@@ -58,49 +57,15 @@ pub fn check<const ALIGN: usize>(
     config.cache = cache;
     config.strategy = strategy;
     config.max_images = max_images;
-    let mut checker = Checker::<ALIGN> {
-        run,
-        persisted: run.initial.clone(),
-        report: Report::default(),
-    };
-    let mut replay = Replay::new(config);
-    for entry in &run.trace {
-        replay
-            .step(entry, &mut checker)
-            .expect("the ring buffer's trace replays");
-    }
-    replay.finish(&mut checker).expect("the trace replays");
-    checker.report
-}
-
-struct Checker<'a, const ALIGN: usize> {
-    run: &'a Run,
-    /// The durable contents so far.
-    persisted: Vec<u8>,
-    report: Report,
-}
-
-impl<const ALIGN: usize> Sink for Checker<'_, ALIGN> {
-    fn persist(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()> {
-        self.persisted[offset as usize..][..bytes.len()].copy_from_slice(bytes);
-        Ok(())
-    }
-
-    fn failure_point(&mut self, view: &FailureView<'_>) -> io::Result<()> {
-        let expected = Expected::at(self.run, view.point);
-        let crash = view.crash_images();
-        let report = &mut self.report;
-        report.points += 1;
-        report.incomplete += usize::from(crash.incomplete);
-        for image in crash.images {
-            report.images += 1;
-            let mut region = HeapRegion::new(self.persisted.len());
-            let bytes = region.as_mut_slice();
-            bytes.copy_from_slice(&self.persisted);
-            view.apply(&image, |offset, data| {
-                bytes[offset as usize..][..data.len()].copy_from_slice(data)
-            });
-            if let Err(problem) = restart::<ALIGN>(region, &expected) {
+    let mut report = Report::default();
+    let counts = for_each_crash_image(
+        config,
+        run.initial.clone(),
+        &run.trace,
+        |point, bytes, choice| {
+            let mut region = HeapRegion::new(bytes.len());
+            region.as_mut_slice().copy_from_slice(bytes);
+            if let Err(problem) = restart::<ALIGN>(region, &Expected::at(run, point)) {
                 report.violation_count += 1;
                 let kind = discriminant(&problem);
                 if report
@@ -109,15 +74,19 @@ impl<const ALIGN: usize> Sink for Checker<'_, ALIGN> {
                     .all(|v| discriminant(&v.problem) != kind)
                 {
                     report.witnesses.push(Violation {
-                        point: view.point,
-                        choice: image.choice,
+                        point,
+                        choice: choice.clone(),
                         problem,
                     });
                 }
             }
-        }
-        Ok(())
-    }
+        },
+    )
+    .expect("the ring buffer's trace replays");
+    report.points = counts.points;
+    report.images = counts.images;
+    report.incomplete = counts.incomplete;
+    report
 }
 
 /// Opens the crash image as a restarted program would, recovers it and judges the result;
