@@ -2,6 +2,7 @@
 //! and choosing which crash images each strategy materialises.
 
 mod block;
+mod check;
 mod config;
 mod guide;
 mod memory;
@@ -13,6 +14,7 @@ mod runtime_data;
 mod strategy;
 mod unit;
 
+pub use check::{check_crash_images, CheckReport, Violation};
 pub use config::{CacheMode, Config, Strategy};
 pub use guide::{Explored, ReadGuide};
 pub use memory::{

@@ -73,12 +73,17 @@ pub fn for_each_crash_image(
         each,
         counts: ImageCounts::default(),
     };
+    drive(config, entries, &mut sink)?;
+    Ok(sink.counts)
+}
+
+/// Replays every entry into `sink`.
+fn drive(config: Config, entries: &[Entry], sink: &mut impl Sink) -> Result<(), ModelError> {
     let mut replay = Replay::new(config);
     for entry in entries {
-        replay.step(entry, &mut sink)?;
+        replay.step(entry, sink)?;
     }
-    replay.finish(&mut sink)?;
-    Ok(sink.counts)
+    replay.finish(sink)
 }
 
 struct StreamSink<F> {
@@ -139,11 +144,7 @@ fn replay(
         words_read,
         guide: ReadGuide::default(),
     };
-    let mut replay = Replay::new(config);
-    for entry in entries {
-        replay.step(entry, &mut sink)?;
-    }
-    replay.finish(&mut sink)?;
+    drive(config, entries, &mut sink)?;
     Ok(sink.points)
 }
 

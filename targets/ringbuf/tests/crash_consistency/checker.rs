@@ -1,49 +1,15 @@
 //! Replays a run through the crash model and recovers every crash image as it is produced.
 
-use std::fmt;
-use std::mem::discriminant;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use persim_model::{for_each_crash_image, CacheMode, Choice, Config, FailurePoint, Strategy};
+use persim_model::{check_crash_images, CacheMode, CheckReport, Config, Strategy};
 use persim_ringbuf::{AppendError, Eadr, HeapRegion, RingBuf};
 
 use crate::oracle::{Expected, Problem, Recovered};
 use crate::run::Run;
 
-/// A crash image whose recovery broke a guarantee.
-#[derive(Clone, Debug)]
-pub struct Violation {
-    pub point: FailurePoint,
-    pub choice: Choice,
-    pub problem: Problem,
-}
-
-impl fmt::Display for Violation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let FailurePoint {
-            index,
-            kind,
-            checkpoint,
-        } = self.point;
-        write!(
-            f,
-            "{kind} failure point at entry {index} (checkpoint {checkpoint:?}), image {:?}: {}",
-            self.choice, self.problem
-        )
-    }
-}
-
 /// What one replay found.
-#[derive(Debug, Default)]
-pub struct Report {
-    pub points: usize,
-    pub images: usize,
-    /// Failure points whose image set exceeded the cap and was sampled.
-    pub incomplete: usize,
-    /// The first violation of each kind of [`Problem`], in trace order.
-    pub witnesses: Vec<Violation>,
-    pub violation_count: usize,
-}
+pub type Report = CheckReport<Problem>;
 
 /// Replays `run` with `cache` and `strategy` (at most `max_images` per failure point) and
 /// opens and recovers every crash image as a log of alignment `ALIGN`.
@@ -57,36 +23,12 @@ pub fn check<const ALIGN: usize>(
     config.cache = cache;
     config.strategy = strategy;
     config.max_images = max_images;
-    let mut report = Report::default();
-    let counts = for_each_crash_image(
-        config,
-        run.initial.clone(),
-        &run.trace,
-        |point, bytes, choice| {
-            let mut region = HeapRegion::new(bytes.len());
-            region.as_mut_slice().copy_from_slice(bytes);
-            if let Err(problem) = restart::<ALIGN>(region, &Expected::at(run, point)) {
-                report.violation_count += 1;
-                let kind = discriminant(&problem);
-                if report
-                    .witnesses
-                    .iter()
-                    .all(|v| discriminant(&v.problem) != kind)
-                {
-                    report.witnesses.push(Violation {
-                        point,
-                        choice: choice.clone(),
-                        problem,
-                    });
-                }
-            }
-        },
-    )
-    .expect("the ring buffer's trace replays");
-    report.points = counts.points;
-    report.images = counts.images;
-    report.incomplete = counts.incomplete;
-    report
+    check_crash_images(config, run.initial.clone(), &run.trace, |point, bytes| {
+        let mut region = HeapRegion::new(bytes.len());
+        region.as_mut_slice().copy_from_slice(bytes);
+        restart::<ALIGN>(region, &Expected::at(run, point))
+    })
+    .expect("the ring buffer's trace replays")
 }
 
 /// Opens the crash image as a restarted program would, recovers it and judges the result;

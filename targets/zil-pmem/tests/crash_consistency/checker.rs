@@ -1,48 +1,16 @@
 //! Replays a run through the crash model and recovers every crash image as it is produced.
 
-use std::fmt;
-use std::mem::discriminant;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use persim_model::{for_each_crash_image, CacheMode, Choice, Config, FailurePoint, Strategy};
+use persim_model::{check_crash_images, CacheMode, CheckReport, Config, Strategy};
 use persim_ringbuf::{Eadr, HeapRegion};
 use persim_zil_pmem::{AppendError, Position, ReplayError, ZilPmem};
 
 use crate::oracle::{Expected, Problem};
 use crate::run::{header, Run};
 
-/// A crash image whose recovery broke a guarantee.
-#[derive(Clone, Debug)]
-pub struct Violation {
-    pub point: FailurePoint,
-    pub choice: Choice,
-    pub problem: Problem,
-}
-
-impl fmt::Display for Violation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let FailurePoint {
-            index,
-            kind,
-            checkpoint,
-        } = self.point;
-        write!(
-            f,
-            "{kind} failure point at entry {index} (checkpoint {checkpoint:?}), image {:?}: {}",
-            self.choice, self.problem
-        )
-    }
-}
-
 /// What one replay found.
-#[derive(Debug, Default)]
-pub struct Report {
-    pub points: usize,
-    pub images: usize,
-    /// The first violation of each kind of [`Problem`], in trace order.
-    pub witnesses: Vec<Violation>,
-    pub violation_count: usize,
-}
+pub type Report = CheckReport<Problem>;
 
 /// Replays `run` with `cache` and `strategy` (at most `max_images` per failure point) and
 /// restarts from every crash image.
@@ -51,35 +19,12 @@ pub fn check(run: &Run, cache: CacheMode, strategy: Strategy, max_images: usize)
     config.cache = cache;
     config.strategy = strategy;
     config.max_images = max_images;
-    let mut report = Report::default();
-    let counts = for_each_crash_image(
-        config,
-        run.initial.clone(),
-        &run.trace,
-        |point, bytes, choice| {
-            let mut region = HeapRegion::new(bytes.len());
-            region.as_mut_slice().copy_from_slice(bytes);
-            if let Err(problem) = restart(region, &Expected::at(run, point)) {
-                report.violation_count += 1;
-                let kind = discriminant(&problem);
-                if report
-                    .witnesses
-                    .iter()
-                    .all(|v| discriminant(&v.problem) != kind)
-                {
-                    report.witnesses.push(Violation {
-                        point,
-                        choice: choice.clone(),
-                        problem,
-                    });
-                }
-            }
-        },
-    )
-    .expect("the log's trace replays");
-    report.points = counts.points;
-    report.images = counts.images;
-    report
+    check_crash_images(config, run.initial.clone(), &run.trace, |point, bytes| {
+        let mut region = HeapRegion::new(bytes.len());
+        region.as_mut_slice().copy_from_slice(bytes);
+        restart(region, &Expected::at(run, point))
+    })
+    .expect("the log's trace replays")
 }
 
 /// Opens the crash image as the restarted consumer would, claims and replays it, and
