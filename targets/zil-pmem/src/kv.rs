@@ -226,10 +226,6 @@ impl<R: Region, A: PmAccess> KvStore<R, A> {
         self.committed
     }
 
-    pub fn log(&self) -> &ZilPmem<R, A> {
-        &self.log
-    }
-
     /// Drops the store without committing (a crash, for the log) and gives the region back.
     pub fn crash(self) -> R {
         self.log.into_region()
