@@ -18,5 +18,5 @@ cargo clippy --workspace --all-targets --release -- -D warnings
 step "cargo test"
 cargo test --workspace --release
 
-step "ring buffer mutants must be caught"
+step "ring buffer and ZIL-PMEM mutants must be caught"
 bash scripts/test-mutants.sh

@@ -52,6 +52,11 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &["persim-trace", "persim-model", "persim-analyze"],
     ),
     ("persim-subjects", &["persim-guest", "persim-ringbuf"]),
+    // ZIL-PMEM's log engine takes the ring buffer's PM accesses; its tests replay traces.
+    (
+        "persim-zil-pmem",
+        &["persim-ringbuf", "persim-trace", "persim-model"],
+    ),
     // The reader of dm-dpwc's PM format (targets/dpwc/reader) stands alone.
     ("dpwc-reader", &[]),
 ];

@@ -2,6 +2,7 @@
 //! and choosing which crash images each strategy materialises.
 
 mod block;
+mod check;
 mod config;
 mod guide;
 mod memory;
@@ -13,9 +14,13 @@ mod runtime_data;
 mod strategy;
 mod unit;
 
+pub use check::{check_crash_images, CheckReport, Violation};
 pub use config::{CacheMode, Config, Strategy};
 pub use guide::{Explored, ReadGuide};
-pub use memory::{replay_in_memory, replay_in_memory_guided, PointImages, WordsRead};
+pub use memory::{
+    for_each_crash_image, replay_in_memory, replay_in_memory_guided, ImageCounts, PointImages,
+    WordsRead,
+};
 pub use names::{unknown_name, Named, UnknownName};
 pub use origin::{Choice, FailureKind, FailurePoint, Origin};
 pub use pending::LineState;

@@ -44,6 +44,89 @@ pub fn replay_in_memory_guided(
     replay(config, initial, entries, Some(words_read))
 }
 
+/// What [`for_each_crash_image`] went through.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ImageCounts {
+    pub points: usize,
+    pub images: usize,
+    /// Failure points whose image set exceeded `max_images` and was sampled.
+    pub incomplete: usize,
+}
+
+/// Replays `entries` and calls `each(point, image, choice)` with every crash image's
+/// contents as it is produced, keeping none: for checking a program's recovery on each
+/// image in process (the PM subjects' crash tests). `initial` is as for
+/// [`replay_in_memory`].
+pub fn for_each_crash_image(
+    config: Config,
+    initial: Vec<u8>,
+    entries: &[Entry],
+    each: impl FnMut(FailurePoint, &[u8], &Choice),
+) -> Result<ImageCounts, ModelError> {
+    assert_eq!(
+        initial.len() as u64,
+        config.image_len(),
+        "initial image size"
+    );
+    let mut sink = StreamSink {
+        persisted: initial,
+        each,
+        counts: ImageCounts::default(),
+    };
+    drive(config, entries, &mut sink)?;
+    Ok(sink.counts)
+}
+
+/// Replays every entry into `sink`.
+fn drive(config: Config, entries: &[Entry], sink: &mut impl Sink) -> Result<(), ModelError> {
+    let mut replay = Replay::new(config);
+    for entry in entries {
+        replay.step(entry, sink)?;
+    }
+    replay.finish(sink)
+}
+
+struct StreamSink<F> {
+    persisted: Vec<u8>,
+    each: F,
+    counts: ImageCounts,
+}
+
+impl<F: FnMut(FailurePoint, &[u8], &Choice)> Sink for StreamSink<F> {
+    fn persist(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        persist(&mut self.persisted, offset, bytes);
+        Ok(())
+    }
+
+    fn failure_point(&mut self, view: &FailureView<'_>) -> io::Result<()> {
+        let crash = view.crash_images();
+        self.counts.points += 1;
+        self.counts.incomplete += usize::from(crash.incomplete);
+        for image in &crash.images {
+            self.counts.images += 1;
+            (self.each)(
+                view.point,
+                &materialise(&self.persisted, view, image),
+                &image.choice,
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Writes `bytes` at `offset` of `image`.
+fn persist(image: &mut [u8], offset: u64, bytes: &[u8]) {
+    let at = offset as usize;
+    image[at..at + bytes.len()].copy_from_slice(bytes);
+}
+
+/// The durable contents `persisted` with `image`'s choice of pending stores applied.
+fn materialise(persisted: &[u8], view: &FailureView<'_>, image: &crate::CrashImage) -> Vec<u8> {
+    let mut bytes = persisted.to_vec();
+    view.apply(image, |offset, data| persist(&mut bytes, offset, data));
+    bytes
+}
+
 fn replay(
     config: Config,
     initial: Vec<u8>,
@@ -61,11 +144,7 @@ fn replay(
         words_read,
         guide: ReadGuide::default(),
     };
-    let mut replay = Replay::new(config);
-    for entry in entries {
-        replay.step(entry, &mut sink)?;
-    }
-    replay.finish(&mut sink)?;
+    drive(config, entries, &mut sink)?;
     Ok(sink.points)
 }
 
@@ -76,27 +155,15 @@ struct MemorySink<'a, 'b> {
     guide: ReadGuide,
 }
 
-impl MemorySink<'_, '_> {
-    fn materialise(&self, view: &FailureView<'_>, image: &crate::CrashImage) -> Vec<u8> {
-        let mut bytes = self.persisted.clone();
-        view.apply(image, |offset, data| {
-            let at = offset as usize;
-            bytes[at..at + data.len()].copy_from_slice(data);
-        });
-        bytes
-    }
-}
-
 impl Sink for MemorySink<'_, '_> {
     fn persist(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()> {
-        let at = offset as usize;
-        self.persisted[at..at + bytes.len()].copy_from_slice(bytes);
+        persist(&mut self.persisted, offset, bytes);
         Ok(())
     }
 
     fn failure_point(&mut self, view: &FailureView<'_>) -> io::Result<()> {
         let explored = if self.words_read.is_some() {
-            let fully_persisted = self.materialise(view, &view.fully_persisted());
+            let fully_persisted = materialise(&self.persisted, view, &view.fully_persisted());
             let read = self.words_read.as_mut().and_then(|f| f(&fully_persisted));
             Some(self.guide.split(view, read.as_deref()))
         } else {
@@ -110,7 +177,7 @@ impl Sink for MemorySink<'_, '_> {
             .images
             .iter()
             .map(|image| {
-                let bytes = self.materialise(view, image);
+                let bytes = materialise(&self.persisted, view, image);
                 (bytes, image.choice.clone(), image.block.clone())
             })
             .collect();

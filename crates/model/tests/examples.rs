@@ -405,3 +405,33 @@ fn reads_skips_declared_run_time_data_that_recovery_reads() {
     let split = points[0].explored.clone().unwrap();
     assert_eq!((split.explored, split.skipped), (vec![0x40], vec![0x80]));
 }
+
+#[test]
+fn streaming_the_images_yields_what_collecting_them_does() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/journal.trace");
+    let (header, entries) = read_all(&path).unwrap();
+    for cache in [CacheMode::Volatile, CacheMode::Persistent] {
+        let mut config = Config::new(header.pm_size);
+        config.cache = cache;
+        let initial = vec![0; header.pm_size as usize];
+        let collected = replay_in_memory(config.clone(), initial.clone(), &entries).unwrap();
+        let mut streamed = Vec::new();
+        let counts = persim_model::for_each_crash_image(config, initial, &entries, |p, img, c| {
+            streamed.push((p, img.to_vec(), c.clone()));
+        })
+        .unwrap();
+        let want: Vec<_> = collected
+            .iter()
+            .flat_map(|p| {
+                p.images
+                    .iter()
+                    .map(|(img, c, _)| (p.point, img.clone(), c.clone()))
+            })
+            .collect();
+        assert_eq!(streamed, want);
+        assert_eq!(
+            (counts.points, counts.images),
+            (collected.len(), want.len())
+        );
+    }
+}

@@ -10,7 +10,7 @@ use std::sync::{Condvar, Mutex, PoisonError};
 /// Most committers a ring buffer can have: one bit each in a `u64`.
 pub const MAX_COMMITTERS: usize = 64;
 
-pub(crate) struct Committers<T> {
+pub struct Committers<T> {
     permits: Mutex<usize>,
     permit_freed: Condvar,
     claimed: AtomicU64,
@@ -22,15 +22,19 @@ pub(crate) struct Committers<T> {
 unsafe impl<T: Send> Sync for Committers<T> {}
 
 /// A claimed slot; gives it back when dropped.
-pub(crate) struct Committer<'a, T> {
+pub struct Committer<'a, T> {
     committers: &'a Committers<T>,
     index: usize,
 }
 
 impl<T> Committers<T> {
-    /// `slots.len()` must be in `1..=MAX_COMMITTERS`.
+    /// One committer per slot.
+    ///
+    /// # Panics
+    ///
+    /// If `slots.len()` is not in `1..=MAX_COMMITTERS`.
     pub fn new(slots: Vec<T>) -> Self {
-        debug_assert!((1..=MAX_COMMITTERS).contains(&slots.len()));
+        assert!((1..=MAX_COMMITTERS).contains(&slots.len()));
         Committers {
             permits: Mutex::new(slots.len()),
             permit_freed: Condvar::new(),

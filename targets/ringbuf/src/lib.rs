@@ -40,7 +40,7 @@ pub use access::{dispatch, AccessKind, AccessVisitor, Eadr, PmAccess, Strategy, 
 pub use access::{Clflush, Clflushopt, Clwb, NtAvx2, NtAvx512, NtSse2};
 #[cfg(feature = "trace")]
 pub use access::{TraceStyle, Tracing};
-pub use committers::MAX_COMMITTERS;
+pub use committers::{Committer, Committers, MAX_COMMITTERS};
 pub use error::{AppendError, CorruptEntry, OpenError};
 pub use layout::{Geometry, HEADER_SPACE, LINE, SUPERBLOCK_SPACE};
 pub use recover::{RecoveredEntry, Recovery};

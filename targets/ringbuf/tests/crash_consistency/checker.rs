@@ -1,50 +1,15 @@
 //! Replays a run through the crash model and recovers every crash image as it is produced.
 
-use std::fmt;
-use std::io;
-use std::mem::discriminant;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use persim_model::{CacheMode, Choice, Config, FailurePoint, FailureView, Replay, Sink, Strategy};
+use persim_model::{check_crash_images, CacheMode, CheckReport, Config, Strategy};
 use persim_ringbuf::{AppendError, Eadr, HeapRegion, RingBuf};
 
 use crate::oracle::{Expected, Problem, Recovered};
 use crate::run::Run;
 
-/// A crash image whose recovery broke a guarantee.
-#[derive(Clone, Debug)]
-pub struct Violation {
-    pub point: FailurePoint,
-    pub choice: Choice,
-    pub problem: Problem,
-}
-
-impl fmt::Display for Violation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let FailurePoint {
-            index,
-            kind,
-            checkpoint,
-        } = self.point;
-        write!(
-            f,
-            "{kind} failure point at entry {index} (checkpoint {checkpoint:?}), image {:?}: {}",
-            self.choice, self.problem
-        )
-    }
-}
-
 /// What one replay found.
-#[derive(Debug, Default)]
-pub struct Report {
-    pub points: usize,
-    pub images: usize,
-    /// Failure points whose image set exceeded the cap and was sampled.
-    pub incomplete: usize,
-    /// The first violation of each kind of [`Problem`], in trace order.
-    pub witnesses: Vec<Violation>,
-    pub violation_count: usize,
-}
+pub type Report = CheckReport<Problem>;
 
 /// Replays `run` with `cache` and `strategy` (at most `max_images` per failure point) and
 /// opens and recovers every crash image as a log of alignment `ALIGN`.
@@ -58,66 +23,12 @@ pub fn check<const ALIGN: usize>(
     config.cache = cache;
     config.strategy = strategy;
     config.max_images = max_images;
-    let mut checker = Checker::<ALIGN> {
-        run,
-        persisted: run.initial.clone(),
-        report: Report::default(),
-    };
-    let mut replay = Replay::new(config);
-    for entry in &run.trace {
-        replay
-            .step(entry, &mut checker)
-            .expect("the ring buffer's trace replays");
-    }
-    replay.finish(&mut checker).expect("the trace replays");
-    checker.report
-}
-
-struct Checker<'a, const ALIGN: usize> {
-    run: &'a Run,
-    /// The durable contents so far.
-    persisted: Vec<u8>,
-    report: Report,
-}
-
-impl<const ALIGN: usize> Sink for Checker<'_, ALIGN> {
-    fn persist(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()> {
-        self.persisted[offset as usize..][..bytes.len()].copy_from_slice(bytes);
-        Ok(())
-    }
-
-    fn failure_point(&mut self, view: &FailureView<'_>) -> io::Result<()> {
-        let expected = Expected::at(self.run, view.point);
-        let crash = view.crash_images();
-        let report = &mut self.report;
-        report.points += 1;
-        report.incomplete += usize::from(crash.incomplete);
-        for image in crash.images {
-            report.images += 1;
-            let mut region = HeapRegion::new(self.persisted.len());
-            let bytes = region.as_mut_slice();
-            bytes.copy_from_slice(&self.persisted);
-            view.apply(&image, |offset, data| {
-                bytes[offset as usize..][..data.len()].copy_from_slice(data)
-            });
-            if let Err(problem) = restart::<ALIGN>(region, &expected) {
-                report.violation_count += 1;
-                let kind = discriminant(&problem);
-                if report
-                    .witnesses
-                    .iter()
-                    .all(|v| discriminant(&v.problem) != kind)
-                {
-                    report.witnesses.push(Violation {
-                        point: view.point,
-                        choice: image.choice,
-                        problem,
-                    });
-                }
-            }
-        }
-        Ok(())
-    }
+    check_crash_images(config, run.initial.clone(), &run.trace, |point, bytes| {
+        let mut region = HeapRegion::new(bytes.len());
+        region.as_mut_slice().copy_from_slice(bytes);
+        restart::<ALIGN>(region, &Expected::at(run, point))
+    })
+    .expect("the ring buffer's trace replays")
 }
 
 /// Opens the crash image as a restarted program would, recovers it and judges the result;
