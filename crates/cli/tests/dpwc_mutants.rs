@@ -1,8 +1,9 @@
-//! DPWC's generation wrap in the VM (targets/dpwc/tests/generation-wrap.toml on
-//! vm/dpwc-wrap.toml, docs/dpwc.md "Mutants"): the module passes, and each deliberately
-//! broken build (`DPWC_MUTANT=N bash scripts/build-kmods.sh`) is caught: a crash brings
-//! version 1 of a block back after version 2 was acknowledged. Skipped with a message when
-//! the VM or a module is not built, except under CI.
+//! DPWC's crash tests in the VM (targets/dpwc/tests/*.toml on vm/dpwc-wrap.toml,
+//! docs/dpwc.md "Mutants"): the generation wrap, where a crash must never bring version 1
+//! of a block back after version 2 was acknowledged, and a crash during recovery's replay,
+//! after which the next replay must give every acknowledged write. The module passes both,
+//! and each deliberately broken build (`DPWC_MUTANT=N bash scripts/build-kmods.sh`) is
+//! caught. Skipped with a message when the VM or a module is not built, except under CI.
 
 mod common;
 
@@ -49,11 +50,15 @@ fn mutant_config(test: &str, config: &VmConfig, n: u32, dir: &Path) -> Option<Pa
     Some(path)
 }
 
-/// `persim run` of the wrap test on `config` with `strategy`: the exit code and the
-/// states of each interval (checkpoint N: blocks 0..N-1 hold version 2 once it ends),
-/// as the state command printed them, one digit per block.
-fn run_wrap(config: &Path, strategy: &str, out: &Path) -> (Option<i32>, Vec<Vec<String>>) {
-    let test = root().join("targets/dpwc/tests/generation-wrap.toml");
+/// `persim run` of targets/dpwc/tests/`test`.toml on `config` with `strategy`: the exit
+/// code and the states of each interval, as the test's state command printed them.
+fn run_test(
+    config: &Path,
+    test: &str,
+    strategy: &str,
+    out: &Path,
+) -> (Option<i32>, Vec<Vec<String>>) {
+    let test = root().join(format!("targets/dpwc/tests/{test}.toml"));
     let run = persim(&[
         "run",
         "--vm",
@@ -91,6 +96,12 @@ fn run_wrap(config: &Path, strategy: &str, out: &Path) -> (Option<i32>, Vec<Vec<
         })
         .collect();
     (code, states)
+}
+
+/// The wrap test's states (checkpoint N: blocks 0..N-1 hold version 2 once it ends), one
+/// digit per block.
+fn run_wrap(config: &Path, strategy: &str, out: &Path) -> (Option<i32>, Vec<Vec<String>>) {
+    run_test(config, "generation-wrap", strategy, out)
 }
 
 /// The states of interval `i` (0-based: checkpoint i+1, writing block i) in which a
@@ -168,4 +179,52 @@ fn dpwc_mutant_3_reuse_without_reset_is_caught() {
         3,
         "program-order",
     );
+}
+
+/// The replay test's states (one interval: loading the table, which replays the log), as
+/// the version of blocks 0..3, one digit each; every acknowledged write gives 3211.
+fn run_replay(config: &Path, out: &Path) -> (Option<i32>, Vec<String>) {
+    let (code, mut states) = run_test(config, "replay-crash", "program-order", out);
+    assert_eq!(states.len(), 1, "{states:?}");
+    let blocks = states
+        .remove(0)
+        .iter()
+        .map(|dump| {
+            let state: Value = serde_json::from_str(dump).unwrap();
+            state["blocks"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    (code, blocks)
+}
+
+/// The correct module: a crash anywhere in the replay (its writes to the origin, the
+/// flush, the freeing of the generations) leaves a log that the next load replays again,
+/// so every image holds the three acknowledged writes.
+#[test]
+fn dpwc_a_crash_during_replay_is_replayed_again() {
+    let test = "dpwc_a_crash_during_replay_is_replayed_again";
+    if wrap_config(test).is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (code, states) = run_replay(&root().join("vm/dpwc-wrap.toml"), &dir.path().join("run"));
+    assert_eq!(code, Some(0), "{states:?}");
+    assert_eq!(states, ["3211"]);
+}
+
+/// Mutant 5, the log freed before the origin is flushed: a crash between them loses the
+/// replayed writes still in the SSD's cache, and nothing replays them again.
+#[test]
+fn dpwc_mutant_5_free_before_flush_is_caught() {
+    let test = "dpwc_mutant_5_free_before_flush_is_caught";
+    let Some(config) = wrap_config(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let Some(mutant) = mutant_config(test, &config, 5, dir.path()) else {
+        return;
+    };
+    let (code, states) = run_replay(&mutant, &dir.path().join("run"));
+    assert_eq!(code, Some(1), "{states:?}");
+    assert!(states.iter().any(|s| s == "1111"), "{states:?}");
 }

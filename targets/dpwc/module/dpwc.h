@@ -22,7 +22,8 @@
  * 1 no fence between an entry's bytes and its chunk's `used`,
  * 2 `used` bumped before the entry's bytes,
  * 3 a generation reused without resetting its chunks' `used`,
- * 4 the checksum not checked on replay.
+ * 4 the checksum not checked on replay,
+ * 5 recovery frees the log before flushing the origin it replayed to.
  */
 #ifndef DPWC_MUTANT
 #define DPWC_MUTANT 0
