@@ -175,7 +175,7 @@ void dpwc_append(struct dpwc *dc, struct dpwc_slot *slot, struct dpwc_entry *e,
 		crc = dpwc_copy_bio(dst + sizeof(*hdr), bio, crc);
 	hdr->crc = cpu_to_le32(crc);
 	memcpy_flushcache(dst, hdr, sizeof(*hdr));
-	if (DPWC_MUTANT != 1)
+	if (!DPWC_NO_USED_FENCE)
 		pmem_wmb();
 	if (DPWC_MUTANT != 2)
 		dpwc_store_u64(dc, used_at, used);
@@ -211,7 +211,7 @@ static u32 dpwc_check_entry(struct dpwc *dc, u64 chunk_off, u32 off, u32 used,
 	crc = dpwc_crc(0, &hdr, sizeof(hdr));
 	if (!(e->flags & DPWC_FLAG_DISCARD))
 		crc = dpwc_crc(crc, pm_hdr + 1, e->len);
-	if (DPWC_MUTANT != 4 && crc != le32_to_cpu(pm_hdr->crc))
+	if (!DPWC_NO_CRC_CHECK && crc != le32_to_cpu(pm_hdr->crc))
 		return 0;
 	e->pm_offset = chunk_off + off;
 	return size;
