@@ -1,8 +1,8 @@
 //! DPWC's crash tests in the VM (targets/dpwc/tests/*.toml on vm/dpwc-wrap.toml,
 //! docs/dpwc.md "Mutants"): the generation wrap, where a crash must never bring version 1
-//! of a block back after version 2 was acknowledged, and a crash during recovery's replay,
-//! after which the next replay must give every acknowledged write. The module passes both,
-//! and each deliberately broken build (`DPWC_MUTANT=N bash scripts/build-kmods.sh`) is
+//! of a block back after version 2 was acknowledged; a crash during recovery's replay,
+//! after which the next replay must give every acknowledged write; and a torn entry, which
+//! must never be replayed. The module passes all three, and each deliberately broken build (`DPWC_MUTANT=N bash scripts/build-kmods.sh`) is
 //! caught. Skipped with a message when the VM or a module is not built, except under CI.
 
 mod common;
