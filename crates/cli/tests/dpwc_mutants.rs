@@ -1,8 +1,9 @@
-//! DPWC's generation wrap in the VM (targets/dpwc/tests/generation-wrap.toml on
-//! vm/dpwc-wrap.toml, docs/dpwc.md "Mutants"): the module passes, and each deliberately
-//! broken build (`DPWC_MUTANT=N bash scripts/build-kmods.sh`) is caught: a crash brings
-//! version 1 of a block back after version 2 was acknowledged. Skipped with a message when
-//! the VM or a module is not built, except under CI.
+//! DPWC's crash tests in the VM (targets/dpwc/tests/*.toml on vm/dpwc-wrap.toml,
+//! docs/dpwc.md "Mutants"): the generation wrap, where a crash must never bring version 1
+//! of a block back after version 2 was acknowledged; a crash during recovery's replay,
+//! after which the next replay must give every acknowledged write; and a torn entry, which
+//! must never be replayed. The module passes all three, and each deliberately broken build (`DPWC_MUTANT=N bash scripts/build-kmods.sh`) is
+//! caught. Skipped with a message when the VM or a module is not built, except under CI.
 
 mod common;
 
@@ -49,23 +50,28 @@ fn mutant_config(test: &str, config: &VmConfig, n: u32, dir: &Path) -> Option<Pa
     Some(path)
 }
 
-/// `persim run` of the wrap test on `config` with `strategy`: the exit code and the
-/// states of each interval (checkpoint N: blocks 0..N-1 hold version 2 once it ends),
-/// as the state command printed them, one digit per block.
-fn run_wrap(config: &Path, strategy: &str, out: &Path) -> (Option<i32>, Vec<Vec<String>>) {
-    let test = root().join("targets/dpwc/tests/generation-wrap.toml");
-    let run = persim(&[
+/// `persim run` of targets/dpwc/tests/`test`.toml on `config` with `options` (a
+/// strategy at least): the exit code and the states of each interval, as the test's
+/// state command printed them.
+fn run_test(
+    config: &Path,
+    test: &str,
+    options: &[&str],
+    out: &Path,
+) -> (Option<i32>, Vec<Vec<String>>) {
+    let test = root().join(format!("targets/dpwc/tests/{test}.toml"));
+    let mut args = vec![
         "run",
         "--vm",
         config.to_str().unwrap(),
         "--test",
         test.to_str().unwrap(),
-        "--strategy",
-        strategy,
         "--out",
         out.to_str().unwrap(),
         "-q",
-    ]);
+    ];
+    args.extend_from_slice(options);
+    let run = persim(&args);
     let code = run.status.code();
     assert!(matches!(code, Some(0 | 1)), "{}: {run:?}", config.display());
     let report: Value =
@@ -91,6 +97,12 @@ fn run_wrap(config: &Path, strategy: &str, out: &Path) -> (Option<i32>, Vec<Vec<
         })
         .collect();
     (code, states)
+}
+
+/// The wrap test's states (checkpoint N: blocks 0..N-1 hold version 2 once it ends), one
+/// digit per block.
+fn run_wrap(config: &Path, strategy: &str, out: &Path) -> (Option<i32>, Vec<Vec<String>>) {
+    run_test(config, "generation-wrap", &["--strategy", strategy], out)
 }
 
 /// The states of interval `i` (0-based: checkpoint i+1, writing block i) in which a
@@ -167,5 +179,106 @@ fn dpwc_mutant_3_reuse_without_reset_is_caught() {
         "dpwc_mutant_3_reuse_without_reset_is_caught",
         3,
         "program-order",
+    );
+}
+
+/// The replay test's states (one interval: loading the table, which replays the log), as
+/// the version of blocks 0..3, one digit each; every acknowledged write gives 3211.
+fn run_replay(config: &Path, out: &Path) -> (Option<i32>, Vec<String>) {
+    let (code, mut states) = run_test(
+        config,
+        "replay-crash",
+        &["--strategy", "program-order"],
+        out,
+    );
+    assert_eq!(states.len(), 1, "{states:?}");
+    let blocks = states
+        .remove(0)
+        .iter()
+        .map(|dump| {
+            let state: Value = serde_json::from_str(dump).unwrap();
+            state["blocks"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    (code, blocks)
+}
+
+/// The correct module: a crash anywhere in the replay (its writes to the origin, the
+/// flush, the freeing of the generations) leaves a log that the next load replays again,
+/// so every image holds the three acknowledged writes.
+#[test]
+fn dpwc_a_crash_during_replay_is_replayed_again() {
+    let test = "dpwc_a_crash_during_replay_is_replayed_again";
+    if wrap_config(test).is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (code, states) = run_replay(&root().join("vm/dpwc-wrap.toml"), &dir.path().join("run"));
+    assert_eq!(code, Some(0), "{states:?}");
+    assert_eq!(states, ["3211"]);
+}
+
+/// Mutant 5, the log freed before the origin is flushed: a crash between them loses the
+/// replayed writes still in the SSD's cache, and nothing replays them again.
+#[test]
+fn dpwc_mutant_5_free_before_flush_is_caught() {
+    let test = "dpwc_mutant_5_free_before_flush_is_caught";
+    let Some(config) = wrap_config(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let Some(mutant) = mutant_config(test, &config, 5, dir.path()) else {
+        return;
+    };
+    let (code, states) = run_replay(&mutant, &dir.path().join("run"));
+    assert_eq!(code, Some(1), "{states:?}");
+    assert!(states.iter().any(|s| s == "1111"), "{states:?}");
+}
+
+/// The torn-entry test's states (one interval: a 512-byte write over version 1 of sector
+/// 0), under `global-prefix`, which lets the entry's lines and its `used` persist in any
+/// order between two fences. At most 64 images per failure point (a seeded sample of the
+/// 2^13 line choices at the fence after `used`): enough to draw torn entries when a
+/// mutant allows them, few enough to recover in a minute.
+fn run_torn(config: &Path, out: &Path) -> (Option<i32>, Vec<String>) {
+    let options = ["--strategy", "global-prefix", "--max-images", "64"];
+    let (code, mut states) = run_test(config, "torn-entry", &options, out);
+    assert_eq!(states.len(), 1, "{states:?}");
+    (code, states.remove(0))
+}
+
+/// The correct module: whatever lines of the entry and of `used` a crash persists, the
+/// sector holds version 1 or version 2, one digit per 64-byte line, never a mix.
+#[test]
+fn dpwc_a_torn_entry_is_never_replayed() {
+    let test = "dpwc_a_torn_entry_is_never_replayed";
+    if wrap_config(test).is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (code, states) = run_torn(&root().join("vm/dpwc-wrap.toml"), &dir.path().join("run"));
+    assert_eq!(code, Some(0), "{states:?}");
+    assert_eq!(states, ["11111111", "22222222"]);
+}
+
+/// Mutant 6, mutants 1 and 4 together (no fence before `used`, no checksum check): `used`
+/// persists before lines of its entry, and recovery replays the torn entry, so the sector
+/// gets lines of both versions. (Mutant 1 alone is masked by the checksum, mutant 4 alone
+/// by the fence: docs/dpwc.md, "Mutant 1".)
+#[test]
+fn dpwc_mutant_6_no_fence_and_no_checksum_replays_a_torn_entry() {
+    let test = "dpwc_mutant_6_no_fence_and_no_checksum_replays_a_torn_entry";
+    let Some(config) = wrap_config(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let Some(mutant) = mutant_config(test, &config, 6, dir.path()) else {
+        return;
+    };
+    let (code, states) = run_torn(&mutant, &dir.path().join("run"));
+    assert_eq!(code, Some(1), "{states:?}");
+    assert!(
+        states.iter().any(|s| s.contains('1') && s.contains('2')),
+        "{states:?}"
     );
 }

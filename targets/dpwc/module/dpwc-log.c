@@ -175,7 +175,7 @@ void dpwc_append(struct dpwc *dc, struct dpwc_slot *slot, struct dpwc_entry *e,
 		crc = dpwc_copy_bio(dst + sizeof(*hdr), bio, crc);
 	hdr->crc = cpu_to_le32(crc);
 	memcpy_flushcache(dst, hdr, sizeof(*hdr));
-	if (DPWC_MUTANT != 1)
+	if (!DPWC_NO_USED_FENCE)
 		pmem_wmb();
 	if (DPWC_MUTANT != 2)
 		dpwc_store_u64(dc, used_at, used);
@@ -211,7 +211,7 @@ static u32 dpwc_check_entry(struct dpwc *dc, u64 chunk_off, u32 off, u32 used,
 	crc = dpwc_crc(0, &hdr, sizeof(hdr));
 	if (!(e->flags & DPWC_FLAG_DISCARD))
 		crc = dpwc_crc(crc, pm_hdr + 1, e->len);
-	if (DPWC_MUTANT != 4 && crc != le32_to_cpu(pm_hdr->crc))
+	if (!DPWC_NO_CRC_CHECK && crc != le32_to_cpu(pm_hdr->crc))
 		return 0;
 	e->pm_offset = chunk_off + off;
 	return size;
@@ -270,6 +270,16 @@ static int dpwc_entry_cmp(const void *a, const void *b)
 	return 0;
 }
 
+/* Frees every live generation: counters reset, then the id, as opening does. */
+static void dpwc_free_all_gens(struct dpwc *dc)
+{
+	u32 g;
+
+	for (g = 0; g < dc->geo.generations; g++)
+		if (dpwc_load_u64(dc, dpwc_gen_meta(&dc->geo, g)))
+			dpwc_open_gen(dc, g, 0);
+}
+
 /*
  * Recovery on table load: every valid entry of the live generations written to
  * the origin in (generation id, entry id) order, the origin flushed, then every
@@ -281,7 +291,6 @@ int dpwc_recover(struct dpwc *dc)
 	struct dpwc_entry *entries;
 	u64 n, i, corrupt = 0;
 	int r = 0;
-	u32 g;
 
 	n = dpwc_scan(dc, NULL, &corrupt);
 	if (n) {
@@ -296,16 +305,15 @@ int dpwc_recover(struct dpwc *dc)
 		kvfree(entries);
 		if (r)
 			return r;
+		if (DPWC_MUTANT == 5)
+			dpwc_free_all_gens(dc);
 		r = blkdev_issue_flush(dc->origin->bdev);
 		if (r)
 			return r;
 	}
 	dc->stats.replayed = n;
 	dc->stats.corrupt = corrupt;
-	/* Freed as the layout frees in recovery: counters reset, then the id. */
-	for (g = 0; g < dc->geo.generations; g++)
-		if (dpwc_load_u64(dc, dpwc_gen_meta(&dc->geo, g)))
-			dpwc_open_gen(dc, g, 0);
+	dpwc_free_all_gens(dc);
 	if (n || corrupt)
 		DMINFO("replayed %llu entries from %pg to %pg (%llu corrupt skipped)",
 		       n, dc->pm_dev->bdev, dc->origin->bdev, corrupt);

@@ -22,11 +22,16 @@
  * 1 no fence between an entry's bytes and its chunk's `used`,
  * 2 `used` bumped before the entry's bytes,
  * 3 a generation reused without resetting its chunks' `used`,
- * 4 the checksum not checked on replay.
+ * 4 the checksum not checked on replay,
+ * 5 recovery frees the log before flushing the origin it replayed to,
+ * 6 mutants 1 and 4 together (without the checksum, only the fence keeps a torn
+ *   entry out of the log).
  */
 #ifndef DPWC_MUTANT
 #define DPWC_MUTANT 0
 #endif
+#define DPWC_NO_USED_FENCE (DPWC_MUTANT == 1 || DPWC_MUTANT == 6)
+#define DPWC_NO_CRC_CHECK (DPWC_MUTANT == 4 || DPWC_MUTANT == 6)
 
 #define DPWC_LINE 64
 #define DPWC_SB_MAGIC "DPWCSUP1"
