@@ -26,6 +26,7 @@ mod verdicts;
 
 pub use images::{generate_options, materialise_images};
 pub(crate) use nt::NtDecision;
+pub(crate) use states::read_state;
 pub use reads::recorded_guidance;
 pub use verdicts::judge;
 
