@@ -64,7 +64,9 @@ pub fn fault_summary_svg(summary: &FaultSummary) -> Result<String, String> {
                 .draw_series(bars)
                 .map_err(plot_error)?
                 .label(outcome.to_string())
-                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], color.filled()));
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 15, y + 5)], color.filled())
+                });
         }
         chart
             .configure_series_labels()
@@ -106,7 +108,12 @@ mod tests {
         ]);
         let svg = fault_summary_svg(&summary).unwrap();
         assert!(svg.starts_with("<svg"), "{svg}");
-        for text in ["bitflip metadata (1)", "scribble:64 metadata (1)", "masked", "crash"] {
+        for text in [
+            "bitflip metadata (1)",
+            "scribble:64 metadata (1)",
+            "masked",
+            "crash",
+        ] {
             assert!(svg.contains(text), "{text} missing");
         }
     }

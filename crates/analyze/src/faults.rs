@@ -207,8 +207,14 @@ mod tests {
         assert_eq!(summary.rows[1].share(FaultOutcome::Crash), 1.0);
         assert_eq!(summary.rows[1].outcomes[&FaultOutcome::Masked], 0);
         let text = summary.to_text();
-        assert!(text.contains("bitflip        data           4     25%       25%     50%      0%"), "{text}");
+        assert!(
+            text.contains("bitflip        data           4     25%       25%     50%      0%"),
+            "{text}"
+        );
         let json = serde_json::to_string(&summary).unwrap();
-        assert_eq!(serde_json::from_str::<FaultSummary>(&json).unwrap(), summary);
+        assert_eq!(
+            serde_json::from_str::<FaultSummary>(&json).unwrap(),
+            summary
+        );
     }
 }

@@ -7,8 +7,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 
 const LINE: u64 = 64;
-/// Frames of a writer shown: the storing function and its closest callers.
-const FRAMES: usize = 4;
+/// Frames of a writer shown: the storing function and its callers up to the file system
+/// and the system call (a kernel store's innermost frames are the pmem driver's copy).
+const FRAMES: usize = 12;
 
 /// The rule that tells data stores from metadata stores when the configuration gives
 /// none: a file system mounted with DAX writes file data through the kernel's DAX copy.
@@ -59,7 +60,13 @@ impl Written {
             let Op::Write { addr, data, .. } = &entry.op else {
                 continue;
             };
-            let frames: Vec<u64> = entry.meta.pc.iter().chain(&entry.meta.stack).copied().collect();
+            let frames: Vec<u64> = entry
+                .meta
+                .pc
+                .iter()
+                .chain(&entry.meta.stack)
+                .copied()
+                .collect();
             let (writer, data_store) = chains
                 .entry(frames)
                 .or_insert_with_key(|frames| describe(frames, symbols, data_writers))
@@ -114,9 +121,7 @@ impl Written {
             .range(first..range.end)
             .map(|(&line, written)| (line, written))
             .find(|&(line, written)| {
-                (0..LINE).any(|bit| {
-                    written.mask & (1 << bit) != 0 && range.contains(&(line + bit))
-                })
+                (0..LINE).any(|bit| written.mask & (1 << bit) != 0 && range.contains(&(line + bit)))
             })
             .map(|(_, written)| written)
     }
@@ -197,7 +202,10 @@ mod tests {
         let line = written.line_in(64..70).unwrap();
         assert!(line.data);
         assert!(
-            line.writer.as_deref().unwrap().starts_with("__memcpy_flushcache+0x4"),
+            line.writer
+                .as_deref()
+                .unwrap()
+                .starts_with("__memcpy_flushcache+0x4"),
             "{line:?}"
         );
         assert!(written.line_in(8..60).is_none());

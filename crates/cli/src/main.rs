@@ -34,7 +34,7 @@ mod size;
 mod vm_args;
 
 use commands::{
-    analyze, faults, campaign, debug, generate, images, profile, record, report, run, suite, trace,
+    analyze, campaign, debug, faults, generate, images, profile, record, report, run, suite, trace,
 };
 
 use clap::{Parser, Subcommand};

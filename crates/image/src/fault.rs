@@ -203,7 +203,14 @@ mod tests {
         }
         assert_eq!("zero:8".parse::<FaultKind>().unwrap().len(), 8);
         assert_eq!(FaultKind::Page.len(), PAGE);
-        for bad in ["flip", "scribble", "scribble:0", "zero:4097", "zero:x", "page:2"] {
+        for bad in [
+            "flip",
+            "scribble",
+            "scribble:0",
+            "zero:4097",
+            "zero:x",
+            "page:2",
+        ] {
             let e = bad.parse::<FaultKind>().unwrap_err().to_string();
             assert!(e.contains(bad) && e.contains("scribble:N"), "{e}");
         }
@@ -213,8 +220,14 @@ mod tests {
     fn plans_are_seeded_distinct_and_inside_the_targets() {
         let targets = [100..200, 5000..5004];
         let a = plan_faults(FaultKind::Scribble(16), &targets, 1 << 20, 50, 7);
-        assert_eq!(a, plan_faults(FaultKind::Scribble(16), &targets, 1 << 20, 50, 7));
-        assert_ne!(a, plan_faults(FaultKind::Scribble(16), &targets, 1 << 20, 50, 8));
+        assert_eq!(
+            a,
+            plan_faults(FaultKind::Scribble(16), &targets, 1 << 20, 50, 7)
+        );
+        assert_ne!(
+            a,
+            plan_faults(FaultKind::Scribble(16), &targets, 1 << 20, 50, 8)
+        );
         assert_eq!(a.len(), 50);
         assert_eq!(a.iter().collect::<BTreeSet<_>>().len(), 50);
         assert!(a
@@ -227,7 +240,10 @@ mod tests {
         // 2 bytes hold 16 distinct bit flips; zeroing them can start at 2 places.
         let flips = plan_faults(FaultKind::BitFlip, &[10..12], 64, 100, 1);
         assert_eq!(flips.len(), 16);
-        assert_eq!(plan_faults(FaultKind::Zero(4), &[10..12], 64, 100, 1).len(), 2);
+        assert_eq!(
+            plan_faults(FaultKind::Zero(4), &[10..12], 64, 100, 1).len(),
+            2
+        );
         let pages = plan_faults(FaultKind::Page, &[5000..9000], 1 << 16, 10, 1);
         let starts: BTreeSet<u64> = pages.iter().map(|f| f.offset).collect();
         assert_eq!(starts, BTreeSet::from([4096, 8192]));

@@ -313,7 +313,14 @@ pub fn run_faults(
                     };
                     planned.push((base, place, fault, hash));
                     if pending.len() >= WINDOW {
-                        recover(guest, test, &dir, &std::mem::take(&mut pending), true, observer)?;
+                        recover(
+                            guest,
+                            test,
+                            &dir,
+                            &std::mem::take(&mut pending),
+                            true,
+                            observer,
+                        )?;
                     }
                 }
             }
@@ -329,7 +336,9 @@ pub fn run_faults(
                 false => read_state(&dir.state(&hash))
                     .with_context(|| format!("the state of faulted image {hash} is missing"))?,
             };
-            Ok(judge(base, place, fault, hash, baseline, &state, &written, image_len))
+            Ok(judge(
+                base, place, fault, hash, baseline, &state, &written, image_len,
+            ))
         })
         .collect::<Result<Vec<_>>>()?;
     let tallies: Vec<FaultTally> = faults
@@ -463,7 +472,11 @@ fn base_images(
                     run.root().display()
                 )
             })?;
-            index.images.keys().map(|h| (h.clone(), h.clone())).collect()
+            index
+                .images
+                .keys()
+                .map(|h| (h.clone(), h.clone()))
+                .collect()
         }
         FaultsAt::Final | FaultsAt::EachCheckpoint => {
             let mut points = FullyPersisted::default();

@@ -33,13 +33,23 @@ pub struct FaultsArgs {
     pub vm: VmArgs,
     /// Fault kinds (repeat or separate with commas): bitflip (one bit), scribble:N (N
     /// random bytes), zero:N (N bytes zeroed), page (the 4 KiB page zeroed: a lost page).
-    #[arg(long = "kind", value_delimiter = ',', default_value = "bitflip", value_name = "KIND")]
+    #[arg(
+        long = "kind",
+        value_delimiter = ',',
+        default_value = "bitflip",
+        value_name = "KIND"
+    )]
     pub kinds: Vec<FaultKind>,
     /// Where faults land (repeat or separate with commas): written (bytes the test
     /// wrote), metadata / data (of those, split by the code that wrote them: data is what
     /// the kernel's DAX copy wrote, or the VM configuration's fault_data_writers), any
     /// (anywhere in PM).
-    #[arg(long = "where", value_delimiter = ',', default_value = "written", value_name = "WHERE")]
+    #[arg(
+        long = "where",
+        value_delimiter = ',',
+        default_value = "written",
+        value_name = "WHERE"
+    )]
     pub places: Vec<FaultPlace>,
     /// Faults per kind, place and image (fewer when the place holds fewer distinct ones).
     #[arg(long, default_value_t = 20)]
@@ -76,7 +86,9 @@ pub fn run(args: &FaultsArgs) -> Result<bool> {
         );
     };
     let test = TestCase::load(&run.test())?;
-    let machine = args.vm.machine_of_run(&inputs.machine, args.jobs, !args.quiet)?;
+    let machine = args
+        .vm
+        .machine_of_run(&inputs.machine, args.jobs, !args.quiet)?;
     let data_writers = match machine.config.fault_data_writers.is_empty() {
         true => DEFAULT_DATA_WRITERS.iter().map(|w| w.to_string()).collect(),
         false => machine.config.fault_data_writers.clone(),
@@ -99,7 +111,10 @@ pub fn run(args: &FaultsArgs) -> Result<bool> {
         outln!("{}", serde_json::to_string_pretty(&report)?)?;
     } else {
         out!("{}", report.to_text())?;
-        outln!("results: {} (faults.json, summary.txt, summary.svg)", out.display())?;
+        outln!(
+            "results: {} (faults.json, summary.txt, summary.svg)",
+            out.display()
+        )?;
     }
     let found = report.findings().next().is_some();
     Ok(found)
