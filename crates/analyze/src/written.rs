@@ -150,7 +150,8 @@ mod tests {
     use super::*;
     use persim_trace::Meta;
 
-    fn store(addr: u64, len: usize, pc: u64) -> Result<Entry, TraceError> {
+    /// A store at `pc`, called from `caller` (0: no caller recorded).
+    fn store(addr: u64, len: usize, pc: u64, caller: u64) -> Result<Entry, TraceError> {
         Ok(Entry {
             op: Op::Write {
                 addr,
@@ -159,7 +160,7 @@ mod tests {
             },
             meta: Meta {
                 pc: Some(pc),
-                stack: vec![0x3000],
+                stack: [caller].into_iter().filter(|&c| c != 0).collect(),
             },
         })
     }
@@ -170,48 +171,33 @@ mod tests {
             "0000000000001000 T ext4_mark_iloc_dirty\n0000000000002000 T \
              __memcpy_flushcache\n0000000000003000 T dax_iomap_rw\n0000000000004000 T end\n",
         );
+        let writers = vec!["dax_".to_owned()];
+        let dax = 0x3010;
         let entries = vec![
-            // metadata: 8 bytes in line 0; data (its caller is the DAX copy): line 2
-            store(0, 8, 0x1010),
-            store(128, 64, 0x2000),
-            // line 0 again, the last writer is the DAX copy
-            store(60, 8, 0x2004),
+            // metadata: 8 bytes of line 0; data (the copy called by the DAX path): line 2
+            store(0, 8, 0x1010, 0),
+            store(128, 64, 0x2000, dax),
+            // lines 0 and 1: the last writer of line 0 is now the DAX copy
+            store(60, 8, 0x2004, dax),
             Ok(Entry {
                 op: Op::Fence(persim_trace::FenceKind::Sfence),
                 meta: Meta::default(),
             }),
         ];
-        let writers = vec!["dax_".to_owned()];
-        let ext4_stack = |entries: Vec<_>| {
-            entries
-                .into_iter()
-                .map(|e: Result<Entry, TraceError>| {
-                    e.map(|mut e| {
-                        if e.meta.pc == Some(0x1010) {
-                            e.meta.stack.clear();
-                        }
-                        e
-                    })
-                })
-                .collect::<Vec<_>>()
-        };
-        let written = Written::of_trace(ext4_stack(entries), Some(&symbols), &writers).unwrap();
+        let written = Written::of_trace(entries, Some(&symbols), &writers).unwrap();
         assert_eq!(written.ranges(WrittenClass::All), [0..8, 60..68, 128..192]);
-        // line 0's last store is data; line 1 (bytes 64..68) too
         assert_eq!(written.ranges(WrittenClass::Data), [0..8, 60..68, 128..192]);
+        assert!(written.ranges(WrittenClass::Metadata).is_empty());
         let line = written.line_in(64..70).unwrap();
         assert!(line.data);
-        assert!(
-            line.writer
-                .as_deref()
-                .unwrap()
-                .starts_with("__memcpy_flushcache+0x4"),
-            "{line:?}"
+        assert_eq!(
+            line.writer.as_deref(),
+            Some("__memcpy_flushcache+0x4 < dax_iomap_rw+0x10")
         );
         assert!(written.line_in(8..60).is_none());
-        // Without the DAX copy after it, line 0 would be metadata.
-        let only_ext4 = vec![store(0, 8, 0x1010)];
-        let written = Written::of_trace(ext4_stack(only_ext4), Some(&symbols), &writers).unwrap();
+        // Without the DAX copy after it, line 0 is metadata.
+        let only_ext4 = vec![store(0, 8, 0x1010, 0)];
+        let written = Written::of_trace(only_ext4, Some(&symbols), &writers).unwrap();
         assert_eq!(written.ranges(WrittenClass::Metadata), [0..8]);
         assert!(written.ranges(WrittenClass::Data).is_empty());
         let line = written.line_in(0..1).unwrap();
