@@ -198,7 +198,8 @@ mod tests {
         // Without the DAX copy after it, line 0 is metadata.
         let only_ext4 = vec![store(0, 8, 0x1010, 0)];
         let written = Written::of_trace(only_ext4, Some(&symbols), &writers).unwrap();
-        assert_eq!(written.ranges(WrittenClass::Metadata), [0..8]);
+        let metadata = written.ranges(WrittenClass::Metadata);
+        assert_eq!((metadata.len(), &metadata[0]), (1, &(0..8)));
         assert!(written.ranges(WrittenClass::Data).is_empty());
         let line = written.line_in(0..1).unwrap();
         assert_eq!(line.writer.as_deref(), Some("ext4_mark_iloc_dirty+0x10"));

@@ -119,7 +119,7 @@ impl Fault {
             FaultKind::Scribble(_) => {
                 let mut rng = SplitMix64(self.draw);
                 for chunk in bytes.chunks_mut(8) {
-                    let random = rng.next().to_le_bytes();
+                    let random = rng.next_u64().to_le_bytes();
                     chunk.copy_from_slice(&random[..chunk.len()]);
                 }
             }
@@ -169,7 +169,7 @@ pub fn plan_faults(
         };
         let draw = match kind {
             FaultKind::BitFlip => rng.below(8),
-            FaultKind::Scribble(_) => rng.next(),
+            FaultKind::Scribble(_) => rng.next_u64(),
             FaultKind::Zero(_) | FaultKind::Page => 0,
         };
         let fault = Fault { kind, offset, draw };
@@ -235,16 +235,21 @@ mod tests {
             .all(|f| targets.iter().any(|t| t.contains(&f.offset))));
     }
 
+    /// One target range.
+    fn one(range: Range<u64>) -> Vec<Range<u64>> {
+        vec![range]
+    }
+
     #[test]
     fn a_small_target_gives_at_most_its_distinct_faults() {
         // 2 bytes hold 16 distinct bit flips; zeroing them can start at 2 places.
-        let flips = plan_faults(FaultKind::BitFlip, &[10..12], 64, 100, 1);
+        let flips = plan_faults(FaultKind::BitFlip, &one(10..12), 64, 100, 1);
         assert_eq!(flips.len(), 16);
         assert_eq!(
-            plan_faults(FaultKind::Zero(4), &[10..12], 64, 100, 1).len(),
+            plan_faults(FaultKind::Zero(4), &one(10..12), 64, 100, 1).len(),
             2
         );
-        let pages = plan_faults(FaultKind::Page, &[5000..9000], 1 << 16, 10, 1);
+        let pages = plan_faults(FaultKind::Page, &one(5000..9000), 1 << 16, 10, 1);
         let starts: BTreeSet<u64> = pages.iter().map(|f| f.offset).collect();
         assert_eq!(starts, BTreeSet::from([4096, 8192]));
         assert!(plan_faults(FaultKind::BitFlip, &[], 64, 10, 1).is_empty());

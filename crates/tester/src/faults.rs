@@ -292,7 +292,7 @@ pub fn run_faults(
                 FaultPlace::Written => written.ranges(WrittenClass::All),
                 FaultPlace::Metadata => written.ranges(WrittenClass::Metadata),
                 FaultPlace::Data => written.ranges(WrittenClass::Data),
-                FaultPlace::Any => vec![0..pm_len],
+                FaultPlace::Any => std::iter::once(0..pm_len).collect(),
             };
             for &kind in &opts.kinds {
                 let seed = opts.seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);

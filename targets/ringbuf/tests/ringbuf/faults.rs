@@ -40,8 +40,10 @@ fn written() -> HeapRegion {
     log.into_parts().0
 }
 
-/// What recovering `region` gives: each entry, or the error recovery reports.
-fn recover(region: HeapRegion) -> Result<Vec<(u64, Vec<u8>)>, String> {
+/// What recovering a region gives: each entry (id, body), or the error recovery reports.
+type Recovered = Result<Vec<(u64, Vec<u8>)>, String>;
+
+fn recover(region: HeapRegion) -> Recovered {
     let mut log = RingBuf::<_, _, 64>::open(region, Eadr, 1).map_err(|e| e.to_string())?;
     log.recover()
         .map(|entry| {
@@ -53,7 +55,7 @@ fn recover(region: HeapRegion) -> Result<Vec<(u64, Vec<u8>)>, String> {
 }
 
 /// The outcome of flipping bit `bit` of byte `offset`, and what recovery gave.
-fn flip(offset: usize, bit: u64) -> (Outcome, Result<Vec<(u64, Vec<u8>)>, String>) {
+fn flip(offset: usize, bit: u64) -> (Outcome, Recovered) {
     let fault = Fault {
         kind: FaultKind::BitFlip,
         offset: offset as u64,
