@@ -4,6 +4,8 @@
 mod culprits;
 mod debug;
 mod diff;
+mod fault_plots;
+mod faults;
 mod final_state;
 mod invariant;
 mod line_table;
@@ -13,6 +15,7 @@ mod profile_plots;
 mod report;
 mod signature;
 mod verdict;
+mod written;
 
 pub use culprits::{find_culprits, Culprit, Relevance};
 pub use debug::{
@@ -20,6 +23,10 @@ pub use debug::{
     PendingUnit,
 };
 pub use diff::line_diff;
+pub use fault_plots::fault_summary_svg;
+pub use faults::{
+    classify_fault, state_bytes_lost, FaultOutcome, FaultRow, FaultSummary, FaultTally,
+};
 pub use final_state::{
     check_final_states, Expect, Expected, FinalCheck, FinalDifference, ReferenceStates,
     REFERENCE_LEAVES_OUT, REFERENCE_LEAVES_OUT_OF_DIRS,
@@ -34,3 +41,4 @@ pub use verdict::{
     verdicts, BrokenInvariant, CheckpointVerdict, ErrorInfo, ImageOrigins, InvariantVerdict, Media,
     StateInfo, StateLines,
 };
+pub use written::{Written, WrittenClass, WrittenLine, DEFAULT_DATA_WRITERS};

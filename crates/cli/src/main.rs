@@ -34,7 +34,7 @@ mod size;
 mod vm_args;
 
 use commands::{
-    analyze, campaign, debug, generate, images, profile, record, report, run, suite, trace,
+    analyze, campaign, debug, faults, generate, images, profile, record, report, run, suite, trace,
 };
 
 use clap::{Parser, Subcommand};
@@ -76,6 +76,7 @@ enum Command {
     Campaign(campaign::CampaignArgs),
     Report(report::ReportArgs),
     Images(images::ImagesArgs),
+    Faults(faults::FaultsArgs),
     Analyze(analyze::AnalyzeArgs),
     Profile(profile::ProfileArgs),
     Trace(TraceArgs),
@@ -114,6 +115,7 @@ fn main() -> ExitCode {
         Command::Debug { command } => debug::run(&command).map(|()| ExitCode::SUCCESS),
         Command::Generate { command } => generate::run(&command).map(|()| ExitCode::SUCCESS),
         Command::Images(args) => images::run(&args).map(|()| ExitCode::SUCCESS),
+        Command::Faults(args) => faults::run(&args).map(violations),
         Command::Analyze(args) => analyze::run(&args).map(violations),
         Command::Profile(args) => profile::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Trace(TraceArgs {

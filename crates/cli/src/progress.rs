@@ -50,6 +50,7 @@ impl Observer for Progress {
                 Stage::Images => "images: reusing the generated images",
                 Stage::States => "states: reusing the recovered states",
                 Stage::Reference => "reference: reusing the reference's states",
+                Stage::Faults => "faults: reusing the recovered states",
             }),
             // Each pass reports its own progress and end.
             Event::Replaying(_) => {}
@@ -72,6 +73,7 @@ impl Observer for Progress {
                         Stage::Reads => format!(
                             "reads: {done}/{total} recoveries of fully persisted images traced"
                         ),
+                        Stage::Faults => format!("faults: {done}/{total} images recovered"),
                         _ => format!("states: {done}/{total} images recovered"),
                     })
                 }

@@ -57,6 +57,32 @@ impl VmArgs {
         self.machine_of(&home, config, jobs, progress)
     }
 
+    /// The VM a run directory's states were recovered on: --fs/--vm if given (its name
+    /// must be the run's), else the configuration of that name among Persim's.
+    pub fn machine_of_run(
+        &self,
+        run_machine: &str,
+        jobs: Option<usize>,
+        progress: bool,
+    ) -> Result<Machine> {
+        let home = self.home()?;
+        let config = match (&self.fs, &self.vm) {
+            (None, None) => VmConfig::load(&home.vm_configs().join(format!("{run_machine}.toml")))
+                .with_context(|| {
+                    format!("the run was made on `{run_machine}`: give its configuration with --vm CONFIG")
+                })?,
+            _ => self.config(&home)?,
+        };
+        if config.name != run_machine {
+            bail!(
+                "the run was made on `{run_machine}`, not `{}`: give the configuration it ran \
+                 with (--vm CONFIG), or leave out --fs/--vm",
+                config.name
+            );
+        }
+        self.machine_of(&home, config, jobs, progress)
+    }
+
     /// The VM of `--reference CONFIG`: a configuration file, or a file system's name as
     /// `--fs` takes it; the same tools, timeouts and cache as the tested one, and one
     /// recovery at a time (it recovers one image per checkpoint).

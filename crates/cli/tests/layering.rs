@@ -49,7 +49,12 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // trace analysis.
     (
         "persim-ringbuf",
-        &["persim-trace", "persim-model", "persim-analyze"],
+        &[
+            "persim-trace",
+            "persim-model",
+            "persim-image",
+            "persim-analyze",
+        ],
     ),
     ("persim-subjects", &["persim-guest", "persim-ringbuf"]),
     // ZIL-PMEM's log engine takes the ring buffer's PM accesses; its tests replay traces.

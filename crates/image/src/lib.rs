@@ -5,6 +5,7 @@
 
 mod diff;
 mod error;
+mod fault;
 mod generate;
 mod hash_tree;
 mod image;
@@ -14,6 +15,7 @@ mod store;
 mod tree;
 
 pub use error::ImageError;
+pub use fault::{plan_faults, Fault, FaultKind, UnknownFaultKind, PAGE};
 pub use generate::{
     generate_images, GenerateError, GenerateOptions, Generated, Guidance, NtPrefixesAt, Progress,
     ReadSets,

@@ -8,6 +8,7 @@
 
 mod campaign;
 mod cases;
+mod faults;
 mod guest;
 mod home;
 mod inputs;
@@ -20,6 +21,7 @@ pub use campaign::{
     merge, run_campaign, CampaignOptions, Group, Shard, SuiteResults, TestEvent, TestResult,
 };
 pub use cases::{ace, Suite, TestCase};
+pub use faults::{run_faults, FaultOptions, FaultPlace, FaultResult, FaultsAt, FaultsReport};
 pub use guest::{Guest, Recorded, VmGuest};
 pub use home::Home;
 pub use inputs::Inputs;

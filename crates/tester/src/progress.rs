@@ -14,6 +14,8 @@ pub enum Stage {
     /// `--reference`: the test traced on the reference configuration, its checkpoints'
     /// states recovered there.
     Reference,
+    /// `persim faults`: corrupted images recovered.
+    Faults,
 }
 
 impl Stage {
@@ -36,6 +38,8 @@ pub enum Pass {
     Culprits,
     /// `--reference`: the reference's trace, for its checkpoints' fully persisted images.
     Reference,
+    /// `persim faults`: the fully persisted images that faults corrupt.
+    Faults,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -92,6 +96,7 @@ mod tests {
             (Stage::Images, "images"),
             (Stage::States, "states"),
             (Stage::Reference, "reference"),
+            (Stage::Faults, "faults"),
         ];
         let listed: Vec<&str> = names.iter().map(|(_, name)| *name).collect();
         assert_eq!(Stage::VARIANTS, listed);

@@ -19,6 +19,7 @@
 //!                                 output.txt, what the guest printed there
 //! DIR/reference/states.json       their states by checkpoint (ReferenceStates)
 //! DIR/report.json, report.txt     the verdicts
+//! DIR/faults/                    `persim faults`' results by default (its own layout)
 //! DIR/persim.lock                 held by the process writing here (not a result)
 //! ```
 
@@ -209,6 +210,12 @@ impl RunDir {
             return Ok(None);
         }
         read_json(&self.reference_states()).map(Some)
+    }
+
+    /// Where `persim faults` puts its results unless told otherwise: a directory of its
+    /// own, which no stage reads or removes.
+    pub fn faults(&self) -> PathBuf {
+        self.root.join("faults")
     }
 
     pub fn report_json(&self) -> PathBuf {

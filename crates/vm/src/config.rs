@@ -50,6 +50,12 @@ pub struct VmConfig {
     /// Names the state dump leaves out (fs-dump `--exclude`), e.g. `lost+found`.
     #[serde(default)]
     pub dump_exclude: Vec<String>,
+    /// `persim faults --where data|metadata`: the function-name prefixes whose stores are
+    /// data (a store with one of them in its stack); the rest is metadata. Empty: the
+    /// kernel's DAX copy (`dax_`), right for a file system mounted with DAX
+    /// (docs/faults.md). Left out of the key when empty, as it changes no run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fault_data_writers: Vec<String>,
     /// Kernel parameters appended to Persim's own command line, e.g. a file system's
     /// module parameter (`nova.csum=1`). Left out of the key when empty, so that
     /// configurations without it keep the keys of their runs.

@@ -1,6 +1,7 @@
 //! Enumerating and sampling a space of choices: a sequence of cuts, each with one digit
 //! per item (line or block) whose value range depends on the cut.
 
+use crate::SplitMix64;
 use rustc_hash::FxHashSet;
 
 /// A space of crash-image choices, walked cut by cut in increasing order.
@@ -140,23 +141,6 @@ fn increment(digits: &mut [u32], radix: impl Fn(usize) -> u32) -> bool {
         *d = 0;
     }
     false
-}
-
-/// A small, fast, seedable generator (SplitMix64) so samples are reproducible.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        ((self.next() as u128 * n as u128) >> 64) as u64
-    }
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@ mod verdicts;
 pub use images::{generate_options, materialise_images};
 pub(crate) use nt::NtDecision;
 pub use reads::recorded_guidance;
+pub(crate) use states::read_state;
 pub use verdicts::judge;
 
 use crate::cases::TestCase;

@@ -135,6 +135,11 @@ fn saved_states(dir: &RunDir, store: &ImageStore) -> SavedStates {
 /// The state saved in `dir` for the image `hash`; None when there is none or it cannot be
 /// read back (e.g. from an older Persim).
 pub(super) fn saved_state(dir: &RunDir, hash: &str) -> Option<Recovered> {
-    let text = std::fs::read(dir.state(hash)).ok()?;
+    read_state(&dir.state(hash))
+}
+
+/// A state file read back; None when there is none or it cannot be read.
+pub(crate) fn read_state(path: &std::path::Path) -> Option<Recovered> {
+    let text = std::fs::read(path).ok()?;
     serde_json::from_slice(&text).ok()
 }

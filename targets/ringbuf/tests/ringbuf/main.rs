@@ -3,6 +3,7 @@
 mod access_kinds;
 mod concurrency;
 mod corruption;
+mod faults;
 mod gc;
 mod mapped;
 mod round_trip;
