@@ -28,6 +28,17 @@ fn cache_dir() -> PathBuf {
 /// A guest of `config` on a blank PM file `pm_file` (and a blank disk beside it, if the
 /// configuration has an NVMe SSD).
 fn boot(config: &VmConfig, artifacts: &Artifacts, pm_file: PathBuf, plugin: Option<Plugin>) -> Vm {
+    boot_cpus(config, artifacts, pm_file, plugin, 1)
+}
+
+/// [`boot`] with `cpus` virtual CPUs (more than one only without the plugin).
+fn boot_cpus(
+    config: &VmConfig,
+    artifacts: &Artifacts,
+    pm_file: PathBuf,
+    plugin: Option<Plugin>,
+    cpus: u32,
+) -> Vm {
     let prepared = prepare(config, artifacts, &cache_dir()).unwrap();
     let blank = |path: &Path, size: u64| {
         std::fs::File::create(path).unwrap().set_len(size).unwrap();
@@ -40,6 +51,7 @@ fn boot(config: &VmConfig, artifacts: &Artifacts, pm_file: PathBuf, plugin: Opti
     let spec = QemuSpec {
         plugin,
         blk_file,
+        cpus,
         ..prepared.qemu_spec(config, pm_file)
     };
     Vm::boot(&spec, TIMEOUT).unwrap()
@@ -1098,5 +1110,143 @@ dmsetup --noudevsync create dpwc --table \"0 $(blockdev --getsz /dev/pmem0) dpwc
     );
     let oopses = run("dmesg | grep -c -e 'Oops' -e 'BUG:' -e 'WARNING:' || true");
     assert_eq!(oopses.trim(), "0");
+    vm.shutdown(TIMEOUT).unwrap();
+}
+
+/// The region statistics of pm-throttle.ko (/sys/kernel/pm_throttle/region0/*), as
+/// `name value` lines after a `@@stats` line of the guest's output.
+fn throttle_stats(output: &str) -> std::collections::HashMap<String, i64> {
+    output
+        .lines()
+        .skip_while(|line| *line != "@@stats")
+        .filter_map(|line| line.split_once(' '))
+        .map(|(name, value)| (name.to_owned(), value.parse().unwrap()))
+        .collect()
+}
+
+/// A guest script: pm-throttle.ko loaded again with `options` (the livepatch disabled and
+/// the module removed first, so that its statistics start at zero), then fio's `jobs`
+/// writers of 16 KiB blocks through DAX, verified (crc32c), then the statistics.
+fn throttle_run(options: &str, jobs: u32) -> String {
+    format!(
+        "set -e
+unload
+insmod /lib/persim-modules/pm-throttle.ko {options}
+rm -f /mnt/w.*
+fio --name=w --directory=/mnt --thread --numjobs={jobs} --size=1m --bs=16k --rw=write \
+--ioengine=psync --verify=crc32c --do_verify=1 --verify_fatal=1 --minimal >/tmp/fio.out
+echo @@stats
+cd /sys/kernel/pm_throttle/region0 && for f in *; do echo \"$f $(cat $f)\"; done"
+    )
+}
+
+/// Disables pm-throttle's livepatch, waits until the kernel has left it, removes the
+/// module and checks that it is gone.
+const THROTTLE_UNLOAD: &str = "unload() {
+    p=/sys/kernel/livepatch/pm_throttle
+    [ -d $p ] && echo 0 >$p/enabled
+    while [ -d $p ]; do sleep 0.2; done
+    grep -q '^pm_throttle ' /proc/modules && rmmod pm_throttle
+    ! grep -q '^pm_throttle ' /proc/modules
+}";
+
+/// pm-throttle.ko (targets/pm-throttle, docs/overload.md) in a 4-vCPU guest on ext4-DAX
+/// and XFS-DAX, on both guest kernels: 4 fio writers with crc32c verification in each mode
+/// read their data back; `semaphore` with limit 2 keeps at most 2 writers in the copy at
+/// once, where `off` sees more; in `workqueue` mode the workers copy every block of 16 KiB
+/// (the threshold is 4 KiB); `dma` and unknown modes are refused with their reason; the
+/// livepatch is disabled and the module removed while 4 writers run, and their data still
+/// verifies; no oops.
+#[test]
+fn pm_throttle_bounds_writers_per_mode_and_unloads_under_load() {
+    let test = "pm_throttle_bounds_writers_per_mode_and_unloads_under_load";
+    for name in [
+        "ext4-throttle-workqueue.toml",
+        "ext4-throttle-workqueue-6.12.toml",
+        "xfs-throttle-workqueue.toml",
+        "xfs-throttle-workqueue-6.12.toml",
+    ] {
+        let mut config = VmConfig::load(&default_config_dir().join(name)).unwrap();
+        let Some(artifacts) = persim_vm::testing::vm_ready(test, &config) else {
+            continue;
+        };
+        if persim_vm::testing::kmod_ready(test, &config, "pm-throttle").is_none() {
+            continue;
+        }
+        config.tools.push("fio".to_owned());
+        throttle_in_guest(&config, &artifacts);
+    }
+}
+
+fn throttle_in_guest(config: &VmConfig, artifacts: &Artifacts) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut vm = boot_cpus(config, artifacts, dir.path().join("pm.img"), None, 4);
+    let mut run = |script: &str| {
+        let script = format!("{THROTTLE_UNLOAD}\n{script}");
+        let out = vm.run(&script, Duration::from_secs(600)).unwrap();
+        assert_eq!(
+            out.exit_code, 0,
+            "{}: {script}: {}",
+            config.name, out.output
+        );
+        out.output
+    };
+    // Loaded at boot in workqueue mode (the configuration's kernel_args).
+    let loaded = run(&format!(
+        "{} && {}
+cat /sys/module/pm_throttle/parameters/mode /sys/kernel/livepatch/pm_throttle/enabled",
+        config.mkfs, config.mount
+    ));
+    assert!(loaded.ends_with("workqueue\n1"), "{}: {loaded}", config.name);
+    let off = throttle_stats(&run(&throttle_run("mode=off", 4)));
+    let semaphore = throttle_stats(&run(&throttle_run("mode=semaphore limit=2", 4)));
+    let workqueue = throttle_stats(&run(&throttle_run(
+        "mode=workqueue workers=2 threshold=4096",
+        4,
+    )));
+    let name = &config.name;
+    eprintln!("{name}: off {off:?}\nsemaphore {semaphore:?}\nworkqueue {workqueue:?}");
+    // fio writes 4 x 1 MiB, then verifies; ext4 and XFS copy each 16 KiB block in one.
+    let written = 4 << 20;
+    assert_eq!(off["bytes_off"], written, "{name}: {off:?}");
+    assert!(off["max_writers"] > 2, "{name}: off mode never had 3 writers: {off:?}");
+    assert_eq!(semaphore["bytes_semaphore"], written, "{name}: {semaphore:?}");
+    assert!(
+        semaphore["max_writers"] <= 2 && semaphore["waits"] > 0,
+        "{name}: {semaphore:?}"
+    );
+    assert_eq!(workqueue["bytes_workqueue"], written, "{name}: {workqueue:?}");
+    assert_eq!(
+        (workqueue["copies_by_workers"], workqueue["bytes_by_workers"]),
+        (written / 16384, written),
+        "{name}: {workqueue:?}"
+    );
+    assert!(workqueue["max_writers"] <= 2, "{name}: {workqueue:?}");
+    // Refused modes leave the mode as it was and say why.
+    let refused = run("dmesg -c >/dev/null
+p=/sys/module/pm_throttle/parameters/mode
+echo dma >$p 2>/dev/null && echo SET
+echo bogus >$p 2>/dev/null && echo SET
+cat $p; dmesg");
+    assert!(
+        !refused.contains("SET")
+            && refused.contains("workqueue\n")
+            && refused.contains("mode dma refused: no DMA engine")
+            && refused.contains("mode \"bogus\" refused"),
+        "{name}: {refused}"
+    );
+    // Unloaded while 4 writers run (semaphore mode, limit 1): every write verifies.
+    let unloaded = run("set -e
+unload
+insmod /lib/persim-modules/pm-throttle.ko mode=semaphore limit=1
+rm -f /mnt/w.*
+fio --name=w --directory=/mnt --thread --numjobs=4 --size=4m --bs=16k --rw=write \
+--ioengine=psync --verify=crc32c --do_verify=1 --verify_fatal=1 --minimal >/tmp/fio.out &
+while [ ! -f /mnt/w.3.0 ]; do sleep 0.1; done
+unload
+wait $!
+echo copies $(cat /proc/modules | grep -c pm_throttle)
+dmesg | grep -c -e 'Oops' -e 'BUG:' -e 'WARNING:' || true");
+    assert!(unloaded.ends_with("copies 0\n0"), "{name}: {unloaded}");
     vm.shutdown(TIMEOUT).unwrap();
 }
