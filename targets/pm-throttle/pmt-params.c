@@ -41,6 +41,11 @@ static int pmt_dma_refused(void)
 	return -EOPNOTSUPP;
 }
 
+const char *pmt_mode_name(int mode)
+{
+	return pmt_mode_names[mode];
+}
+
 static int pmt_mode_set(const char *val, const struct kernel_param *kp)
 {
 	int mode = sysfs_match_string(pmt_mode_names, val);
@@ -53,7 +58,7 @@ static int pmt_mode_set(const char *val, const struct kernel_param *kp)
 	if (mode == PMT_DMA)
 		return pmt_dma_refused();
 	WRITE_ONCE(pmt_mode, mode);
-	pr_info("mode %s\n", pmt_mode_names[mode]);
+	pr_info("mode %s\n", pmt_mode_name(mode));
 	return 0;
 }
 

@@ -68,8 +68,8 @@ static int __init pmt_init(void)
 		pmt_sysfs_exit();
 		return err;
 	}
-	pr_info("dax_copy_from_iter() replaced (kernel %s); mode %d, limit %u, workers %u, threshold %u\n",
-		UTS_RELEASE, pmt_mode, pmt_limit, pmt_workers, pmt_threshold);
+	pr_info("dax_copy_from_iter() replaced (kernel %s); mode %s, limit %u, workers %u, threshold %u\n",
+		UTS_RELEASE, pmt_mode_name(pmt_mode), pmt_limit, pmt_workers, pmt_threshold);
 	return 0;
 }
 

@@ -53,6 +53,7 @@ extern int pmt_mode;
 extern unsigned int pmt_limit;
 extern unsigned int pmt_workers;
 extern unsigned int pmt_threshold;
+const char *pmt_mode_name(int mode);
 
 size_t pmt_copy(struct dax_device *dax_dev, void *addr, size_t bytes,
 		struct iov_iter *i);

@@ -1152,9 +1152,9 @@ const THROTTLE_UNLOAD: &str = "unload() {
 
 /// pm-throttle.ko (targets/pm-throttle, docs/overload.md) in a 4-vCPU guest on ext4-DAX
 /// and XFS-DAX, on both guest kernels: 4 fio writers with crc32c verification in each mode
-/// read their data back; `semaphore` with limit 2 keeps at most 2 writers in the copy at
-/// once, where `off` sees more; in `workqueue` mode the workers copy every block of 16 KiB
-/// (the threshold is 4 KiB); `dma` and unknown modes are refused with their reason; the
+/// read their data back; `semaphore` with limit 1 keeps one writer in the copy at a time
+/// (others wait), where `off` sees 2 at once; in `workqueue` mode its one worker copies
+/// every block of 16 KiB (the threshold is 4 KiB); `dma` and unknown modes are refused with their reason; the
 /// livepatch is disabled and the module removed while 4 writers run, and their data still
 /// verifies; no oops.
 #[test]
@@ -1173,7 +1173,9 @@ fn pm_throttle_bounds_writers_per_mode_and_unloads_under_load() {
         if persim_vm::testing::kmod_ready(test, &config, "pm-throttle").is_none() {
             continue;
         }
+        // fio's shared libraries (Ceph's, Gluster's) fill 80 MB of the initramfs.
         config.tools.push("fio".to_owned());
+        config.memory_mib = 1536;
         throttle_in_guest(&config, &artifacts);
     }
 }
@@ -1194,14 +1196,15 @@ fn throttle_in_guest(config: &VmConfig, artifacts: &Artifacts) {
     // Loaded at boot in workqueue mode (the configuration's kernel_args).
     let loaded = run(&format!(
         "{} && {}
-cat /sys/module/pm_throttle/parameters/mode /sys/kernel/livepatch/pm_throttle/enabled",
+cat /sys/module/pm_throttle/parameters/mode /sys/kernel/livepatch/pm_throttle/enabled
+dmesg | grep -c 'pm_throttle: dax_copy_from_iter() replaced (kernel'",
         config.mkfs, config.mount
     ));
-    assert!(loaded.ends_with("workqueue\n1"), "{}: {loaded}", config.name);
+    assert!(loaded.ends_with("workqueue\n1\n1"), "{}: {loaded}", config.name);
     let off = throttle_stats(&run(&throttle_run("mode=off", 4)));
-    let semaphore = throttle_stats(&run(&throttle_run("mode=semaphore limit=2", 4)));
+    let semaphore = throttle_stats(&run(&throttle_run("mode=semaphore limit=1", 4)));
     let workqueue = throttle_stats(&run(&throttle_run(
-        "mode=workqueue workers=2 threshold=4096",
+        "mode=workqueue workers=1 threshold=4096",
         4,
     )));
     let name = &config.name;
@@ -1209,10 +1212,11 @@ cat /sys/module/pm_throttle/parameters/mode /sys/kernel/livepatch/pm_throttle/en
     // fio writes 4 x 1 MiB, then verifies; ext4 and XFS copy each 16 KiB block in one.
     let written = 4 << 20;
     assert_eq!(off["bytes_off"], written, "{name}: {off:?}");
-    assert!(off["max_writers"] > 2, "{name}: off mode never had 3 writers: {off:?}");
+    // Without the bound 2 writers copy at once (QEMU runs the 4 vCPUs on 2 host cores).
+    assert!(off["max_writers"] >= 2, "{name}: off mode never had 2 writers: {off:?}");
     assert_eq!(semaphore["bytes_semaphore"], written, "{name}: {semaphore:?}");
     assert!(
-        semaphore["max_writers"] <= 2 && semaphore["waits"] > 0,
+        semaphore["max_writers"] == 1 && semaphore["waits"] > 0,
         "{name}: {semaphore:?}"
     );
     assert_eq!(workqueue["bytes_workqueue"], written, "{name}: {workqueue:?}");
@@ -1221,7 +1225,7 @@ cat /sys/module/pm_throttle/parameters/mode /sys/kernel/livepatch/pm_throttle/en
         (written / 16384, written),
         "{name}: {workqueue:?}"
     );
-    assert!(workqueue["max_writers"] <= 2, "{name}: {workqueue:?}");
+    assert_eq!(workqueue["max_writers"], 1, "{name}: {workqueue:?}");
     // Refused modes leave the mode as it was and say why.
     let refused = run("dmesg -c >/dev/null
 p=/sys/module/pm_throttle/parameters/mode
