@@ -52,7 +52,9 @@ static int pmt_no_zero_page_range(struct dax_device *dax_dev, pgoff_t pgoff,
 /*
  * Whether struct pmt_dax_head matches the running kernel: on a dax_device of
  * its own, the private pointer and the flag bits read through it must follow
- * what the kernel's own setters and getters do.
+ * what the kernel's own setters and getters do. The flags of a new dax_device
+ * may be stale (the kernel reuses freed ones without clearing them), so only
+ * bits set or toggled here are compared.
  */
 bool pmt_dax_layout_ok(void)
 {
@@ -71,11 +73,14 @@ bool pmt_dax_layout_ok(void)
 	ok = ((struct pmt_dax_head *)dax_dev)->private == &marker &&
 	     dax_get_private(dax_dev) == &marker;
 	ok = ok && test_bit(PMT_DAXDEV_ALIVE, flags) && dax_alive(dax_dev);
-	ok = ok && !test_bit(PMT_DAXDEV_NOCACHE, flags) &&
-	     !test_bit(PMT_DAXDEV_SYNC, flags);
+	dax_write_cache(dax_dev, false);
+	ok = ok && !test_bit(PMT_DAXDEV_WRITE_CACHE, flags) &&
+	     !dax_write_cache_enabled(dax_dev);
+	dax_write_cache(dax_dev, true);
+	ok = ok && test_bit(PMT_DAXDEV_WRITE_CACHE, flags) &&
+	     dax_write_cache_enabled(dax_dev);
 	set_dax_nocache(dax_dev);
-	ok = ok && test_bit(PMT_DAXDEV_NOCACHE, flags) &&
-	     !test_bit(PMT_DAXDEV_SYNC, flags);
+	ok = ok && test_bit(PMT_DAXDEV_NOCACHE, flags);
 	set_dax_synchronous(dax_dev);
 	ok = ok && test_bit(PMT_DAXDEV_SYNC, flags) && dax_synchronous(dax_dev);
 	kill_dax(dax_dev);
@@ -132,6 +137,7 @@ static struct pmt_region *pmt_region_of(struct dax_device *dax_dev, void *addr)
 	int id;
 
 	for (id = 0; id < PMT_MAX_REGIONS; id++) {
+		/* pairs with the release below: a region is whole once seen */
 		r = smp_load_acquire(&pmt_regions[id]);
 		if (!r || r->dax_dev == dax_dev)
 			break;
@@ -146,6 +152,7 @@ static struct pmt_region *pmt_region_of(struct dax_device *dax_dev, void *addr)
 		if (!r) {
 			r = pmt_region_new(dax_dev, addr, id);
 			if (r)
+				/* pairs with the lock-free lookups' acquire */
 				smp_store_release(&pmt_regions[id], r);
 			break;
 		}
@@ -220,6 +227,7 @@ void pmt_limit_changed(void)
 	struct pmt_region *r;
 
 	for (id = 0; id < PMT_MAX_REGIONS; id++) {
+		/* pairs with pmt_region_of()'s release */
 		r = smp_load_acquire(&pmt_regions[id]);
 		if (!r)
 			break;
@@ -233,6 +241,7 @@ void pmt_workers_changed(void)
 	struct pmt_region *r;
 
 	for (id = 0; id < PMT_MAX_REGIONS; id++) {
+		/* pairs with pmt_region_of()'s release */
 		r = smp_load_acquire(&pmt_regions[id]);
 		if (!r)
 			break;
