@@ -1270,3 +1270,81 @@ dmesg | grep -c -e 'Oops' -e 'BUG:' -e 'WARNING:' || true");
     assert!(unloaded.ends_with("copies 0\n0"), "{name}: {unloaded}");
     vm.shutdown(TIMEOUT).unwrap();
 }
+
+/// A traced 16 KiB DAX write on ext4 with pm-throttle.ko in workqueue mode
+/// (vm/ext4-throttle-workqueue.toml): the module's worker copies it, its data reaches PM in
+/// non-temporal stores only, and an `sfence` follows the last of them before any other PM
+/// store or fence (the worker's `wmb()`, before the caller's write returns:
+/// docs/overload.md). busybox `cat` writes with sendfile, a kernel buffer, which the kernel
+/// copies without a fence of its own (a user buffer's copy ends in one): without the
+/// worker's `wmb()` the next fence is the locked decrement after it, and the test fails.
+#[test]
+fn pm_throttle_worker_copies_are_non_temporal_and_fenced() {
+    let test = "pm_throttle_worker_copies_are_non_temporal_and_fenced";
+    let config =
+        VmConfig::load(&default_config_dir().join("ext4-throttle-workqueue.toml")).unwrap();
+    let Some(artifacts) = persim_vm::testing::vm_ready(test, &config) else {
+        return;
+    };
+    if persim_vm::testing::kmod_ready(test, &config, "pm-throttle").is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("throttle.trace");
+    // 16 KiB of a pattern no other store holds: "pmthrottle" and a line number.
+    let command =
+        "i=0; while [ $i -lt 1024 ]; do printf 'pmthrottle%05d\\n' $i; i=$((i + 1)); done >/tmp/d
+hypercall checkpoint 1
+cat /tmp/d >/mnt/f
+hypercall checkpoint 2
+cat /sys/kernel/pm_throttle/region0/copies_by_workers";
+    let summary = trace(&machine(config, artifacts), command, &output, Stacks::Off).unwrap();
+    assert_eq!(summary.exit_code, 0, "{}", summary.output);
+    assert_eq!(
+        summary.output.trim().lines().last(),
+        Some("1"),
+        "{}",
+        summary.output
+    );
+    let (_, entries) = persim_trace::read_all(&output).unwrap();
+    let ops: Vec<Op> = entries.into_iter().map(|e| e.op).collect();
+    let position = |wanted: &Op| ops.iter().position(|op| op == wanted);
+    let cp1 = position(&Op::Hypercall(Hypercall::Checkpoint(1))).expect("checkpoint 1");
+    let cp2 = position(&Op::Hypercall(Hypercall::Checkpoint(2))).expect("checkpoint 2");
+    // Where the file's data lies on PM: the pattern's first line in the writes' image.
+    let mut pm = vec![0u8; summary.pm_size as usize];
+    for op in &ops[cp1..cp2] {
+        if let Op::Write { addr, data, .. } = op {
+            pm[*addr as usize..*addr as usize + data.len()].copy_from_slice(data);
+        }
+    }
+    let start = pm
+        .windows(16)
+        .position(|w| w == b"pmthrottle00000\n")
+        .expect("the data on PM") as u64;
+    let data: Vec<(usize, bool)> = ops[cp1..cp2]
+        .iter()
+        .enumerate()
+        .filter_map(|(i, op)| match op {
+            Op::Write { addr, nt, .. } if (start..start + 16384).contains(addr) => {
+                Some((cp1 + i, *nt))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        &pm[start as usize + 16384 - 16..start as usize + 16384],
+        b"pmthrottle01023\n"
+    );
+    assert!(data.iter().all(|(_, nt)| *nt), "a cached store of the data");
+    let last = data.last().unwrap().0;
+    let next = ops[last + 1..cp2]
+        .iter()
+        .find(|op| matches!(op, Op::Write { .. } | Op::Fence(_)));
+    // The worker's own `sfence`, not only the locked instructions that follow it.
+    assert_eq!(
+        next,
+        Some(&Op::Fence(FenceKind::Sfence)),
+        "after the last data store"
+    );
+}
