@@ -1348,3 +1348,72 @@ cat /sys/kernel/pm_throttle/region0/copies_by_workers";
         "after the last data store"
     );
 }
+
+/// pm-throttle's overhead where PM is not overloaded (docs/performance.md, "pm-throttle"):
+/// one fio writer of 16 KiB blocks (64 MiB, `sync=1`) on ext4-DAX in a 1-vCPU guest, each
+/// mode against `off`, the modes taking turns for `BENCH_RUNS` rounds; fio's bandwidth in
+/// the guest and QEMU's CPU time per GiB (under TCG it grows with the guest instructions
+/// executed). Ignored by default (a few minutes of VM time):
+/// `cargo test --release -p persim-vm --test guest bench_pm_throttle -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn bench_pm_throttle_modes() {
+    let test = "bench_pm_throttle_modes";
+    let mut config =
+        VmConfig::load(&default_config_dir().join("ext4-throttle-workqueue.toml")).unwrap();
+    let Some(artifacts) = persim_vm::testing::vm_ready(test, &config) else {
+        return;
+    };
+    if persim_vm::testing::kmod_ready(test, &config, "pm-throttle").is_none() {
+        return;
+    }
+    config.tools.push("fio".to_owned());
+    config.memory_mib = 1536;
+    let dir = tempfile::tempdir().unwrap();
+    let mut vm = boot(&config, &artifacts, dir.path().join("pm.img"), None);
+    let mut run = |script: &str| {
+        let out = vm
+            .run(
+                &format!("{THROTTLE_UNLOAD}\n{script}"),
+                Duration::from_secs(1200),
+            )
+            .unwrap();
+        assert_eq!(out.exit_code, 0, "{script}: {}", out.output);
+        out.output
+    };
+    run(&format!("{} && {}", config.mkfs, config.mount));
+    let modes = [
+        ("off", "mode=off"),
+        ("semaphore", "mode=semaphore limit=1"),
+        ("workqueue", "mode=workqueue workers=1 threshold=4096"),
+    ];
+    let mut results: Vec<(f64, f64)> = vec![(0.0, 0.0); modes.len()];
+    for _ in 0..BENCH_RUNS {
+        for (i, (_, options)) in modes.iter().enumerate() {
+            run(&format!(
+                "unload && insmod /lib/persim-modules/pm-throttle.ko {options} && rm -f /mnt/b.*"
+            ));
+            let before = vm.cpu_time().unwrap();
+            let bw = vm
+                .run(
+                    "fio --name=b --directory=/mnt --size=64m --bs=16k --rw=write --sync=1 \
+                     --ioengine=psync --minimal | cut -d';' -f48",
+                    Duration::from_secs(1200),
+                )
+                .unwrap();
+            let cpu = (vm.cpu_time().unwrap() - before).as_secs_f64();
+            let kib_s: f64 = bw.output.trim().parse().unwrap();
+            results[i].0 += kib_s / 1024.0 / BENCH_RUNS as f64;
+            results[i].1 += cpu * 16.0 / BENCH_RUNS as f64; // s per GiB: 64 MiB runs
+        }
+    }
+    let (off_bw, off_cpu) = results[0];
+    for ((name, _), (bw, cpu)) in modes.iter().zip(&results) {
+        eprintln!(
+            "{name:9}: {bw:7.1} MiB/s ({:.3} of off), QEMU CPU {cpu:6.1} s/GiB ({:.3} of off)",
+            bw / off_bw,
+            cpu / off_cpu
+        );
+    }
+    vm.shutdown(TIMEOUT).unwrap();
+}
