@@ -1371,7 +1371,7 @@ fn bench_pm_throttle_modes() {
     config.memory_mib = 1536;
     let dir = tempfile::tempdir().unwrap();
     let mut vm = boot(&config, &artifacts, dir.path().join("pm.img"), None);
-    let mut run = |script: &str| {
+    let run = |vm: &mut Vm, script: &str| {
         let out = vm
             .run(
                 &format!("{THROTTLE_UNLOAD}\n{script}"),
@@ -1381,7 +1381,7 @@ fn bench_pm_throttle_modes() {
         assert_eq!(out.exit_code, 0, "{script}: {}", out.output);
         out.output
     };
-    run(&format!("{} && {}", config.mkfs, config.mount));
+    run(&mut vm, &format!("{} && {}", config.mkfs, config.mount));
     let modes = [
         ("off", "mode=off"),
         ("semaphore", "mode=semaphore limit=1"),
@@ -1390,19 +1390,20 @@ fn bench_pm_throttle_modes() {
     let mut results: Vec<(f64, f64)> = vec![(0.0, 0.0); modes.len()];
     for _ in 0..BENCH_RUNS {
         for (i, (_, options)) in modes.iter().enumerate() {
-            run(&format!(
+            run(
+                &mut vm,
+                &format!(
                 "unload && insmod /lib/persim-modules/pm-throttle.ko {options} && rm -f /mnt/b.*"
-            ));
+                ),
+            );
             let before = vm.cpu_time().unwrap();
-            let bw = vm
-                .run(
-                    "fio --name=b --directory=/mnt --size=64m --bs=16k --rw=write --sync=1 \
-                     --ioengine=psync --minimal | cut -d';' -f48",
-                    Duration::from_secs(1200),
-                )
-                .unwrap();
+            let bw = run(
+                &mut vm,
+                "fio --name=b --directory=/mnt --size=64m --bs=16k --rw=write --sync=1 \
+                 --ioengine=psync --minimal | cut -d';' -f48",
+            );
             let cpu = (vm.cpu_time().unwrap() - before).as_secs_f64();
-            let kib_s: f64 = bw.output.trim().parse().unwrap();
+            let kib_s: f64 = bw.trim().parse().unwrap();
             results[i].0 += kib_s / 1024.0 / BENCH_RUNS as f64;
             results[i].1 += cpu * 16.0 / BENCH_RUNS as f64; // s per GiB: 64 MiB runs
         }
