@@ -105,6 +105,7 @@ impl Prepared {
             snapshots: None,
             icount: false,
             kernel_args: config.kernel_args.clone(),
+            cpus: 1,
             qemu_version: self.qemu_version.clone(),
         }
     }

@@ -47,6 +47,9 @@ pub struct QemuSpec {
     pub icount: bool,
     /// The configuration's `kernel_args`, after Persim's own command line.
     pub kernel_args: String,
+    /// Virtual CPUs: 1 for every traced run (the plugin records one vCPU's order); more
+    /// only for guests that test concurrency without tracing, e.g. pm-throttle's writers.
+    pub cpus: u32,
     pub qemu_version: String,
 }
 
@@ -75,8 +78,6 @@ impl QemuSpec {
             "pc,nvdimm=on",
             "-cpu",
             "max",
-            "-smp",
-            "1",
             "-accel",
             "tcg",
             "-nic",
@@ -97,6 +98,8 @@ impl QemuSpec {
         ]
         .map(str::to_owned)
         .into();
+        args.push("-smp".into());
+        args.push(self.cpus.to_string());
         if self.icount {
             // Guest time counts instructions (8 ns each), not the host's time.
             args.push("-icount".into());
@@ -280,6 +283,7 @@ mod tests {
             snapshots: None,
             icount: false,
             kernel_args: String::new(),
+            cpus: 1,
             qemu_version: "10.0.2".into(),
         };
         let args = spec.args();

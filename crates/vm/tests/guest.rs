@@ -28,6 +28,17 @@ fn cache_dir() -> PathBuf {
 /// A guest of `config` on a blank PM file `pm_file` (and a blank disk beside it, if the
 /// configuration has an NVMe SSD).
 fn boot(config: &VmConfig, artifacts: &Artifacts, pm_file: PathBuf, plugin: Option<Plugin>) -> Vm {
+    boot_cpus(config, artifacts, pm_file, plugin, 1)
+}
+
+/// [`boot`] with `cpus` virtual CPUs (more than one only without the plugin).
+fn boot_cpus(
+    config: &VmConfig,
+    artifacts: &Artifacts,
+    pm_file: PathBuf,
+    plugin: Option<Plugin>,
+    cpus: u32,
+) -> Vm {
     let prepared = prepare(config, artifacts, &cache_dir()).unwrap();
     let blank = |path: &Path, size: u64| {
         std::fs::File::create(path).unwrap().set_len(size).unwrap();
@@ -40,6 +51,7 @@ fn boot(config: &VmConfig, artifacts: &Artifacts, pm_file: PathBuf, plugin: Opti
     let spec = QemuSpec {
         plugin,
         blk_file,
+        cpus,
         ..prepared.qemu_spec(config, pm_file)
     };
     Vm::boot(&spec, TIMEOUT).unwrap()
@@ -1098,5 +1110,311 @@ dmsetup --noudevsync create dpwc --table \"0 $(blockdev --getsz /dev/pmem0) dpwc
     );
     let oopses = run("dmesg | grep -c -e 'Oops' -e 'BUG:' -e 'WARNING:' || true");
     assert_eq!(oopses.trim(), "0");
+    vm.shutdown(TIMEOUT).unwrap();
+}
+
+/// The region statistics of pm-throttle.ko (/sys/kernel/pm_throttle/region0/*), as
+/// `name value` lines after a `@@stats` line of the guest's output.
+fn throttle_stats(output: &str) -> std::collections::HashMap<String, i64> {
+    output
+        .lines()
+        .skip_while(|line| *line != "@@stats")
+        .filter_map(|line| line.split_once(' '))
+        .map(|(name, value)| (name.to_owned(), value.parse().unwrap()))
+        .collect()
+}
+
+/// A guest script: pm-throttle.ko loaded again with `options` (the livepatch disabled and
+/// the module removed first, so that its statistics start at zero), then fio's `jobs`
+/// writers of 128 KiB blocks (long copies, so that writers meet in them) through DAX,
+/// verified (crc32c), then the statistics.
+fn throttle_run(options: &str, jobs: u32) -> String {
+    format!(
+        "set -e
+unload
+insmod /lib/persim-modules/pm-throttle.ko {options}
+rm -f /mnt/w.*
+fio --name=w --directory=/mnt --thread --numjobs={jobs} --size=4m --bs=128k --rw=write \
+--ioengine=psync --verify=crc32c --do_verify=1 --verify_fatal=1 --minimal >/tmp/fio.out
+echo @@stats
+cd /sys/kernel/pm_throttle/region0 && for f in *; do echo \"$f $(cat $f)\"; done"
+    )
+}
+
+/// Disables pm-throttle's livepatch, waits until the kernel has left it, removes the
+/// module and checks that it is gone.
+const THROTTLE_UNLOAD: &str = "unload() {
+    p=/sys/kernel/livepatch/pm_throttle
+    [ -d $p ] && echo 0 >$p/enabled
+    while [ -d $p ]; do sleep 0.2; done
+    grep -q '^pm_throttle ' /proc/modules && rmmod pm_throttle
+    ! grep -q '^pm_throttle ' /proc/modules
+}";
+
+/// pm-throttle.ko (targets/pm-throttle, docs/overload.md) in a 4-vCPU guest on ext4-DAX
+/// and XFS-DAX, on both guest kernels: 4 fio writers of 128 KiB blocks with crc32c
+/// verification in each mode
+/// read their data back; `semaphore` with limit 1 keeps one writer in the copy at a time
+/// (others wait, if they meet), where `off` sees 2 at once; in `workqueue` mode its one worker copies
+/// every copy (the threshold is 4 KiB); `dma` and unknown modes are refused with their reason; the
+/// livepatch is disabled and the module removed while 4 writers run, and their data still
+/// verifies; no oops.
+#[test]
+fn pm_throttle_bounds_writers_per_mode_and_unloads_under_load() {
+    let test = "pm_throttle_bounds_writers_per_mode_and_unloads_under_load";
+    for name in [
+        "ext4-throttle-workqueue.toml",
+        "ext4-throttle-workqueue-6.12.toml",
+        "xfs-throttle-workqueue.toml",
+        "xfs-throttle-workqueue-6.12.toml",
+    ] {
+        let mut config = VmConfig::load(&default_config_dir().join(name)).unwrap();
+        let Some(artifacts) = persim_vm::testing::vm_ready(test, &config) else {
+            continue;
+        };
+        if persim_vm::testing::kmod_ready(test, &config, "pm-throttle").is_none() {
+            continue;
+        }
+        // fio's shared libraries (Ceph's, Gluster's) fill 80 MB of the initramfs.
+        config.tools.push("fio".to_owned());
+        config.memory_mib = 1536;
+        throttle_in_guest(&config, &artifacts);
+    }
+}
+
+fn throttle_in_guest(config: &VmConfig, artifacts: &Artifacts) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut vm = boot_cpus(config, artifacts, dir.path().join("pm.img"), None, 4);
+    let mut run = |script: &str| {
+        let script = format!("{THROTTLE_UNLOAD}\n{script}");
+        let out = vm.run(&script, Duration::from_secs(600)).unwrap();
+        assert_eq!(
+            out.exit_code, 0,
+            "{}: {script}: {}",
+            config.name, out.output
+        );
+        out.output
+    };
+    // Loaded at boot in workqueue mode (the configuration's kernel_args).
+    let loaded = run(&format!(
+        "{} && {}
+cat /sys/module/pm_throttle/parameters/mode /sys/kernel/livepatch/pm_throttle/enabled
+dmesg | grep -c 'pm_throttle: dax_copy_from_iter() replaced (kernel'",
+        config.mkfs, config.mount
+    ));
+    assert!(
+        loaded.ends_with("workqueue\n1\n1"),
+        "{}: {loaded}",
+        config.name
+    );
+    let off = throttle_stats(&run(&throttle_run("mode=off", 4)));
+    let semaphore = throttle_stats(&run(&throttle_run("mode=semaphore limit=1", 4)));
+    let workqueue = throttle_stats(&run(&throttle_run(
+        "mode=workqueue workers=1 threshold=4096",
+        4,
+    )));
+    let name = &config.name;
+    eprintln!("{name}: off {off:?}\nsemaphore {semaphore:?}\nworkqueue {workqueue:?}");
+    // fio writes 4 x 4 MiB, then verifies.
+    let written = 16 << 20;
+    assert_eq!(off["bytes_off"], written, "{name}: {off:?}");
+    // Without the bound 2 writers copy at once (QEMU runs the 4 vCPUs on 2 host cores).
+    assert!(
+        off["max_writers"] >= 2,
+        "{name}: off mode never had 2 writers: {off:?}"
+    );
+    assert_eq!(
+        semaphore["bytes_semaphore"], written,
+        "{name}: {semaphore:?}"
+    );
+    assert!(semaphore["max_writers"] == 1, "{name}: {semaphore:?}");
+    assert_eq!(
+        workqueue["bytes_workqueue"], written,
+        "{name}: {workqueue:?}"
+    );
+    // Every copy is of whole 4 KiB blocks, so none stays under the threshold.
+    assert_eq!(
+        (
+            workqueue["copies_by_workers"],
+            workqueue["bytes_by_workers"]
+        ),
+        (workqueue["copies_workqueue"], written),
+        "{name}: {workqueue:?}"
+    );
+    assert_eq!(workqueue["max_writers"], 1, "{name}: {workqueue:?}");
+    // Refused modes leave the mode as it was and say why.
+    let refused = run("dmesg -c >/dev/null
+p=/sys/module/pm_throttle/parameters/mode
+echo dma >$p 2>/dev/null && echo SET
+echo bogus >$p 2>/dev/null && echo SET
+cat $p; dmesg");
+    assert!(
+        !refused.contains("SET")
+            && refused.contains("workqueue\n")
+            && refused.contains("mode dma refused: no DMA engine")
+            && refused.contains("mode \"bogus\" refused"),
+        "{name}: {refused}"
+    );
+    // Unloaded while 4 writers run (semaphore mode, limit 1): every write verifies.
+    let unloaded = run("set -e
+unload
+insmod /lib/persim-modules/pm-throttle.ko mode=semaphore limit=1
+rm -f /mnt/w.*
+fio --name=w --directory=/mnt --thread --numjobs=4 --size=4m --bs=16k --rw=write \
+--ioengine=psync --verify=crc32c --do_verify=1 --verify_fatal=1 --minimal >/tmp/fio.out &
+while [ ! -f /mnt/w.3.0 ]; do sleep 0.1; done
+unload
+wait $!
+echo copies $(cat /proc/modules | grep -c pm_throttle)
+dmesg | grep -c -e 'Oops' -e 'BUG:' -e 'WARNING:' || true");
+    assert!(unloaded.ends_with("copies 0\n0"), "{name}: {unloaded}");
+    vm.shutdown(TIMEOUT).unwrap();
+}
+
+/// A traced 16 KiB DAX write on ext4 with pm-throttle.ko in workqueue mode
+/// (vm/ext4-throttle-workqueue.toml): the module's worker copies it, its data reaches PM in
+/// non-temporal stores only, and an `sfence` follows the last of them before any other PM
+/// store or fence (the worker's `wmb()`, before the caller's write returns:
+/// docs/overload.md). busybox `cat` writes with sendfile, a kernel buffer, which the kernel
+/// copies without a fence of its own (a user buffer's copy ends in one): without the
+/// worker's `wmb()` the next fence is the locked decrement after it, and the test fails.
+#[test]
+fn pm_throttle_worker_copies_are_non_temporal_and_fenced() {
+    let test = "pm_throttle_worker_copies_are_non_temporal_and_fenced";
+    let config =
+        VmConfig::load(&default_config_dir().join("ext4-throttle-workqueue.toml")).unwrap();
+    let Some(artifacts) = persim_vm::testing::vm_ready(test, &config) else {
+        return;
+    };
+    if persim_vm::testing::kmod_ready(test, &config, "pm-throttle").is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("throttle.trace");
+    // 16 KiB of a pattern no other store holds: "pmthrottle" and a line number.
+    let command =
+        "i=0; while [ $i -lt 1024 ]; do printf 'pmthrottle%05d\\n' $i; i=$((i + 1)); done >/tmp/d
+hypercall checkpoint 1
+cat /tmp/d >/mnt/f
+hypercall checkpoint 2
+cat /sys/kernel/pm_throttle/region0/copies_by_workers";
+    let summary = trace(&machine(config, artifacts), command, &output, Stacks::Off).unwrap();
+    assert_eq!(summary.exit_code, 0, "{}", summary.output);
+    assert_eq!(
+        summary.output.trim().lines().last(),
+        Some("1"),
+        "{}",
+        summary.output
+    );
+    let (_, entries) = persim_trace::read_all(&output).unwrap();
+    let ops: Vec<Op> = entries.into_iter().map(|e| e.op).collect();
+    let position = |wanted: &Op| ops.iter().position(|op| op == wanted);
+    let cp1 = position(&Op::Hypercall(Hypercall::Checkpoint(1))).expect("checkpoint 1");
+    let cp2 = position(&Op::Hypercall(Hypercall::Checkpoint(2))).expect("checkpoint 2");
+    // Where the file's data lies on PM: the pattern's first line in the writes' image.
+    let mut pm = vec![0u8; summary.pm_size as usize];
+    for op in &ops[cp1..cp2] {
+        if let Op::Write { addr, data, .. } = op {
+            pm[*addr as usize..*addr as usize + data.len()].copy_from_slice(data);
+        }
+    }
+    let start = pm
+        .windows(16)
+        .position(|w| w == b"pmthrottle00000\n")
+        .expect("the data on PM") as u64;
+    let data: Vec<(usize, bool)> = ops[cp1..cp2]
+        .iter()
+        .enumerate()
+        .filter_map(|(i, op)| match op {
+            Op::Write { addr, nt, .. } if (start..start + 16384).contains(addr) => {
+                Some((cp1 + i, *nt))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        &pm[start as usize + 16384 - 16..start as usize + 16384],
+        b"pmthrottle01023\n"
+    );
+    assert!(data.iter().all(|(_, nt)| *nt), "a cached store of the data");
+    let last = data.last().unwrap().0;
+    let next = ops[last + 1..cp2]
+        .iter()
+        .find(|op| matches!(op, Op::Write { .. } | Op::Fence(_)));
+    // The worker's own `sfence`, not only the locked instructions that follow it.
+    assert_eq!(
+        next,
+        Some(&Op::Fence(FenceKind::Sfence)),
+        "after the last data store"
+    );
+}
+
+/// pm-throttle's overhead where PM is not overloaded (docs/performance.md, "pm-throttle"):
+/// one fio writer of 16 KiB blocks (32 MiB on the 64 MiB PM, `sync=1`) on ext4-DAX in a 1-vCPU guest, each
+/// mode against `off`, the modes taking turns for `BENCH_RUNS` rounds; fio's bandwidth in
+/// the guest and QEMU's CPU time per GiB (under TCG it grows with the guest instructions
+/// executed). Ignored by default (a few minutes of VM time):
+/// `cargo test --release -p persim-vm --test guest bench_pm_throttle -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn bench_pm_throttle_modes() {
+    let test = "bench_pm_throttle_modes";
+    let mut config =
+        VmConfig::load(&default_config_dir().join("ext4-throttle-workqueue.toml")).unwrap();
+    let Some(artifacts) = persim_vm::testing::vm_ready(test, &config) else {
+        return;
+    };
+    if persim_vm::testing::kmod_ready(test, &config, "pm-throttle").is_none() {
+        return;
+    }
+    config.tools.push("fio".to_owned());
+    config.memory_mib = 1536;
+    let dir = tempfile::tempdir().unwrap();
+    let mut vm = boot(&config, &artifacts, dir.path().join("pm.img"), None);
+    let run = |vm: &mut Vm, script: &str| {
+        let out = vm
+            .run(
+                &format!("{THROTTLE_UNLOAD}\n{script}"),
+                Duration::from_secs(1200),
+            )
+            .unwrap();
+        assert_eq!(out.exit_code, 0, "{script}: {}", out.output);
+        out.output
+    };
+    run(&mut vm, &format!("{} && {}", config.mkfs, config.mount));
+    let modes = [
+        ("off", "mode=off"),
+        ("semaphore", "mode=semaphore limit=1"),
+        ("workqueue", "mode=workqueue workers=1 threshold=4096"),
+    ];
+    let mut results: Vec<(f64, f64)> = vec![(0.0, 0.0); modes.len()];
+    for _ in 0..BENCH_RUNS {
+        for (i, (_, options)) in modes.iter().enumerate() {
+            run(
+                &mut vm,
+                &format!(
+                "unload && insmod /lib/persim-modules/pm-throttle.ko {options} && rm -f /mnt/b.*"
+                ),
+            );
+            let before = vm.cpu_time().unwrap();
+            let bw = run(
+                &mut vm,
+                "fio --name=b --directory=/mnt --size=32m --bs=16k --rw=write --sync=1 \
+                 --ioengine=psync --minimal >/tmp/b.out && cut -d';' -f48 /tmp/b.out",
+            );
+            let cpu = (vm.cpu_time().unwrap() - before).as_secs_f64();
+            let kib_s: f64 = bw.trim().parse().expect(&bw);
+            results[i].0 += kib_s / 1024.0 / BENCH_RUNS as f64;
+            results[i].1 += cpu * 32.0 / BENCH_RUNS as f64; // s per GiB: 32 MiB runs
+        }
+    }
+    let (off_bw, off_cpu) = results[0];
+    for ((name, _), (bw, cpu)) in modes.iter().zip(&results) {
+        eprintln!(
+            "{name:9}: {bw:7.1} MiB/s ({:.3} of off), QEMU CPU {cpu:6.1} s/GiB ({:.3} of off)",
+            bw / off_bw,
+            cpu / off_cpu
+        );
+    }
     vm.shutdown(TIMEOUT).unwrap();
 }
