@@ -24,6 +24,9 @@ pub fn start() -> Operation {
 }
 
 /// The address of the first of [`CURRENT_TASK_SYMBOLS`] that kallsyms lists, or 0.
+/// kallsyms is in address order and the zero-based per-CPU symbols come first, so the
+/// search stops at the first kernel-half address once one was found: reading all of it
+/// takes seconds under TCG.
 fn current_task_offset(kallsyms: impl BufRead) -> u64 {
     let mut found = [0; CURRENT_TASK_SYMBOLS.len()];
     for line in kallsyms.lines().map_while(Result::ok) {
@@ -32,11 +35,12 @@ fn current_task_offset(kallsyms: impl BufRead) -> u64 {
         else {
             continue;
         };
+        let address = u64::from_str_radix(address, 16).unwrap_or(0);
         if let Some(i) = CURRENT_TASK_SYMBOLS.iter().position(|s| *s == name) {
-            found[i] = u64::from_str_radix(address, 16).unwrap_or(0);
-            if i == 0 {
-                break;
-            }
+            found[i] = address;
+        }
+        if found[0] != 0 || (address >> 63 == 1 && found.iter().any(|&a| a != 0)) {
+            break;
         }
     }
     found.into_iter().find(|&a| a != 0).unwrap_or(0)
@@ -73,7 +77,8 @@ mod tests {
     fn finds_the_running_tasks_pointer_in_kallsyms() {
         let v6_1 = "0000000000000000 A fixed_percpu_data\n0000000000020a40 A current_task\n";
         assert_eq!(current_task_offset(v6_1.as_bytes()), 0x2_0a40);
-        let v6_12 = "000000000002c0c0 A pcpu_hot\nffffffff81000000 T _text\n";
+        let v6_12 = "000000000002c0c0 A pcpu_hot\nffffffff81000000 T _text\n\
+                     ffffffff82000000 D current_task\n";
         assert_eq!(current_task_offset(v6_12.as_bytes()), 0x2_c0c0);
         // Without root, kallsyms shows zeros: no threads rather than wrong ones.
         let hidden = "0000000000000000 A current_task\n";

@@ -5,6 +5,7 @@
 //! in docs/analysis.md.
 
 use crate::pebs::{Estimate, Sampler};
+use crate::profile::code_name;
 use persim_trace::{Entry, Op, Symbols, TraceError};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -324,13 +325,7 @@ impl<'a> Functions<'a> {
         if let Some(&i) = self.by_pc.get(&pc) {
             return i;
         }
-        let name = match self.symbols.and_then(|s| s.resolve(pc)) {
-            Some(l) => match l.module {
-                Some(m) => format!("{} [{m}]", l.function),
-                None => l.function.to_owned(),
-            },
-            None => format!("{pc:#x}"),
-        };
+        let name = code_name(self.symbols, pc);
         let next = self.names.len();
         let i = *self.by_name.entry(name.clone()).or_insert(next);
         if i == next {
