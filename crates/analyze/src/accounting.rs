@@ -498,29 +498,22 @@ mod tests {
     #[test]
     fn bytes_flushes_fences_and_reads_go_to_the_thread_that_ran() {
         let a = by(By::Process);
-        let rows: Vec<(&str, Option<u32>, u64, u64, u64, u64, u64)> = a
+        let rows: Vec<(&str, Option<u32>, [u64; 5])> = a
             .groups
             .iter()
             .map(|g| {
                 let c = &g.counts;
-                (
-                    g.name.as_str(),
-                    g.pid,
-                    c.bytes_cached,
-                    c.bytes_nt,
-                    c.flushes,
-                    c.fences,
-                    c.reads,
-                )
+                let counts = [c.bytes_cached, c.bytes_nt, c.flushes, c.fences, c.reads];
+                (g.name.as_str(), g.pid, counts)
             })
             .collect();
         assert_eq!(
             rows,
             [
-                ("writer", Some(20), 32, 128, 1, 1, 0),
+                ("writer", Some(20), [32, 128, 1, 1, 0]),
                 // Named by its last name (exec renamed it).
-                ("fs-ops", Some(10), 20, 0, 0, 0, 1),
-                ("unknown", None, 8, 0, 0, 0, 0),
+                ("fs-ops", Some(10), [20, 0, 0, 0, 1]),
+                ("unknown", None, [8, 0, 0, 0, 0]),
             ]
         );
         let threads: Vec<(Option<u32>, &str, u64)> = a.groups[0]
