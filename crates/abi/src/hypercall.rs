@@ -15,7 +15,15 @@ const VOLATILE: u32 = 5;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Operation {
-    Start,
+    /// The caller's process id and the per-CPU offset of the kernel's pointer to the
+    /// running task (`current_task`, or `pcpu_hot` whose first field it is, in
+    /// /proc/kallsyms): the plugin finds the task fields it records with each thread
+    /// switch from them (docs/tracer.md, "Processes and threads"). 0: unknown, no threads
+    /// recorded.
+    Start {
+        pid: u32,
+        current_task: u64,
+    },
     Checkpoint(u64),
     Success,
     Fail,
@@ -33,7 +41,10 @@ impl Operation {
     pub fn parse(args: &[String]) -> Result<Operation, String> {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         match args.as_slice() {
-            ["start"] => Ok(Operation::Start),
+            ["start"] => Ok(Operation::Start {
+                pid: 0,
+                current_task: 0,
+            }),
             ["success"] => Ok(Operation::Success),
             ["fail"] => Ok(Operation::Fail),
             ["checkpoint", n] => n
@@ -50,7 +61,7 @@ impl Operation {
     /// (operation code in edx, argument in rcx, second argument in rsi)
     pub fn encode(self) -> (u32, u64, u64) {
         match self {
-            Operation::Start => (START, 0, 0),
+            Operation::Start { pid, current_task } => (START, pid.into(), current_task),
             Operation::Checkpoint(n) => (CHECKPOINT, n, 0),
             Operation::Success => (SUCCESS, 0, 0),
             Operation::Fail => (FAIL, 0, 0),
@@ -65,7 +76,10 @@ impl Operation {
             return None;
         }
         match rdx as u32 {
-            START => Some(Operation::Start),
+            START => Some(Operation::Start {
+                pid: rcx as u32,
+                current_task: rsi,
+            }),
             CHECKPOINT => Some(Operation::Checkpoint(rcx)),
             SUCCESS => Some(Operation::Success),
             FAIL => Some(Operation::Fail),
@@ -87,7 +101,10 @@ mod tests {
     }
 
     const ALL: [Operation; 5] = [
-        Operation::Start,
+        Operation::Start {
+            pid: 42,
+            current_task: 0x2_0a40,
+        },
         Operation::Checkpoint(9),
         Operation::Success,
         Operation::Fail,
@@ -99,7 +116,13 @@ mod tests {
 
     #[test]
     fn parses_every_operation() {
-        assert_eq!(Operation::parse(&args("start")), Ok(Operation::Start));
+        assert_eq!(
+            Operation::parse(&args("start")),
+            Ok(Operation::Start {
+                pid: 0,
+                current_task: 0
+            })
+        );
         assert_eq!(
             Operation::parse(&args("checkpoint 7")),
             Ok(Operation::Checkpoint(7))
@@ -121,7 +144,7 @@ mod tests {
         assert_eq!(
             codes,
             [
-                (1, 0, 0),
+                (1, 42, 0x2_0a40),
                 (2, 9, 0),
                 (3, 0, 0),
                 (4, 0, 0),

@@ -1,6 +1,7 @@
 //! Persim analysis: the states recovered from crash images, verdicts per checkpoint
 //! interval, reports, trace debugging, and a trace's persistency-bug patterns and PM access profile.
 
+mod accounting;
 mod culprits;
 mod debug;
 mod diff;
@@ -10,6 +11,7 @@ mod final_state;
 mod invariant;
 mod line_table;
 mod patterns;
+mod pebs;
 mod profile;
 mod profile_plots;
 mod report;
@@ -17,6 +19,7 @@ mod signature;
 mod verdict;
 mod written;
 
+pub use accounting::{account, Accounting, By, Counts, Group};
 pub use culprits::{find_culprits, Culprit, Relevance};
 pub use debug::{
     entries_touching, pending_at, DebugError, PendingDiskWrite, PendingLine, PendingState,
@@ -33,6 +36,7 @@ pub use final_state::{
 };
 pub use invariant::{BadInvariant, Invariant};
 pub use patterns::{find_patterns, Finding, Kind as PatternKind, Patterns, Site};
+pub use pebs::{Estimate, Row as EstimateRow};
 pub use profile::{profile, Derived, Part, Profile, Series, Stats};
 pub use profile_plots::profile_svgs;
 pub use report::{Mark, NtSummary, Report, RuntimeSummary, Timings};

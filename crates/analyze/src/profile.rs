@@ -265,6 +265,17 @@ impl Profile {
     }
 }
 
+/// The function at `pc` (with its module), or the pc itself without symbols for it.
+pub(crate) fn code_name(symbols: Option<&Symbols>, pc: u64) -> String {
+    match symbols.and_then(|s| s.resolve(pc)) {
+        Some(l) => match l.module {
+            Some(m) => format!("{} [{m}]", l.function),
+            None => l.function.to_owned(),
+        },
+        None => format!("{pc:#x}"),
+    }
+}
+
 /// Profiles a trace in one pass; `symbols` group its code by function.
 pub fn profile<E: Borrow<Entry>>(
     entries: impl IntoIterator<Item = Result<E, TraceError>>,
@@ -418,14 +429,7 @@ impl Profiler {
     fn finish(mut self, symbols: Option<&Symbols>) -> Profile {
         let mut code: BTreeMap<String, CodeStats> = BTreeMap::new();
         for (pc, stats) in &self.pcs {
-            let name = match symbols.and_then(|s| s.resolve(*pc)) {
-                Some(l) => match l.module {
-                    Some(m) => format!("{} [{m}]", l.function),
-                    None => l.function.to_owned(),
-                },
-                None => format!("{pc:#x}"),
-            };
-            code.entry(name).or_default().add(stats);
+            code.entry(code_name(symbols, *pc)).or_default().add(stats);
         }
         let mut code: Vec<CodeStats> = code
             .into_iter()

@@ -972,3 +972,53 @@ fn on_dpwc_an_fsynced_write_survives_every_crash() {
     });
     assert!(logged, "no entry header of the log stored to PM");
 }
+
+#[test]
+fn profile_by_process_gives_each_of_two_concurrent_writers_its_bytes() {
+    if !vm_ready("profile_by_process_gives_each_of_two_concurrent_writers_its_bytes") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("two.ptrace");
+    let t = trace.to_str().unwrap();
+    // Two writers at once on ext4-DAX: 64 KiB by dd, 16 KiB by head (each new block is
+    // zeroed by the pmem driver in the writer's context too: up to twice the data).
+    let cmd = "dd if=/dev/zero of=/mnt/a bs=4096 count=16 2>/dev/null & \
+               head -c 16384 /dev/zero > /mnt/b & wait";
+    let traced = persim(&["trace", "--fs", "ext4", "--cmd", cmd, "-o", t]);
+    assert_eq!(
+        traced.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&traced.stderr)
+    );
+    let out = persim(&["profile", t, "--by", "process", "--json"]);
+    assert_eq!(out.status.code(), Some(0));
+    let a: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(a["threads_recorded"], true);
+    let groups = a["groups"].as_array().unwrap();
+    let bytes = |name: &str| {
+        let g = groups
+            .iter()
+            .find(|g| g["name"] == name)
+            .unwrap_or_else(|| panic!("no process {name} in {groups:?}"));
+        assert!(g["pid"].as_u64().unwrap() > 1, "{g}");
+        g["bytes_cached"].as_u64().unwrap() + g["bytes_nt"].as_u64().unwrap()
+    };
+    let (dd, head) = (bytes("dd"), bytes("head"));
+    assert!((65536..=2 * 65536).contains(&dd), "dd stored {dd} bytes");
+    assert!(
+        (16384..=2 * 16384).contains(&head),
+        "head stored {head} bytes"
+    );
+    assert!(
+        groups.iter().all(|g| g["name"] != "unknown"),
+        "every entry has a thread: {groups:?}"
+    );
+    // Each writer's first entry names it, as text too.
+    let text = persim(&["trace", "print", t]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    for name in ["comm=dd", "comm=head", "comm=hypercall"] {
+        assert!(text.contains(name), "no {name} in the printed trace");
+    }
+}

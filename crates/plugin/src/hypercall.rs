@@ -6,6 +6,8 @@ use persim_trace::Hypercall;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Call {
+    /// `start`, from process `pid`; `current_task` as in [`Operation::Start`].
+    Start { pid: u32, current_task: u64 },
     /// A mark of the test, recorded as it is.
     Mark(Hypercall),
     /// Run-time data at a virtual range of the calling program, to translate to PM.
@@ -15,7 +17,7 @@ pub enum Call {
 /// The hypercall a `cpuid` makes, from its registers; None for an ordinary cpuid.
 pub fn decode(rax: u64, rdx: u64, rcx: u64, rsi: u64) -> Option<Call> {
     Some(match Operation::decode(rax, rdx, rcx, rsi)? {
-        Operation::Start => Call::Mark(Hypercall::Start),
+        Operation::Start { pid, current_task } => Call::Start { pid, current_task },
         Operation::Checkpoint(n) => Call::Mark(Hypercall::Checkpoint(n)),
         Operation::Success => Call::Mark(Hypercall::Success),
         Operation::Fail => Call::Mark(Hypercall::Fail),
@@ -34,7 +36,16 @@ mod tests {
             let (code, arg, arg2) = op.encode();
             decode(u64::from(MAGIC), u64::from(code), arg, arg2)
         };
-        assert_eq!(call(Operation::Start), Some(Call::Mark(Hypercall::Start)));
+        assert_eq!(
+            call(Operation::Start {
+                pid: 7,
+                current_task: 0x2_0a40
+            }),
+            Some(Call::Start {
+                pid: 7,
+                current_task: 0x2_0a40
+            })
+        );
         assert_eq!(
             call(Operation::Checkpoint(42)),
             Some(Call::Mark(Hypercall::Checkpoint(42)))

@@ -17,4 +17,5 @@ mod physical;
 #[cfg(not(test))]
 mod qemu;
 mod stack;
+mod task;
 mod tracer;

@@ -6,10 +6,11 @@ use crate::hypercall::{self, Call};
 use crate::nvme::NvmeDecoder;
 use crate::physical::{self, PhysMemory};
 use crate::stack::{self, ShadowStacks, StackKey};
+use crate::task::{TaskLayout, TaskWatch, TASK_SEARCHED};
 use crate::tracer::{Next, Store, Tracer};
 use persim_abi::machine::DIRECT_MAP_BASE;
 use persim_abi::{PluginArgs, Stacks};
-use persim_trace::{FenceKind, FlushKind};
+use persim_trace::{FenceKind, FlushKind, Hypercall};
 use qemu_plugin::plugin::{HasCallbacks, Register};
 use qemu_plugin::sys::{
     qemu_plugin_read_memory_vaddr, qemu_plugin_read_register, qemu_plugin_reg_descriptor,
@@ -28,6 +29,8 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 static PM_BASE: AtomicU64 = AtomicU64::new(0);
 static PM_SIZE: AtomicU64 = AtomicU64::new(0);
 static STATE: OnceLock<Mutex<State>> = OnceLock::new();
+/// The running guest thread, from the stores that switch it (`crate::task`).
+static TASKS: TaskWatch = TaskWatch::new();
 /// The registers the shadow call stacks read (`stacks=shadow`), once known.
 static SHADOW_REGISTERS: OnceLock<ShadowRegisters> = OnceLock::new();
 
@@ -65,12 +68,15 @@ const NVME_REGISTER_SPAN: u64 = 0x2000;
 const NVME_LBA_SIZE: u64 = 512;
 
 /// Handles of the registers the plugin reads: the 16 GPRs in encoding order, fs/gs bases,
-/// cr3 (the page tables a `hypercall volatile` range is translated through).
+/// the kernel's gs base while user code runs (`k_gs_base`: where the per-CPU data is at a
+/// `hypercall start`), cr3 (the page tables a `hypercall volatile` range is translated
+/// through).
 #[derive(Default)]
 struct Registers {
     gprs: Vec<Option<RegisterDescriptor<'static>>>,
     fs_base: Option<RegisterDescriptor<'static>>,
     gs_base: Option<RegisterDescriptor<'static>>,
+    k_gs_base: Option<RegisterDescriptor<'static>>,
     cr3: Option<RegisterDescriptor<'static>>,
 }
 
@@ -210,6 +216,12 @@ unsafe extern "C" fn on_access_raw(
         }
         _ => {}
     }
+    if store {
+        TASKS.on_store(vaddr, || match info.value() {
+            MemValue::U64(task) => task,
+            _ => 0,
+        });
+    }
     if store || site.loads {
         on_access(site.pc, site.store, &info, vaddr);
     }
@@ -321,25 +333,19 @@ impl GuestMemory {
 
     /// A stack frame: the saved rbp and the return address above it.
     fn read_frame(&mut self, addr: u64) -> Option<(u64, u64)> {
-        // SAFETY: `self.0` is a live GByteArray; QEMU sets its size to 16 on success.
-        let bytes = unsafe {
-            if !qemu_plugin_read_memory_vaddr(addr, self.0, 16) {
-                return None;
-            }
-            std::slice::from_raw_parts((*self.0).data, (*self.0).len as usize)
-        };
-        let word = |at: usize| Some(u64::from_le_bytes(bytes.get(at..at + 8)?.try_into().ok()?));
-        Some((word(0)?, word(8)?))
+        let mut frame = [0u8; 16];
+        if !self.read_vaddr(addr, &mut frame) {
+            return None;
+        }
+        let word = |at: usize| u64::from_le_bytes(frame[at..at + 8].try_into().unwrap());
+        Some((word(0), word(8)))
     }
-}
 
-impl PhysMemory for GuestMemory {
-    /// Through the kernel's direct map (the guest runs with `nokaslr`): the NVMe
-    /// registers are written by the driver, in kernel mode, where the map is present.
-    fn read(&mut self, paddr: u64, buf: &mut [u8]) -> bool {
+    /// `buf.len()` bytes at virtual address `vaddr` of the running vCPU.
+    fn read_vaddr(&mut self, vaddr: u64, buf: &mut [u8]) -> bool {
         // SAFETY: `self.0` is a live GByteArray; QEMU sets its size on success.
         unsafe {
-            if !qemu_plugin_read_memory_vaddr(DIRECT_MAP_BASE + paddr, self.0, buf.len()) {
+            if !qemu_plugin_read_memory_vaddr(vaddr, self.0, buf.len()) {
                 return false;
             }
             let bytes = std::slice::from_raw_parts((*self.0).data, (*self.0).len as usize);
@@ -349,6 +355,14 @@ impl PhysMemory for GuestMemory {
             buf.copy_from_slice(bytes);
         }
         true
+    }
+}
+
+impl PhysMemory for GuestMemory {
+    /// Through the kernel's direct map (the guest runs with `nokaslr`): the NVMe
+    /// registers are written by the driver, in kernel mode, where the map is present.
+    fn read(&mut self, paddr: u64, buf: &mut [u8]) -> bool {
+        self.read_vaddr(DIRECT_MAP_BASE + paddr, buf)
     }
 }
 
@@ -412,6 +426,8 @@ impl HasCallbacks for PersimPlugin {
                 registers.fs_base = Some(reg);
             } else if reg.name == "gs_base" {
                 registers.gs_base = Some(reg);
+            } else if reg.name == "k_gs_base" {
+                registers.k_gs_base = Some(reg);
             } else if reg.name == "cr3" {
                 registers.cr3 = Some(reg);
             }
@@ -633,6 +649,12 @@ fn on_cpuid(pc: u64) {
     const RSI: u8 = 6;
     let call = hypercall::decode(regs.gpr(0), regs.gpr(2), regs.gpr(1), regs.gpr(RSI));
     let call = match call {
+        Some(Call::Start { pid, current_task }) => {
+            if !s.tracer.tracing() {
+                watch_tasks(&mut s, pid, current_task);
+            }
+            Hypercall::Start
+        }
         Some(Call::Mark(call)) => call,
         Some(Call::Volatile { vaddr, len }) => return on_volatile(&mut s, pc, vaddr, len),
         None => {
@@ -653,6 +675,42 @@ fn on_cpuid(pc: u64) {
         }
         Err(e) => say(&e),
     }
+}
+
+/// At `start`, from the calling `hypercall` process: finds the running task's pointer and
+/// its fields (`crate::task`) and has the tracer record thread switches, or says why not.
+fn watch_tasks(s: &mut State, pid: u32, current_task: u64) {
+    TASKS.stop();
+    s.tracer.set_task_source(None);
+    if current_task == 0 {
+        return say(
+            "`hypercall start` found no current_task or pcpu_hot in /proc/kallsyms: \
+             the trace records no threads",
+        );
+    }
+    let Some(gs) = s.registers.k_gs_base.as_ref().map(read_u64) else {
+        return say("QEMU does not expose k_gs_base: the trace records no threads");
+    };
+    let slot = gs.wrapping_add(current_task);
+    let mut memory = GuestMemory::new();
+    let mut word = [0u8; 8];
+    let mut task = vec![0u8; TASK_SEARCHED];
+    let layout = memory
+        .read_vaddr(slot, &mut word)
+        .then(|| u64::from_le_bytes(word))
+        .filter(|&current| memory.read_vaddr(current, &mut task))
+        .and_then(|current| Some((current, TaskLayout::find(&task, pid)?)));
+    let Some((current, layout)) = layout else {
+        return say(&format!(
+            "cannot find pid {pid} and the name `hypercall` in the running task_struct \
+             (per-CPU slot {slot:#x}): the trace records no threads"
+        ));
+    };
+    TASKS.watch(slot, current, layout);
+    s.tracer.set_task_source(Some(Box::new(move || {
+        let task = TASKS.take_change()?;
+        layout.read(task, |addr, buf| memory.read_vaddr(addr, buf))
+    })));
 }
 
 /// `hypercall volatile`: the calling program's range, translated through its page tables.

@@ -3,7 +3,9 @@
 
 use persim_abi::machine::{DIRECT_MAP_BASE, DIRECT_MAP_SIZE};
 use persim_abi::{PluginArgs, Stacks};
-use persim_trace::{BackgroundWriter, Entry, FenceKind, FlushKind, Header, Hypercall, Meta, Op};
+use persim_trace::{
+    BackgroundWriter, Entry, FenceKind, FlushKind, Header, Hypercall, Meta, Op, Task,
+};
 use std::collections::HashMap;
 
 const PAGE_SHIFT: u32 = 12;
@@ -49,9 +51,12 @@ pub struct Tracer {
     stack_source: Option<StackSource>,
     /// The write of a string store being merged, with the metadata of its first element.
     string_write: Option<Entry>,
+    /// The running thread when it changed since the last entry (`crate::task`).
+    task_source: Option<TaskSource>,
 }
 
 pub type StackSource = Box<dyn FnMut(u64) -> Vec<u64> + Send>;
+pub type TaskSource = Box<dyn FnMut() -> Option<Task> + Send>;
 
 /// What the QEMU side must do after a hypercall.
 #[derive(Debug, PartialEq, Eq)]
@@ -75,6 +80,7 @@ impl Tracer {
             entries: 0,
             stack_source: None,
             string_write: None,
+            task_source: None,
         }
     }
 
@@ -85,6 +91,12 @@ impl Tracer {
     /// Installs the stack walker once the vCPU's registers are known (`stacks=on`).
     pub fn set_stack_source(&mut self, source: StackSource) {
         self.stack_source = Some(source);
+    }
+
+    /// How the next trace learns the running thread (None: it records no threads); set
+    /// before each `start`.
+    pub fn set_task_source(&mut self, source: Option<TaskSource>) {
+        self.task_source = source;
     }
 
     pub fn tracing(&self) -> bool {
@@ -105,7 +117,8 @@ impl Tracer {
                     pm_size: self.args.pm_size,
                     blk_size: self.args.blk_size,
                     flags: flag(self.args.reads, Header::FLAG_READS)
-                        | flag(self.args.stacks.on(), Header::FLAG_STACKS),
+                        | flag(self.args.stacks.on(), Header::FLAG_STACKS)
+                        | flag(self.task_source.is_some(), Header::FLAG_TASKS),
                 };
                 if let Some((pm_file, initial)) = &self.args.initial {
                     snapshot(pm_file, &followed(initial))?;
@@ -304,6 +317,7 @@ impl Tracer {
             meta: Meta {
                 pc: Some(pc),
                 stack: self.stack_source.as_mut().map_or_else(Vec::new, |f| f(pc)),
+                task: self.task_source.as_mut().and_then(|f| f()),
             },
         })
     }
@@ -368,6 +382,33 @@ mod tests {
         assert_eq!(header.flags, Header::FLAG_STACKS);
         let stacks: Vec<Vec<u64>> = entries.into_iter().map(|e| e.meta.stack).collect();
         assert_eq!(stacks, [vec![0], vec![0, 1], vec![0, 1, 2]]);
+    }
+
+    #[test]
+    fn an_entry_after_a_thread_switch_names_the_thread_and_the_header_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = tracer(&dir);
+        let worker = |tid| Task {
+            pid: 40,
+            tid,
+            comm: "worker".into(),
+        };
+        // The source reports a thread only when it changed: at start, then before the
+        // third access.
+        let mut switches = vec![Some(worker(41)), None, None, Some(worker(42)), None].into_iter();
+        t.set_task_source(Some(Box::new(move || switches.next().flatten())));
+        t.hypercall(Hypercall::Start, 1).unwrap();
+        for _ in 0..3 {
+            t.access(2, 0, BASE, 1, Some(vec![1]), Store::Cached);
+        }
+        t.hypercall(Hypercall::Success, 3).unwrap();
+        let (header, entries) = persim_trace::read_all(&dir.path().join("t")).unwrap();
+        assert_eq!(header.flags, Header::FLAG_TASKS);
+        let tasks: Vec<Option<Task>> = entries.into_iter().map(|e| e.meta.task).collect();
+        assert_eq!(
+            tasks,
+            [Some(worker(41)), None, None, Some(worker(42)), None]
+        );
     }
 
     #[test]

@@ -67,17 +67,29 @@ pub enum Op {
     BlkFlush,
 }
 
+/// The guest thread that was running: its process (thread group) id, its thread id and
+/// its name (the kernel's `comm`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Task {
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: String,
+}
+
 /// Optional per-entry metadata: where in the traced program the entry came from.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Meta {
     pub pc: Option<u64>,
     /// Return addresses, innermost first.
     pub stack: Vec<u64>,
+    /// Set on the first entry after the running thread changed: this entry and all that
+    /// follow, up to the next entry with a task, were made by it (docs/trace-format.md).
+    pub task: Option<Task>,
 }
 
 impl Meta {
     pub fn is_empty(&self) -> bool {
-        self.pc.is_none() && self.stack.is_empty()
+        self.pc.is_none() && self.stack.is_empty() && self.task.is_none()
     }
 }
 
@@ -96,6 +108,8 @@ pub const BLOCK_SIZE: u64 = 512;
 pub const MAX_BLK_WRITE_LEN: usize = 16 << 20;
 /// Deepest stack trace an entry may carry. Bounds what a decoder allocates for one entry.
 pub const MAX_STACK_DEPTH: usize = 256;
+/// Longest task name a trace may hold, in bytes (Linux's are at most 15).
+pub const MAX_COMM_LEN: usize = 64;
 
 impl Entry {
     /// Checks the limits every encoding relies on; the error says which one is broken.
@@ -133,6 +147,14 @@ impl Entry {
                 self.meta.stack.len()
             ));
         }
+        if let Some(task) = &self.meta.task {
+            if task.comm.len() > MAX_COMM_LEN {
+                return Err(format!(
+                    "a task name of {} bytes is longer than {MAX_COMM_LEN}",
+                    task.comm.len()
+                ));
+            }
+        }
         Ok(())
     }
 }
@@ -164,4 +186,6 @@ impl Header {
     pub const FLAG_READS: u64 = 1 << 0;
     /// Entries carry stack traces.
     pub const FLAG_STACKS: u64 = 1 << 1;
+    /// Entries record which thread made them (`Meta::task`).
+    pub const FLAG_TASKS: u64 = 1 << 2;
 }

@@ -495,6 +495,7 @@ not a symbol line
         let meta = crate::Meta {
             pc: Some(0xffffffffc0300010),
             stack: vec![0xffffffffc0250104, 0x1234],
+            task: None,
         };
         assert_eq!(
             s.describe_meta(&meta).unwrap(),

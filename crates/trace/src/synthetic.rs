@@ -1,9 +1,10 @@
 //! A deterministic synthetic trace shaped like a DAX file system's: small metadata stores
 //! made durable with clwb + sfence, file data copied with 64-byte non-temporal stores,
 //! journal appends, and checkpoints. For benchmarks and size measurements of every stage
-//! (`persim trace synth` writes one to a file).
+//! (`persim trace synth` writes one to a file). With [`FsLike::with_tasks`], several
+//! threads take turns, as a traced run of concurrent programs records them.
 
-use crate::{Entry, FenceKind, FlushKind, Hypercall, Meta, Op};
+use crate::{Entry, FenceKind, FlushKind, Hypercall, Meta, Op, Task};
 
 const METADATA: u64 = 0x1_0000;
 const JOURNAL: u64 = 0x4_0000;
@@ -23,6 +24,12 @@ pub struct FsLike {
     file_offset: u64,
     checkpoint: u64,
     clock: u64,
+    /// Threads that take turns (0: entries carry no task).
+    tasks: u32,
+    /// The running thread, once one ran.
+    thread: Option<u32>,
+    /// The thread the next entry is the first of.
+    switched_to: Option<Task>,
 }
 
 impl FsLike {
@@ -37,7 +44,32 @@ impl FsLike {
             file_offset: 0,
             checkpoint: 0,
             clock: 1_700_000_000,
+            tasks: 0,
+            thread: None,
+            switched_to: None,
         }
+    }
+
+    /// `tasks` threads, two per process, take turns: every operation switches to another
+    /// one with probability 1/4.
+    pub fn with_tasks(mut self, tasks: u32) -> Self {
+        self.tasks = tasks;
+        self
+    }
+
+    fn switch_task(&mut self) {
+        if self.tasks == 0 || (self.thread.is_some() && self.below(4) != 0) {
+            return;
+        }
+        let thread = self.below(u64::from(self.tasks)) as u32;
+        if self.thread.replace(thread) == Some(thread) {
+            return;
+        }
+        self.switched_to = Some(Task {
+            pid: 1000 + thread / 2 * 2,
+            tid: 1000 + thread,
+            comm: format!("worker{}", thread / 2),
+        });
     }
 
     fn next_u64(&mut self) -> u64 {
@@ -64,6 +96,7 @@ impl FsLike {
             meta: Meta {
                 pc,
                 stack: Vec::new(),
+                task: self.switched_to.take(),
             },
         });
     }
@@ -142,6 +175,7 @@ impl FsLike {
     }
 
     fn refill(&mut self) {
+        self.switch_task();
         match self.below(100) {
             0..=59 => self.metadata_update(),
             60..=84 => self.data_write(),

@@ -3,7 +3,7 @@
 use std::io::Cursor;
 
 use persim_trace::{
-    Entry, FenceKind, FlushKind, Header, Hypercall, Meta, Op, Reader, TraceErrorKind,
+    Entry, FenceKind, FlushKind, Header, Hypercall, Meta, Op, Reader, Task, TraceErrorKind,
 };
 
 fn parse(text: &str) -> (Header, Vec<Entry>) {
@@ -134,7 +134,8 @@ blkflush @ color=red
         entries[1].meta,
         Meta {
             pc: Some(0xffff_ffff_8123_4567),
-            stack: vec![0xffff_ffff_8100_0010, 0xffff_ffff_8100_0200]
+            stack: vec![0xffff_ffff_8100_0010, 0xffff_ffff_8100_0200],
+            task: None,
         }
     );
     assert!(entries
@@ -154,12 +155,17 @@ fn writes_the_documented_line_forms() {
         meta: Meta {
             pc: Some(0xffff_ffff_8123_4567),
             stack: vec![0x10, 0x200],
+            task: Some(Task {
+                pid: 120,
+                tid: 121,
+                comm: "fs ops#1".into(),
+            }),
         },
     };
-    assert_eq!(
-        entry.to_string(),
-        "write 0x40 2aab @ pc=0xffffffff81234567 stack=0x10,0x200"
-    );
+    let line = "write 0x40 2aab @ pc=0xffffffff81234567 stack=0x10,0x200 pid=120 tid=121 \
+                comm=fs%20ops%231";
+    assert_eq!(entry.to_string(), line);
+    assert_eq!(line.parse::<Entry>().unwrap(), entry);
     assert_eq!(
         Entry::from(Op::BlkRead {
             offset: 0x200,

@@ -9,7 +9,7 @@
 use lexopt::Arg::{Long, Short, Value};
 use lexopt::ValueExt;
 use persim_guest::command_line::parse_or_exit;
-use persim_guest::hypercall::{call, Operation};
+use persim_guest::hypercall::{self, call, Operation};
 use std::ffi::OsString;
 use std::process::ExitCode;
 
@@ -22,7 +22,10 @@ Persim tracer; harmless without it.";
 fn main() -> ExitCode {
     match parse_or_exit("hypercall", USAGE, parse) {
         Ok(op) => {
-            call(op);
+            call(match op {
+                Operation::Start { .. } => hypercall::start(),
+                op => op,
+            });
             ExitCode::SUCCESS
         }
         Err(code) => code,
@@ -57,7 +60,10 @@ mod tests {
             parse_line("checkpoint 3"),
             Ok(Some(Operation::Checkpoint(3)))
         );
-        assert_eq!(parse_line("start"), Ok(Some(Operation::Start)));
+        assert!(matches!(
+            parse_line("start"),
+            Ok(Some(Operation::Start { pid: 0, .. }))
+        ));
         assert_eq!(parse_line("--help"), Ok(None));
         assert_eq!(parse_line("-h"), Ok(None));
         assert!(parse_line("--fast start").unwrap_err().contains("--fast"));

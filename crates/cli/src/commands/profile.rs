@@ -1,11 +1,12 @@
-//! `persim profile TRACE|RUN_DIR`: how a trace uses PM.
+//! `persim profile TRACE|RUN_DIR`: how a trace uses PM; with `--by` or
+//! `--sample-interval`, split per process or function and the PEBS estimator.
 
 use anyhow::{Context, Result};
-use clap::Args;
-use persim_analyze::{profile, profile_svgs};
+use clap::{Args, ValueEnum};
+use persim_analyze::{account, profile, profile_svgs, By};
 use persim_tester::RunDir;
 use persim_trace::atomic_file::write_atomically;
-use persim_trace::{Reader, Symbols};
+use persim_trace::{Header, Reader, Symbols};
 use std::path::PathBuf;
 
 /// Profile how a trace uses PM, per checkpoint interval and for the whole trace
@@ -18,6 +19,17 @@ use std::path::PathBuf;
 /// --reads. Then stores by size, flushes and fences by kind, and the code that stored,
 /// flushed and fenced, per function (through the symbols recorded with the trace) or per
 /// pc. docs/analysis.md defines each figure.
+///
+/// Exact accounting: `--by process` splits bytes stored (and their share, NT share),
+/// stores, flushes, fences and reads by the process (pid) that made them, with a row per
+/// thread (tid) of a process that has several, and bytes stored over the trace as a
+/// sparkline; `--by function` by the function of the instruction. `--sample-interval N`
+/// runs the PEBS estimator (a sample every N-th store counts for its size x N bytes) and
+/// reports its error against the exact bytes per process and per store size. With either,
+/// only these tables are printed.
+///   persim profile run/ --by process
+///   persim profile t.ptrace --by function --json
+///   persim profile t.ptrace --by process --sample-interval 10007
 #[derive(Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub struct ProfileArgs {
@@ -29,12 +41,51 @@ pub struct ProfileArgs {
     /// Also draw SVG plots into this directory: bytes-over-time.svg (cached and NT bytes
     /// stored over the trace), epoch-sizes.svg (fence epochs by bytes written) and
     /// written-lines.svg (a heat map of the bytes written per PM region).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["by", "sample_interval"])]
     pub svg: Option<PathBuf>,
+    /// Split the figures per process (and thread) or per function.
+    #[arg(long, value_enum)]
+    pub by: Option<ByArg>,
+    /// Simulate PEBS sampling every N-th store and compare its estimate with the exact
+    /// bytes (N >= 1; the dissertation used primes such as 10007).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub sample_interval: Option<u64>,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum ByArg {
+    Process,
+    Function,
+}
+
+impl From<ByArg> for By {
+    fn from(by: ByArg) -> By {
+        match by {
+            ByArg::Process => By::Process,
+            ByArg::Function => By::Function,
+        }
+    }
 }
 
 pub fn run(args: &ProfileArgs) -> Result<()> {
     let trace = RunDir::trace_of(&args.trace);
+    if args.by.is_some() || args.sample_interval.is_some() {
+        let reader = Reader::open(&trace)?;
+        let threads = reader.header().flags & Header::FLAG_TASKS != 0;
+        let accounting = account(
+            reader.read_ahead(),
+            threads,
+            args.by.map(By::from),
+            args.sample_interval,
+            Symbols::of_trace(&trace).as_ref(),
+        )?;
+        if args.json {
+            outln!("{}", serde_json::to_string_pretty(&accounting)?)?;
+        } else {
+            out!("{}", accounting.to_text())?;
+        }
+        return Ok(());
+    }
     let profile = profile(
         Reader::open(&trace)?.read_ahead(),
         Symbols::of_trace(&trace).as_ref(),

@@ -36,6 +36,10 @@ pub enum TraceCommand {
         /// Seed of the generator (same seed, same trace).
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Threads (two per process) that take turns, each switch marked as the tracer
+        /// marks it (for `persim profile --by process`); 0: no threads recorded.
+        #[arg(long, default_value_t = 0)]
+        tasks: u32,
         /// Where to write the binary trace (written atomically).
         #[arg(short, long)]
         out: PathBuf,
@@ -69,12 +73,21 @@ pub fn run(command: &TraceCommand) -> Result<()> {
                 fs::metadata(out)?.len()
             );
         }
-        TraceCommand::Synth { entries, seed, out } => {
+        TraceCommand::Synth {
+            entries,
+            seed,
+            tasks,
+            out,
+        } => {
             let header = Header {
                 pm_size: synthetic::PM_SIZE,
+                flags: if *tasks > 0 { Header::FLAG_TASKS } else { 0 },
                 ..Header::default()
             };
-            let generated = FsLike::new(*seed, false).take(*entries as usize).map(Ok);
+            let generated = FsLike::new(*seed, false)
+                .with_tasks(*tasks)
+                .take(*entries as usize)
+                .map(Ok);
             write_binary_file(out, &header, generated)?;
         }
     }

@@ -7,8 +7,8 @@ use std::io::{BufRead, Read};
 use crate::binary::tags;
 use crate::binary::varint::{undelta, DeltaBase};
 use crate::entry::{
-    Entry, FenceKind, FlushKind, Header, Hypercall, Meta, Op, BLOCK_SIZE, MAX_BLK_WRITE_LEN,
-    MAX_STACK_DEPTH, MAX_WRITE_LEN,
+    Entry, FenceKind, FlushKind, Header, Hypercall, Meta, Op, Task, BLOCK_SIZE, MAX_BLK_WRITE_LEN,
+    MAX_COMM_LEN, MAX_STACK_DEPTH, MAX_WRITE_LEN,
 };
 use crate::error::{TraceError, TraceErrorKind};
 
@@ -223,7 +223,7 @@ impl BinaryReader {
 
     fn decode_meta(&mut self) -> Result<Meta, String> {
         let fields = self.stream.byte()?;
-        if fields & !(tags::META_PC | tags::META_STACK) != 0 || fields == 0 {
+        if fields & !(tags::META_PC | tags::META_STACK | tags::META_TASK) != 0 || fields == 0 {
             return Err(format!("bad metadata field bits {fields:#04x}"));
         }
         let mut meta = Meta::default();
@@ -244,7 +244,27 @@ impl BinaryReader {
                 meta.stack.push(prev);
             }
         }
+        if fields & tags::META_TASK != 0 {
+            meta.task = Some(self.task()?);
+        }
         Ok(meta)
+    }
+
+    fn task(&mut self) -> Result<Task, String> {
+        let id = |n: u64, what: &str| {
+            u32::try_from(n).map_err(|_| format!("{what} {n} does not fit in 32 bits"))
+        };
+        let pid = id(self.stream.uvarint()?, "pid")?;
+        let tid = id(self.stream.uvarint()?, "tid")?;
+        let len = self.stream.uvarint()?;
+        if len > MAX_COMM_LEN as u64 {
+            return Err(format!(
+                "task name length {len} is longer than {MAX_COMM_LEN}"
+            ));
+        }
+        let comm = String::from_utf8(self.stream.bytes(len as usize)?)
+            .map_err(|_| "task name is not UTF-8".to_owned())?;
+        Ok(Task { pid, tid, comm })
     }
 
     /// The end marker holds the number of entries, and nothing may follow it.

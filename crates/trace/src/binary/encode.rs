@@ -138,6 +138,11 @@ fn encode_meta(buf: &mut Vec<u8>, base: &mut DeltaBase, meta: &Meta) {
             0
         } else {
             tags::META_STACK
+        }
+        | if meta.task.is_some() {
+            tags::META_TASK
+        } else {
+            0
         };
     buf.push(fields);
     if let Some(pc) = meta.pc {
@@ -151,6 +156,12 @@ fn encode_meta(buf: &mut Vec<u8>, base: &mut DeltaBase, meta: &Meta) {
             put_uvarint(buf, delta(prev, frame));
             prev = frame;
         }
+    }
+    if let Some(task) = &meta.task {
+        put_uvarint(buf, task.pid.into());
+        put_uvarint(buf, task.tid.into());
+        put_uvarint(buf, task.comm.len() as u64);
+        buf.extend_from_slice(task.comm.as_bytes());
     }
 }
 

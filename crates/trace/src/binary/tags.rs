@@ -26,6 +26,7 @@ pub(crate) const META: u8 = 0x80;
 /// Bits of the metadata's field byte.
 pub(crate) const META_PC: u8 = 0x01;
 pub(crate) const META_STACK: u8 = 0x02;
+pub(crate) const META_TASK: u8 = 0x04;
 
 /// The zstd window, in log2 bytes. The decoder refuses larger windows, so a corrupt frame
 /// header cannot make it allocate more than this.

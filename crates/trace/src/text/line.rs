@@ -4,7 +4,7 @@
 use std::fmt::{self, Write as _};
 use std::str::FromStr;
 
-use crate::entry::{Entry, FenceKind, FlushKind, Hypercall, Meta, Op};
+use crate::entry::{Entry, FenceKind, FlushKind, Hypercall, Meta, Op, Task};
 
 /// A line is not a valid entry; Display says why.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -116,6 +116,7 @@ fn parse_op<'a>(kind: &str, words: &mut impl Iterator<Item = &'a str>) -> Result
 /// `key=value` pairs; unknown keys are skipped so that newer tracers can add keys.
 fn parse_meta(text: &str) -> Result<Meta, String> {
     let mut meta = Meta::default();
+    let mut task = None;
     for pair in text.split_whitespace() {
         let (key, value) = pair
             .split_once('=')
@@ -129,10 +130,56 @@ fn parse_meta(text: &str) -> Result<Meta, String> {
                     .map(parse_number)
                     .collect::<Result<_, _>>()?
             }
+            "pid" => task.get_or_insert_with(Task::default).pid = parse_id(key, value)?,
+            "tid" => task.get_or_insert_with(Task::default).tid = parse_id(key, value)?,
+            "comm" => task.get_or_insert_with(Task::default).comm = unescape_comm(value)?,
             _ => {}
         }
     }
+    meta.task = task;
     Ok(meta)
+}
+
+fn parse_id(key: &str, value: &str) -> Result<u32, String> {
+    u32::try_from(parse_number(value)?).map_err(|_| format!("{key}={value} is not a 32-bit id"))
+}
+
+/// Whether a task name's byte stands for itself in the text form: printable ASCII other
+/// than the characters that end a name (`%` escapes, `#` comments, `@` metadata).
+fn plain_comm_byte(b: u8) -> bool {
+    b.is_ascii_graphic() && !matches!(b, b'%' | b'#' | b'@')
+}
+
+/// A task name with every other byte as `%XX`: names may hold spaces and any UTF-8.
+fn write_comm(f: &mut fmt::Formatter<'_>, comm: &str) -> fmt::Result {
+    for &b in comm.as_bytes() {
+        if plain_comm_byte(b) {
+            f.write_char(char::from(b))?;
+        } else {
+            write!(f, "%{b:02X}")?;
+        }
+    }
+    Ok(())
+}
+
+fn unescape_comm(text: &str) -> Result<String, String> {
+    let mut bytes = Vec::with_capacity(text.len());
+    let mut rest = text.as_bytes();
+    while let Some((&b, tail)) = rest.split_first() {
+        if b == b'%' {
+            let hex = tail
+                .get(..2)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| format!("comm={text}: `%` is not followed by two hex digits"))?;
+            bytes.push(hex);
+            rest = &tail[2..];
+        } else {
+            bytes.push(b);
+            rest = tail;
+        }
+    }
+    String::from_utf8(bytes).map_err(|_| format!("comm={text} is not UTF-8"))
 }
 
 /// A number in hex with `0x`, or in decimal.
@@ -213,7 +260,7 @@ impl fmt::Display for Op {
 }
 
 impl fmt::Display for Meta {
-    /// `pc=0x.. stack=0x..,0x..`, leaving out what is absent.
+    /// `pc=0x.. stack=0x..,0x.. pid=N tid=N comm=NAME`, leaving out what is absent.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut sep = "";
         if let Some(pc) = self.pc {
@@ -228,6 +275,11 @@ impl fmt::Display for Meta {
                 }
                 write!(f, "{frame:#x}")?;
             }
+            sep = " ";
+        }
+        if let Some(task) = &self.task {
+            write!(f, "{sep}pid={} tid={} comm=", task.pid, task.tid)?;
+            write_comm(f, &task.comm)?;
         }
         Ok(())
     }

@@ -2,7 +2,7 @@
 // Each test crate that includes this file uses only some of the strategies.
 #![allow(dead_code)]
 
-use persim_trace::{Entry, FenceKind, FlushKind, Header, Hypercall, Meta, Op, BLOCK_SIZE};
+use persim_trace::{Entry, FenceKind, FlushKind, Header, Hypercall, Meta, Op, Task, BLOCK_SIZE};
 use proptest::collection::vec;
 use proptest::prelude::*;
 
@@ -53,8 +53,8 @@ fn op() -> impl Strategy<Value = Op> {
 fn meta() -> impl Strategy<Value = Meta> {
     prop_oneof![
         2 => Just(Meta::default()),
-        1 => (proptest::option::of(address()), vec(address(), 0..5))
-            .prop_map(|(pc, stack)| Meta { pc, stack }),
+        1 => (proptest::option::of(address()), vec(address(), 0..5), proptest::option::of(task()))
+            .prop_map(|(pc, stack, task)| Meta { pc, stack, task }),
     ]
 }
 
@@ -71,4 +71,13 @@ pub fn header() -> impl Strategy<Value = Header> {
             flags,
         },
     )
+}
+
+/// Any thread, with names that need the text form's escapes (spaces, `%`, `#`, `@`, UTF-8).
+fn task() -> impl Strategy<Value = Task> {
+    (any::<u32>(), any::<u32>(), "[a-z0-9/: %#@=,é]{0,15}").prop_map(|(pid, tid, comm)| Task {
+        pid,
+        tid,
+        comm,
+    })
 }
