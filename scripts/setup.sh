@@ -88,7 +88,8 @@ install_packages() {
         qemu-system-x86
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
         linux-image-amd64 busybox-static e2fsprogs xfsprogs \
-        build-essential dwarves pkg-config libglib2.0-dev libc6-dev libpmem-dev libpmemobj-dev
+        build-essential dwarves pkg-config libglib2.0-dev libc6-dev libpmem-dev libpmemobj-dev \
+        fio
 }
 
 # Downloads the current linux-image-6.12.*-amd64 (the package the meta-package
