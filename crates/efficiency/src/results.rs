@@ -179,8 +179,8 @@ pub fn table(results: &Results) -> String {
     }
     let _ = write!(
         out,
-        "\n{:<40} {:>4} {:>10} {:>8} {:>8} {:>6}",
-        "target", "jobs", "MiB/s", "CPU s/s", "s/GiB", "idle%"
+        "\n{:<40} {:>4} {:>10} {:>8} {:>8} {:>10}",
+        "target", "jobs", "MiB/s", "CPU s/s", "s/GiB", "idle busy%"
     );
     if energy {
         let _ = write!(out, " {:>8} {:>8} {:>8}", "W", "idle W", "J/GiB");
@@ -189,7 +189,7 @@ pub fn table(results: &Results) -> String {
     for p in &results.points {
         let _ = write!(
             out,
-            "{:<40} {:>4} {:>10.1} {:>8.3} {:>8.3} {:>6.1}",
+            "{:<40} {:>4} {:>10.1} {:>8.3} {:>8.3} {:>10.1}",
             p.target.label,
             p.jobs,
             p.bandwidth_mib_s,
