@@ -152,6 +152,8 @@ pub struct FioResult {
     /// The longest job's measured time, seconds.
     pub runtime_s: f64,
     pub write_iops: f64,
+    /// Writes fio issued and saw complete (`write.total_ios`).
+    pub writes: u64,
 }
 
 impl FioResult {
@@ -187,6 +189,7 @@ pub fn parse_output(json: &str) -> Result<FioResult, String> {
         bytes_read: 0,
         runtime_s: 0.0,
         write_iops: 0.0,
+        writes: 0,
     };
     for job in jobs {
         let error = job["error"].as_i64().unwrap_or(0);
@@ -199,6 +202,7 @@ pub fn parse_output(json: &str) -> Result<FioResult, String> {
         result.bytes_written += number(job, "write", "io_bytes")? as u64;
         result.bytes_read += number(job, "read", "io_bytes")? as u64;
         result.write_iops += number(job, "write", "iops")?;
+        result.writes += number(job, "write", "total_ios")? as u64;
         let ms = number(job, "write", "runtime")?.max(number(job, "read", "runtime")?);
         result.runtime_s = result.runtime_s.max(ms / 1000.0);
         // `numjobs` in the job's options under group_reporting, one entry per job without

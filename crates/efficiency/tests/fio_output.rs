@@ -13,6 +13,7 @@ fn grouped_jobs_are_one_entry_that_counts_numjobs() {
     assert_eq!(r.bytes_written, 945_733_632);
     assert_eq!(r.bytes_read, 0);
     assert_eq!(r.runtime_s, 2.003);
+    assert_eq!(r.writes, 57_723);
     assert!((r.bandwidth() - 945_733_632.0 / 2.003).abs() < 1.0);
 }
 

@@ -8,6 +8,7 @@
 
 mod campaign;
 mod cases;
+mod efficiency;
 mod guest;
 mod home;
 mod inputs;
@@ -20,6 +21,10 @@ pub use campaign::{
     merge, run_campaign, CampaignOptions, Group, Shard, SuiteResults, TestEvent, TestResult,
 };
 pub use cases::{ace, Suite, TestCase};
+pub use efficiency::{
+    guest_job, guest_table, run_guest_series, GuestPoint, GuestProgress, GuestResults,
+    GuestSeriesOptions,
+};
 pub use guest::{Guest, Recorded, VmGuest};
 pub use home::Home;
 pub use inputs::Inputs;

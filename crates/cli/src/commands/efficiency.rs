@@ -1,6 +1,7 @@
 //! `persim efficiency run`: CPU and energy cost per GiB written, with fio, on the host's
 //! file systems (docs/efficiency.md).
 
+use crate::vm_args::VmArgs;
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use persim_efficiency::fio::FioJob;
@@ -10,6 +11,7 @@ use persim_efficiency::powercap::POWERCAP_DIR;
 use persim_efficiency::results::Results;
 use persim_efficiency::series::{self, Progress, SeriesOptions};
 use persim_efficiency::target::TargetSpec;
+use persim_tester::{guest_job, guest_table, run_guest_series, GuestProgress, GuestSeriesOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -32,15 +34,34 @@ pub enum EfficiencyCommand {
 /// own on the target, removed afterwards (also on Ctrl-C). Writes DIR/results.txt,
 /// DIR/results.json and DIR/{bandwidth,cpu-cost,energy-cost}.svg.
 ///
-/// Example:
+/// With --vm CONFIG (repeatable) instead of targets, fio runs inside Persim's guest on each
+/// configuration's stack, and the plugin's counting mode counts guest instructions per GiB
+/// (kernel and user apart) and the PM and NVMe bytes written per byte fio wrote (write
+/// amplification): counts that hold on any host. The guest job writes a fixed amount
+/// (ioengine=sync rw=randwrite sync=1 bs=16k size=4M per job) instead of running for a
+/// time; each point boots its own guest. Writes DIR/guest-results.{txt,json}.
+///
+/// Examples:
 ///   persim efficiency run /mnt/pmem-ext4:ext4 /mnt/nvme --jobs 1..8 --power rapl --out eff
+///   persim efficiency run --vm vm/ext4-dax.toml --vm vm/xfs-dax.toml --jobs 1..4 --out eff
 #[derive(Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub struct EfficiencyRunArgs {
     /// Directories on the file systems to measure; DIR:FSTYPE refuses DIR unless it is on
     /// a file system of that type (as /proc/self/mountinfo names it: ext4, xfs, tmpfs...).
-    #[arg(required = true, value_name = "TARGET")]
+    #[arg(
+        required_unless_present = "vms",
+        conflicts_with = "vms",
+        value_name = "TARGET"
+    )]
     pub targets: Vec<String>,
+    /// Run fio in Persim's guest on this VM configuration's stack instead (repeat for
+    /// more stacks).
+    #[arg(long = "vm", value_name = "CONFIG")]
+    pub vms: Vec<PathBuf>,
+    /// With --vm: seconds the guest's fio may take.
+    #[arg(long, default_value_t = 1800, value_name = "SECONDS")]
+    pub timeout: u64,
     /// The numbers of fio jobs: a range (1..8) or a list (1,2,4,8).
     #[arg(long, default_value = "1..8", value_parser = parse_jobs)]
     pub jobs: JobCounts,
@@ -107,6 +128,9 @@ fn parse_power(text: &str) -> Result<PowerSource, String> {
 
 pub fn run(command: &EfficiencyCommand) -> Result<ExitCode> {
     let EfficiencyCommand::Run(args) = command;
+    if !args.vms.is_empty() {
+        return run_in_guest(args);
+    }
     let job = FioJob::with_overrides(&args.fio_options).map_err(anyhow::Error::msg)?;
     if args.idle_seconds < 1.0 {
         bail!("--idle-seconds {}: give 1 or more", args.idle_seconds);
@@ -140,6 +164,53 @@ pub fn run(command: &EfficiencyCommand) -> Result<ExitCode> {
     };
     print_results(&results, args.json)?;
     say!("results: {}", args.out.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_in_guest(args: &EfficiencyRunArgs) -> Result<ExitCode> {
+    let job = guest_job(&args.fio_options).map_err(anyhow::Error::msg)?;
+    let machines = args
+        .vms
+        .iter()
+        .map(|vm| {
+            VmArgs {
+                fs: None,
+                vm: Some(vm.clone()),
+                timeout: args.timeout,
+                boot_timeout: 300,
+                guest_tools: None,
+                home: None,
+            }
+            .machine(Some(1), false)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let options = GuestSeriesOptions {
+        machines,
+        jobs: args.jobs.0.clone(),
+        job,
+        out: args.out.clone(),
+    };
+    let results = run_guest_series(&options, &mut |p| match p {
+        GuestProgress::Running(stack, jobs) => {
+            say!("{stack}: fio with {jobs} job(s) in the guest...")
+        }
+        GuestProgress::Resumed(p) => say!("{}: {} job(s) done earlier, kept", p.stack, p.jobs),
+        GuestProgress::Done(p) => say!(
+            "{}: {} job(s): {:.3e} guest instructions/GiB, PM x{:.2}, NVMe x{:.2} ({:.0} s)",
+            p.stack,
+            p.jobs,
+            p.kernel_instructions_per_gib + p.user_instructions_per_gib,
+            p.pm_amplification,
+            p.nvme_amplification,
+            p.host_seconds
+        ),
+    })
+    .map_err(anyhow::Error::msg)?;
+    if args.json {
+        outln!("{}", serde_json::to_string_pretty(&results)?)?;
+    } else {
+        out!("{}", guest_table(&results))?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 
