@@ -19,6 +19,8 @@ const GUEST_DIR: &str = "/mnt/persim-efficiency";
 /// Where the guest's fio writes its JSON output: the initramfs, not the measured stack.
 const GUEST_JSON: &str = "/fio.json";
 const JSON_MARK: &str = "@@persim-fio-json@@";
+/// The least guest RAM a guest series runs with.
+const GUEST_MEMORY_MIB: u64 = 1024;
 
 /// The guest's default job: the thesis' 16 KiB synchronous random writes, but a fixed
 /// amount per job instead of a time, so the counts do not depend on the host's speed,
@@ -176,6 +178,9 @@ fn measure(
     if !machine.config.tools.iter().any(|t| t == "fio") {
         machine.config.tools.push("fio".into());
     }
+    // fio's shared libraries (~80 MiB) are in the initramfs, which lives in the guest's
+    // RAM: with 512 MiB, XFS-DAX's guest ran out of space for its commands.
+    machine.config.memory_mib = machine.config.memory_mib.max(GUEST_MEMORY_MIB);
     let dir = Path::new(GUEST_DIR);
     let args = |extra: &[&str]| -> String {
         let mut a = job.args(jobs, dir);
