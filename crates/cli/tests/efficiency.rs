@@ -243,7 +243,7 @@ fn ctrl_c_stops_fio_removes_its_files_and_keeps_no_half_point() {
 }
 
 #[test]
-fn a_missing_fio_or_a_target_on_another_file_system_is_refused_before_measuring() {
+fn a_missing_fio_another_file_system_or_a_busy_system_is_refused_before_measuring() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("out");
     let target = tmp.path().display().to_string();
@@ -264,8 +264,28 @@ fn a_missing_fio_or_a_target_on_another_file_system_is_refused_before_measuring(
         .assert()
         .code(2);
     let stderr = String::from_utf8_lossy(&refused.get_output().stderr).into_owned();
-    if fio_installed("a_target_on_another_file_system") {
-        assert!(stderr.contains("not nosuchfs"), "{stderr}");
-        assert!(!stderr.contains("fio with"), "{stderr}");
+    if !fio_installed("a_target_on_another_file_system") {
+        return;
     }
+    assert!(stderr.contains("not nosuchfs"), "{stderr}");
+    assert!(!stderr.contains("fio with"), "{stderr}");
+
+    // A system busier than the limit is refused with the figure (a negative limit makes
+    // any system too busy), unless --allow-noise.
+    let mut noisy: Vec<String> = short_series(std::slice::from_ref(&target), &out)
+        .into_iter()
+        .filter(|a| a != "--allow-noise")
+        .collect();
+    noisy.push("--quiet-limit=-1".into());
+    let refused = Command::cargo_bin("persim")
+        .unwrap()
+        .args(noisy)
+        .assert()
+        .code(2);
+    let stderr = String::from_utf8_lossy(&refused.get_output().stderr).into_owned();
+    assert!(
+        stderr.contains("not quiet") && stderr.contains("--allow-noise"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("fio with"), "{stderr}");
 }
