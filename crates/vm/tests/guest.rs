@@ -12,6 +12,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 const TIMEOUT: Duration = Duration::from_secs(120);
+/// A boot without a snapshot on a machine shared with other VMs (load average above 20)
+/// took over 120 s.
+const BOOT_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// The artifacts, or None (with a printed reason) when the real VM cannot run here.
 fn artifacts_or_skip(test: &str) -> Option<Artifacts> {
@@ -42,7 +45,7 @@ fn boot(config: &VmConfig, artifacts: &Artifacts, pm_file: PathBuf, plugin: Opti
         blk_file,
         ..prepared.qemu_spec(config, pm_file)
     };
-    Vm::boot(&spec, TIMEOUT).unwrap()
+    Vm::boot(&spec, BOOT_TIMEOUT).unwrap()
 }
 
 #[test]
