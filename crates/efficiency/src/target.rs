@@ -1,8 +1,10 @@
 //! A series' targets: directories on mounted file systems, checked before a series starts
-//! (writable, on the file system the user expects, room for fio's files).
+//! (writable, on the file system the user expects, room for fio's files; the mount table
+//! and free space through `persim_trace::disk_space`).
 
+use persim_trace::disk_space::free_space;
 use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// A target as given on the command line: `DIR` or `DIR:FSTYPE` (refused unless `DIR` is
 /// on a file system of that type).
@@ -37,7 +39,7 @@ pub struct Target {
     pub dir: PathBuf,
     /// Its name in tables, plots and result files (`tmpfs:/tmp/x`).
     pub label: String,
-    /// The file system's type and source as `/proc/self/mountinfo` has them.
+    /// The file system's type and device as `/proc/self/mounts` has them.
     pub fs_type: String,
     pub device: String,
 }
@@ -54,10 +56,8 @@ pub fn check(spec: &TargetSpec, need_bytes: u64) -> Result<Target, String> {
             "target {shown} is not a directory; give a directory on the file system to measure"
         ));
     }
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
-        .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
-    let (fs_type, device) = mount_of(&mountinfo, &dir)
-        .ok_or_else(|| format!("target {shown}: no mount holds it in /proc/self/mountinfo"))?;
+    let free = free_space(&dir).map_err(|e| format!("target {shown}: {e}"))?;
+    let (fs_type, device) = (free.fs_type, free.device);
     if let Some(want) = &spec.expect_fs {
         if *want != fs_type {
             return Err(format!(
@@ -70,12 +70,11 @@ pub fn check(spec: &TargetSpec, need_bytes: u64) -> Result<Target, String> {
     std::fs::write(&probe, b"")
         .and_then(|()| std::fs::remove_file(&probe))
         .map_err(|e| format!("target {shown} is not writable: {e}"))?;
-    let free = free_bytes(&dir)?;
-    if free < need_bytes {
+    if free.available < need_bytes {
         return Err(format!(
             "target {shown} has {} MiB free, the largest run needs {} MiB (size × jobs); free \
              space or lower --jobs or --fio-option size=",
-            free >> 20,
+            free.available >> 20,
             need_bytes >> 20
         ));
     }
@@ -85,61 +84,6 @@ pub fn check(spec: &TargetSpec, need_bytes: u64) -> Result<Target, String> {
         fs_type,
         device,
     })
-}
-
-/// The type and source of the mount that holds `dir` (the longest mount point that is a
-/// prefix of it; the last such line where mounts are stacked).
-pub fn mount_of(mountinfo: &str, dir: &Path) -> Option<(String, String)> {
-    let mut best: Option<(usize, String, String)> = None;
-    for line in mountinfo.lines() {
-        let fields: Vec<&str> = line.split(' ').collect();
-        let Some(dash) = fields.iter().position(|f| *f == "-") else {
-            continue;
-        };
-        let (Some(mount_point), Some(fs_type), Some(source)) =
-            (fields.get(4), fields.get(dash + 1), fields.get(dash + 2))
-        else {
-            continue;
-        };
-        let mount_point = unescape(mount_point);
-        if dir.starts_with(&mount_point) {
-            let depth = Path::new(&mount_point).components().count();
-            if best.as_ref().is_none_or(|b| depth >= b.0) {
-                best = Some((depth, fs_type.to_string(), source.to_string()));
-            }
-        }
-    }
-    best.map(|(_, t, s)| (t, s))
-}
-
-/// mountinfo writes space, tab, newline and backslash in octal (`\040`).
-fn unescape(field: &str) -> String {
-    let mut out = String::new();
-    let mut rest = field;
-    while let Some(i) = rest.find('\\') {
-        out.push_str(&rest[..i]);
-        let code = rest
-            .get(i + 1..i + 4)
-            .and_then(|o| u8::from_str_radix(o, 8).ok());
-        match code {
-            Some(c) => {
-                out.push(char::from(c));
-                rest = &rest[i + 4..];
-            }
-            None => {
-                out.push('\\');
-                rest = &rest[i + 1..];
-            }
-        }
-    }
-    out.push_str(rest);
-    out
-}
-
-fn free_bytes(dir: &Path) -> Result<u64, String> {
-    let st =
-        rustix::fs::statvfs(dir).map_err(|e| format!("cannot statvfs {}: {e}", dir.display()))?;
-    Ok(st.f_bavail * st.f_frsize)
 }
 
 /// A fio size (`100M`, `1g`, `4096`): fio's k/m/g/t are powers of 1024.
@@ -161,24 +105,6 @@ pub fn parse_size(text: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const MOUNTINFO: &str = "\
-22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw
-30 22 0:26 / /tmp rw,nosuid shared:5 - tmpfs tmpfs rw,size=8g
-41 30 7:0 / /tmp/my\\040disk rw,relatime shared:9 - xfs /dev/loop0 rw,dax=always
-42 22 259:1 / /mnt/pm rw master:3 - ext4 /dev/pmem0 rw,dax=always
-";
-
-    #[test]
-    fn the_longest_mount_point_holds_the_directory() {
-        let m = |d: &str| mount_of(MOUNTINFO, Path::new(d)).unwrap();
-        assert_eq!(m("/home/x"), ("ext4".into(), "/dev/sda1".into()));
-        assert_eq!(m("/tmp/a"), ("tmpfs".into(), "tmpfs".into()));
-        assert_eq!(m("/tmp/my disk/sub"), ("xfs".into(), "/dev/loop0".into()));
-        assert_eq!(m("/mnt/pm"), ("ext4".into(), "/dev/pmem0".into()));
-        // a prefix of the name is not a parent directory
-        assert_eq!(m("/mnt/pmem"), ("ext4".into(), "/dev/sda1".into()));
-    }
 
     #[test]
     fn target_specs() {
