@@ -4,9 +4,10 @@
 use crate::fio::{self, FioJob, FioResult};
 use crate::interrupt;
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The directory fio's files go in, removed when dropped.
 pub struct WorkDir(PathBuf);
@@ -37,11 +38,17 @@ pub struct FioOutput {
     pub json: String,
 }
 
-/// Runs `fio` with `args` to the end, or stops it when the series is interrupted (fio
-/// gets SIGINT, as from a terminal, and ends its jobs).
+/// How long fio may take to end after SIGINT before its processes are killed: fio 3.33
+/// interrupted while laying out files (`--create_only=1`) never ends.
+const GRACE: Duration = Duration::from_secs(5);
+
+/// Runs `fio` with `args` to the end, or stops it when the series is interrupted: fio and
+/// its job processes, in a process group of their own, get SIGINT, as from a terminal,
+/// and SIGKILL after [`GRACE`].
 pub fn run(program: &str, args: &[String]) -> Result<FioOutput, String> {
     let mut child = Command::new(program)
         .args(args)
+        .process_group(0)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -59,15 +66,25 @@ pub fn run(program: &str, args: &[String]) -> Result<FioOutput, String> {
         let _ = stderr.read_to_string(&mut s);
         s
     });
-    let mut signalled = false;
+    // fio's process group: its own id (`process_group(0)`).
+    let group = -(child.id() as libc::pid_t);
+    let mut signalled: Option<Instant> = None;
     let status = loop {
         if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
             break status;
         }
-        if interrupt::interrupted() && !signalled {
-            // SAFETY: the id of our own child, which has not been waited for yet.
-            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-            signalled = true;
+        if interrupt::interrupted() {
+            match signalled {
+                // SAFETY: the group of our own child, which has not been waited for yet.
+                None => unsafe {
+                    libc::kill(group, libc::SIGINT);
+                    signalled = Some(Instant::now());
+                },
+                Some(at) if at.elapsed() > GRACE => unsafe {
+                    libc::kill(group, libc::SIGKILL);
+                },
+                Some(_) => {}
+            }
         }
         std::thread::sleep(Duration::from_millis(50));
     };
