@@ -19,6 +19,10 @@ pub struct PluginArgs {
     /// Off: `start` instruments nothing and writes no trace, so the plugin costs what a
     /// loaded, idle plugin costs (the baseline of the overhead measurement).
     pub tracing: bool,
+    /// Counting mode (with `tracing` off): from `start` to `success`/`fail` count guest
+    /// instructions, PM and NVMe bytes written, and write them to `trace` as
+    /// [`crate::Counts`] text instead of a trace.
+    pub count: bool,
     /// The host file behind the NVDIMM and where to copy it at `hypercall start`: the PM
     /// contents the trace starts from (crash images are built on top of them).
     pub initial: Option<(PathBuf, PathBuf)>,
@@ -81,6 +85,7 @@ impl PluginArgs {
             reads: false,
             stacks: Stacks::Off,
             tracing: true,
+            count: false,
             initial: None,
             repeat: false,
             blk_size: 0,
@@ -100,6 +105,9 @@ impl PluginArgs {
             format!("tracing={}", on_off(self.tracing)),
             format!("repeat={}", on_off(self.repeat)),
         ];
+        if self.count {
+            args.push("count=on".into());
+        }
         if let Some((pm_file, initial)) = &self.initial {
             args.push(format!("pm_file={}", pm_file.display()));
             args.push(format!("initial={}", initial.display()));
@@ -116,7 +124,7 @@ impl PluginArgs {
 
     pub fn parse<'a>(raw: impl IntoIterator<Item = &'a str>) -> Result<PluginArgs, String> {
         let (mut pm_base, mut pm_size, mut trace) = (None, None, None);
-        let (mut reads, mut tracing, mut repeat) = (false, true, false);
+        let (mut reads, mut tracing, mut repeat, mut count) = (false, true, false, false);
         let mut stacks = Stacks::Off;
         let (mut pm_file, mut initial) = (None, None);
         let (mut blk_size, mut blk_file, mut blk_initial) = (0, None, None);
@@ -144,10 +152,14 @@ impl PluginArgs {
                 }
                 "tracing" => tracing = parse_bool(key, value)?,
                 "repeat" => repeat = parse_bool(key, value)?,
+                "count" => count = parse_bool(key, value)?,
                 _ => return Err(format!("unknown argument `{key}`")),
             }
         }
         let need = |name: &str| format!("missing argument `{name}`");
+        if count && tracing {
+            return Err("`count=on` needs `tracing=off`: a counted run writes no trace".into());
+        }
         Ok(PluginArgs {
             pm_base: pm_base.ok_or_else(|| need("pm_base"))?,
             pm_size: pm_size
@@ -157,6 +169,7 @@ impl PluginArgs {
             reads,
             stacks,
             tracing,
+            count,
             repeat,
             initial: match (pm_file, initial) {
                 (Some(pm_file), Some(initial)) => Some((pm_file, initial)),
@@ -213,6 +226,14 @@ mod tests {
             ..plain.clone()
         };
         assert_eq!(round_trip(&full), full);
+        let counting = PluginArgs {
+            tracing: false,
+            count: true,
+            ..plain.clone()
+        };
+        assert_eq!(round_trip(&counting), counting);
+        let both = ["pm_base=0x1", "pm_size=0x1", "trace=/t", "count=on"];
+        assert!(PluginArgs::parse(both).unwrap_err().contains("tracing=off"));
         assert_eq!(
             full.to_args(),
             [

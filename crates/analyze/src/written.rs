@@ -161,6 +161,7 @@ mod tests {
             meta: Meta {
                 pc: Some(pc),
                 stack: [caller].into_iter().filter(|&c| c != 0).collect(),
+                ..Meta::default()
             },
         })
     }

@@ -34,7 +34,8 @@ mod size;
 mod vm_args;
 
 use commands::{
-    analyze, campaign, debug, faults, generate, images, profile, record, report, run, suite, trace,
+    analyze, campaign, debug, efficiency, faults, generate, images, profile, record, report, run,
+    suite, trace,
 };
 
 use clap::{Parser, Subcommand};
@@ -85,6 +86,11 @@ enum Command {
         #[command(subcommand)]
         command: debug::DebugCommand,
     },
+    /// Measure CPU and energy cost per GiB written with fio (docs/efficiency.md).
+    Efficiency {
+        #[command(subcommand)]
+        command: efficiency::EfficiencyCommand,
+    },
     /// Generate tests (a suite directory for `persim suite DIR`).
     Generate {
         #[command(subcommand)]
@@ -113,6 +119,7 @@ fn main() -> ExitCode {
         Command::Campaign(args) => campaign::run(&args).map(violations),
         Command::Report(args) => report::run(&args).map(violations),
         Command::Debug { command } => debug::run(&command).map(|()| ExitCode::SUCCESS),
+        Command::Efficiency { command } => efficiency::run(&command),
         Command::Generate { command } => generate::run(&command).map(|()| ExitCode::SUCCESS),
         Command::Images(args) => images::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Faults(args) => faults::run(&args).map(violations),

@@ -13,6 +13,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("persim-model", &["persim-trace"]),
     ("persim-image", &["persim-model", "persim-trace"]),
     ("persim-vm", &["persim-abi", "persim-trace", "persim-state"]),
+    // Measurements of CPU time, energy and fio: no VM (the guest's series is the tester's).
+    ("persim-efficiency", &["persim-trace"]),
     // Analysis judges states; it must not compile the VM driver that produces them.
     (
         "persim-analyze",
@@ -22,6 +24,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "persim-tester",
         &[
             "persim-analyze",
+            "persim-efficiency",
             "persim-vm",
             "persim-image",
             "persim-model",
@@ -35,6 +38,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &[
             "persim-tester",
             "persim-analyze",
+            "persim-efficiency",
             "persim-vm",
             "persim-image",
             "persim-model",

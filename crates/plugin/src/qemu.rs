@@ -1,6 +1,7 @@
 //! The plugin's interface to QEMU: installation, translation-time instrumentation and
 //! the execution-time callbacks that feed the [`Tracer`].
 
+use crate::counter::{Counter, CounterNext};
 use crate::decode::{classify, Class, MemOperand, Segment};
 use crate::hypercall::{self, Call};
 use crate::nvme::NvmeDecoder;
@@ -9,7 +10,7 @@ use crate::stack::{self, ShadowStacks, StackKey};
 use crate::task::{TaskLayout, TaskWatch, TASK_SEARCHED};
 use crate::tracer::{Next, Store, Tracer};
 use persim_abi::machine::DIRECT_MAP_BASE;
-use persim_abi::{PluginArgs, Stacks};
+use persim_abi::{Counts, PluginArgs, Stacks};
 use persim_trace::{FenceKind, FlushKind, Hypercall};
 use qemu_plugin::plugin::{HasCallbacks, Register};
 use qemu_plugin::sys::{
@@ -52,6 +53,8 @@ struct ShadowRegisters {
 struct State {
     id: PluginId,
     tracer: Tracer,
+    /// In counting mode (`count=on`).
+    counter: Option<Counter>,
     registers: Registers,
     /// With an NVMe namespace (`blk_size`): its commands, from the driver's register
     /// stores, and the guest memory they name.
@@ -400,8 +403,13 @@ impl Register for PersimPlugin {
                 GuestMemory::new(),
             )
         });
+        let counter = args.count.then(|| {
+            let _ = INSTRUCTIONS.set(Scoreboard::new());
+            Counter::new(&args)
+        });
         let state = State {
             id,
+            counter,
             tracer: Tracer::new(args),
             registers: Registers::default(),
             nvme,
@@ -483,11 +491,20 @@ extern "C" fn on_reset(id: PluginId) {
 }
 
 extern "C" fn on_translate(_id: PluginId, tb: *mut qemu_plugin_tb) {
-    let (tracing, reads, stacks) = {
+    let (tracing, reads, stacks, counting) = {
         let s = state();
-        (s.tracer.tracing(), s.tracer.reads(), s.tracer.stacks())
+        let counting = s.counter.as_ref().is_some_and(Counter::counting);
+        (
+            s.tracer.tracing(),
+            s.tracer.reads(),
+            s.tracer.stacks(),
+            counting,
+        )
     };
     let raw_tb = tb;
+    if counting {
+        count_instructions(raw_tb);
+    }
     let tb = TranslationBlock::from(tb);
     for (i, insn) in tb.instructions().enumerate() {
         let bytes = insn.data();
@@ -499,6 +516,19 @@ extern "C" fn on_translate(_id: PluginId, tb: *mut qemu_plugin_tb) {
                 move |_| on_cpuid(pc),
                 CallbackFlags::QEMU_PLUGIN_CB_R_REGS,
             );
+        }
+        if counting {
+            // SAFETY: the instruction handle of this translation callback.
+            unsafe {
+                let raw_insn = qemu_plugin::sys::qemu_plugin_tb_get_insn(raw_tb, i);
+                qemu_plugin::sys::qemu_plugin_register_vcpu_mem_cb(
+                    raw_insn,
+                    Some(on_counted_store),
+                    CallbackFlags::QEMU_PLUGIN_CB_NO_REGS,
+                    MemRW::QEMU_PLUGIN_MEM_W,
+                    std::ptr::null_mut(),
+                );
+            }
         }
         if !tracing {
             continue;
@@ -603,7 +633,12 @@ fn on_access(pc: u64, store: Store, info: &MemoryInfo, vaddr: u64) {
 /// A store to a device: the NVMe controller's registers feed the decoder.
 fn on_io_store(pc: u64, hwaddr: &qemu_plugin::HwAddr, info: &MemoryInfo) {
     let mut s = state();
-    let State { tracer, nvme, .. } = &mut *s;
+    let State {
+        tracer,
+        nvme,
+        counter,
+        ..
+    } = &mut *s;
     let Some((decoder, memory)) = nvme else {
         return;
     };
@@ -619,6 +654,9 @@ fn on_io_store(pc: u64, hwaddr: &qemu_plugin::HwAddr, info: &MemoryInfo) {
     let ops = decoder.register_write(offset, value, size, memory);
     for problem in decoder.problems.drain(..) {
         say(&format!("NVMe: {problem}"));
+    }
+    if let Some(counter) = counter {
+        counter.block(&ops);
     }
     tracer.block(pc, ops);
 }
@@ -636,6 +674,123 @@ fn value_bytes(value: MemValue, size: usize) -> Vec<u8> {
     bytes
 }
 
+/// Counting mode: guest instructions per vCPU, kernel and user apart (two u64 per entry),
+/// added inline by the translated code itself (no callback per block).
+static INSTRUCTIONS: OnceLock<Scoreboard> = OnceLock::new();
+/// Counting mode: bytes stored to PM.
+static PM_STORED: AtomicU64 = AtomicU64::new(0);
+
+struct Scoreboard {
+    board: *mut qemu_plugin::sys::qemu_plugin_scoreboard,
+    /// The sums at `start`, subtracted at `success`/`fail`.
+    base: Mutex<(u64, u64)>,
+}
+
+// SAFETY: QEMU's scoreboard is made for use from every vCPU thread.
+unsafe impl Send for Scoreboard {}
+unsafe impl Sync for Scoreboard {}
+
+impl Scoreboard {
+    fn new() -> Scoreboard {
+        Scoreboard {
+            // SAFETY: plain allocation, kept for the life of the plugin.
+            board: unsafe { qemu_plugin::sys::qemu_plugin_scoreboard_new(16) },
+            base: Mutex::new((0, 0)),
+        }
+    }
+
+    fn entry(&self, kernel: bool) -> qemu_plugin::sys::qemu_plugin_u64 {
+        qemu_plugin::sys::qemu_plugin_u64 {
+            score: self.board,
+            offset: if kernel { 0 } else { 8 },
+        }
+    }
+
+    /// (kernel, user) instructions of all vCPUs so far.
+    fn sums(&self) -> (u64, u64) {
+        // SAFETY: entries of this live scoreboard.
+        unsafe {
+            (
+                qemu_plugin::sys::qemu_plugin_u64_sum(self.entry(true)),
+                qemu_plugin::sys::qemu_plugin_u64_sum(self.entry(false)),
+            )
+        }
+    }
+}
+
+/// Adds the block's instruction count to its half (kernel or user) each time it runs.
+fn count_instructions(tb: *mut qemu_plugin_tb) {
+    let Some(board) = INSTRUCTIONS.get() else {
+        return;
+    };
+    // SAFETY: the translation block of this translation callback.
+    unsafe {
+        let n = qemu_plugin::sys::qemu_plugin_tb_n_insns(tb) as u64;
+        let kernel = is_kernel(qemu_plugin::sys::qemu_plugin_tb_vaddr(tb));
+        qemu_plugin::sys::qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(
+            tb,
+            qemu_plugin::sys::qemu_plugin_op::QEMU_PLUGIN_INLINE_ADD_U64,
+            board.entry(kernel),
+            n,
+        );
+    }
+}
+
+/// Counting mode: a store, to PM (counted) or to a device (the NVMe decoder).
+unsafe extern "C" fn on_counted_store(
+    _vcpu: std::ffi::c_uint,
+    info: qemu_plugin::sys::qemu_plugin_meminfo_t,
+    vaddr: u64,
+    _data: *mut std::ffi::c_void,
+) {
+    let info = MemoryInfo::from(info);
+    let Some(hwaddr) = info.hwaddr(vaddr) else {
+        return;
+    };
+    if hwaddr.is_io() {
+        return on_io_store(0, &hwaddr, &info);
+    }
+    let paddr = hwaddr.hwaddr();
+    if paddr.wrapping_sub(PM_BASE.load(Ordering::Relaxed)) < PM_SIZE.load(Ordering::Relaxed) {
+        PM_STORED.fetch_add(1 << info.size_shift(), Ordering::Relaxed);
+    }
+}
+
+/// A hypercall in counting mode: `start` zeroes the counts and retranslates everything
+/// with the counting instrumentation; `success`/`fail` writes the counts.
+fn on_counted_call(s: &mut State, call: persim_trace::Hypercall) {
+    let Some(counter) = &mut s.counter else {
+        return;
+    };
+    let Some(board) = INSTRUCTIONS.get() else {
+        return;
+    };
+    match counter.hypercall(call) {
+        CounterNext::Continue => {}
+        CounterNext::Start => {
+            *board.base.lock().unwrap() = board.sums();
+            PM_STORED.store(0, Ordering::Relaxed);
+            // SAFETY: as at `start` in `on_cpuid`.
+            unsafe { qemu_plugin::sys::qemu_plugin_reset(s.id, Some(on_reset)) };
+        }
+        CounterNext::Finish => {
+            let (kernel, user) = board.sums();
+            let base = *board.base.lock().unwrap();
+            let counts = Counts {
+                kernel_instructions: kernel - base.0,
+                user_instructions: user - base.1,
+                pm_bytes_written: PM_STORED.load(Ordering::Relaxed),
+                nvme_bytes_written: 0,
+            };
+            if let Err(e) = counter.finish(counts) {
+                say(&e);
+            }
+            // SAFETY: as at `start`: back to instrumenting `cpuid` only.
+            unsafe { qemu_plugin::sys::qemu_plugin_reset(s.id, Some(on_reset)) };
+        }
+    }
+}
+
 fn on_flush(pc: u64, len: u64, kind: FlushKind, operand: MemOperand) {
     let mut s = state();
     let regs = &s.registers;
@@ -649,12 +804,16 @@ fn on_cpuid(pc: u64) {
     const RSI: u8 = 6;
     let call = hypercall::decode(regs.gpr(0), regs.gpr(2), regs.gpr(1), regs.gpr(RSI));
     let call = match call {
+        Some(Call::Start { .. }) if s.counter.is_some() => {
+            return on_counted_call(&mut s, Hypercall::Start)
+        }
         Some(Call::Start { pid, current_task }) => {
             if !s.tracer.tracing() {
                 watch_tasks(&mut s, pid, current_task);
             }
             Hypercall::Start
         }
+        Some(Call::Mark(call)) if s.counter.is_some() => return on_counted_call(&mut s, call),
         Some(Call::Mark(call)) => call,
         Some(Call::Volatile { vaddr, len }) => return on_volatile(&mut s, pc, vaddr, len),
         None => {

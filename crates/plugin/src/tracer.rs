@@ -334,7 +334,7 @@ impl Tracer {
 /// Where `path` points if it is a symbolic link, else itself. A host that keeps one guest
 /// for many recordings (`repeat`) points the trace and initial-image paths at each
 /// recording's files before its `start`; the files are written there, not over the links.
-fn followed(path: &std::path::Path) -> std::path::PathBuf {
+pub(crate) fn followed(path: &std::path::Path) -> std::path::PathBuf {
     match std::fs::read_link(path) {
         Ok(target) => path.parent().map_or(target.clone(), |dir| dir.join(target)),
         Err(_) => path.to_path_buf(),

@@ -8,6 +8,7 @@
 
 mod campaign;
 mod cases;
+mod efficiency;
 mod faults;
 mod guest;
 mod home;
@@ -21,6 +22,10 @@ pub use campaign::{
     merge, run_campaign, CampaignOptions, Group, Shard, SuiteResults, TestEvent, TestResult,
 };
 pub use cases::{ace, Suite, TestCase};
+pub use efficiency::{
+    guest_job, guest_table, run_guest_series, GuestPoint, GuestProgress, GuestResults,
+    GuestSeriesOptions,
+};
 pub use faults::{run_faults, FaultOptions, FaultPlace, FaultResult, FaultsAt, FaultsReport};
 pub use guest::{Guest, Recorded, VmGuest};
 pub use home::Home;

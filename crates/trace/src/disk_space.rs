@@ -5,11 +5,13 @@
 use std::io;
 use std::path::Path;
 
-/// A directory's file system: its device (as `/proc/self/mounts` names it) and the bytes
-/// an unprivileged writer may still use there.
+/// A directory's file system: its device and type (as `/proc/self/mounts` names them) and
+/// the bytes an unprivileged writer may still use there.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FreeSpace {
     pub device: String,
+    /// `ext4`, `xfs`, `tmpfs`... (empty where the mount table says nothing).
+    pub fs_type: String,
     pub available: u64,
 }
 
@@ -22,8 +24,15 @@ pub fn free_space(dir: &Path) -> io::Result<FreeSpace> {
             format!("cannot read the free space of {}: {e}", dir.display()),
         )
     })?;
+    let (device, fs_type) = mount_of(dir).unwrap_or_else(|| {
+        (
+            format!("the file system of {}", dir.display()),
+            String::new(),
+        )
+    });
     Ok(FreeSpace {
-        device: device_of(dir).unwrap_or_else(|| format!("the file system of {}", dir.display())),
+        device,
+        fs_type,
         available: stat.f_bavail.saturating_mul(stat.f_frsize),
     })
 }
@@ -41,8 +50,9 @@ pub fn mib(bytes: u64) -> u64 {
     bytes.div_ceil(1 << 20)
 }
 
-/// The device mounted at the longest mount point that holds `dir`.
-fn device_of(dir: &Path) -> Option<String> {
+/// The device and file-system type mounted at the longest mount point that holds `dir`
+/// (the last one mounted there, where mounts are stacked).
+fn mount_of(dir: &Path) -> Option<(String, String)> {
     let dir = dir.canonicalize().ok()?;
     let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
     mounts
@@ -52,11 +62,12 @@ fn device_of(dir: &Path) -> Option<String> {
             let device = fields.next()?;
             // Spaces and other bytes in mount points are octal escapes (`\040`).
             let point = unescape(fields.next()?);
+            let fs_type = fields.next().unwrap_or_default();
             dir.starts_with(&point)
-                .then(|| (point.len(), device.to_string()))
+                .then(|| (point.len(), (device.to_string(), fs_type.to_string())))
         })
         .max_by_key(|(len, _)| *len)
-        .map(|(_, device)| device)
+        .map(|(_, mount)| mount)
 }
 
 fn unescape(field: &str) -> String {
@@ -91,6 +102,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let free = free_space(dir.path()).unwrap();
         assert!(!free.device.is_empty() && free.available > 0, "{free:?}");
+        assert!(!free.fs_type.is_empty(), "{free:?}");
         assert!(free_space(&dir.path().join("gone")).is_err());
     }
 

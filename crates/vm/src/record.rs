@@ -33,6 +33,9 @@ pub struct RecordOptions {
     /// Guest time counts instructions (`-icount`), so a recording in a fresh guest gives
     /// the same trace in every run (docs/tracer.md, "Reproducibility").
     pub reproducible: bool,
+    /// The plugin counts instead of tracing (`count=on`): each recording's output file
+    /// holds `persim_abi::Counts` text, not a trace (docs/efficiency.md).
+    pub count: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -123,6 +126,8 @@ impl TracingVm {
                 args: PluginArgs {
                     reads: options.reads,
                     stacks: options.stack_traces,
+                    tracing: !options.count,
+                    count: options.count,
                     initial: Some((pm.path().to_owned(), links.1.clone())),
                     repeat: true,
                     blk_size,

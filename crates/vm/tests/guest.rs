@@ -12,6 +12,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 const TIMEOUT: Duration = Duration::from_secs(120);
+/// A boot without a snapshot on a machine shared with other VMs (load average above 20)
+/// took over 120 s.
+const BOOT_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// The artifacts, or None (with a printed reason) when the real VM cannot run here.
 fn artifacts_or_skip(test: &str) -> Option<Artifacts> {
@@ -54,7 +57,7 @@ fn boot_cpus(
         cpus,
         ..prepared.qemu_spec(config, pm_file)
     };
-    Vm::boot(&spec, TIMEOUT).unwrap()
+    Vm::boot(&spec, BOOT_TIMEOUT).unwrap()
 }
 
 #[test]
@@ -512,17 +515,21 @@ const PMICROPROFILE_WORKLOAD: &str = "dd if=/dev/urandom of=/mnt/file bs=1M coun
 fn time_workload(
     artifacts: &Artifacts,
     config: &VmConfig,
-    tracing: bool,
-    stacks: Stacks,
+    mode: PluginMode,
     workload: &str,
     expected: &str,
 ) -> (Times, usize, u64) {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("bench.trace");
+    let (tracing, stacks) = match mode {
+        PluginMode::Trace(stacks) => (true, stacks),
+        PluginMode::Off | PluginMode::Count => (false, Stacks::Off),
+    };
     let plugin = Plugin {
         library: artifacts.plugin.clone(),
         args: PluginArgs {
             tracing,
+            count: mode == PluginMode::Count,
             stacks,
             blk_size: config.blk_size(),
             ..PluginArgs::new(PM_BASE, config.pm_size(), trace.clone())
@@ -557,6 +564,11 @@ fn time_workload(
         wall: elapsed,
         cpu: cpu_after - cpu_before,
     };
+    if mode == PluginMode::Count {
+        let counts = persim_abi::Counts::parse(&std::fs::read_to_string(&trace).unwrap());
+        assert!(counts.unwrap().kernel_instructions > 0);
+        return (times, 0, 0);
+    }
     if !tracing {
         assert!(!trace.exists(), "no trace with tracing off");
         return (times, 0, 0);
@@ -564,6 +576,15 @@ fn time_workload(
     let (_, entries) = persim_trace::read_all(&trace).unwrap();
     let bytes = std::fs::metadata(&trace).unwrap().len();
     (times, entries.len(), bytes)
+}
+
+/// What the plugin does after `start`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum PluginMode {
+    Off,
+    Trace(Stacks),
+    /// The counting mode (docs/efficiency.md).
+    Count,
 }
 
 /// A workload's wall time and QEMU's CPU time during it.
@@ -639,17 +660,17 @@ fn compare_tracing(
     let (mut off, mut on, mut stacks) = (Vec::new(), Vec::new(), Vec::new());
     let mut traced = (0, 0);
     for _ in 0..BENCH_RUNS {
-        let mut time = |tracing, how| {
+        let mut time = |mode| {
             let (times, entries, bytes) =
-                time_workload(artifacts, config, tracing, how, workload, expected);
-            if tracing && how == Stacks::Off {
+                time_workload(artifacts, config, mode, workload, expected);
+            if mode == PluginMode::Trace(Stacks::Off) {
                 traced = (entries, bytes);
             }
             times
         };
-        off.push(time(false, Stacks::Off));
-        on.push(time(true, Stacks::Off));
-        stacks.push(time(true, Stacks::Shadow));
+        off.push(time(PluginMode::Off));
+        on.push(time(PluginMode::Trace(Stacks::Off)));
+        stacks.push(time(PluginMode::Trace(Stacks::Shadow)));
     }
     let wall = |runs: &[Times]| {
         runs.iter()
@@ -686,6 +707,89 @@ fn compare_tracing(
         cpu(&stacks),
         cpu(&stacks) / cpu(&on),
     );
+}
+
+/// The counting mode's cost (docs/performance.md, "Counting mode"): the 16 MiB workload
+/// with the plugin loaded and tracing off, and with the plugin counting, alternated.
+/// Ignored by default (a few minutes of VM time):
+/// `cargo test --release -p persim-vm --test guest bench_counting_overhead -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn bench_counting_overhead() {
+    let Some(artifacts) = artifacts_or_skip("bench_counting_overhead") else {
+        return;
+    };
+    let ext4 = VmConfig::for_fs(&default_config_dir(), "ext4").unwrap();
+    let (mut off, mut count) = (Vec::new(), Vec::new());
+    for _ in 0..BENCH_RUNS {
+        for (mode, runs) in [(PluginMode::Off, &mut off), (PluginMode::Count, &mut count)] {
+            runs.push(time_workload(&artifacts, &ext4, mode, BENCH_WORKLOAD, "16777216").0);
+        }
+    }
+    let best = |runs: &[Times]| {
+        runs.iter()
+            .map(|t| t.wall.as_secs_f64())
+            .fold(f64::INFINITY, f64::min)
+    };
+    let median_cpu = |runs: &[Times]| {
+        let mut cpu: Vec<f64> = runs.iter().map(|t| t.cpu.as_secs_f64()).collect();
+        cpu.sort_by(f64::total_cmp);
+        cpu[cpu.len() / 2]
+    };
+    eprintln!(
+        "16 MiB workload after start, best of {BENCH_RUNS}: tracing off {:.2} s, counting {:.2} s: \
+         {:.2}x; QEMU's CPU time, median: {:.2} s, {:.2} s: {:.2}x",
+        best(&off),
+        best(&count),
+        best(&count) / best(&off),
+        median_cpu(&off),
+        median_cpu(&count),
+        median_cpu(&count) / median_cpu(&off),
+    );
+}
+
+/// The counting mode end to end: what a workload writes to PM (ext4-DAX) and to the NVMe
+/// SSD (ext4 on it) is counted, and a run that writes nothing counts next to nothing.
+#[test]
+fn counting_mode_counts_instructions_and_the_bytes_written_to_pm_and_nvme() {
+    let test = "counting_mode_counts_instructions_and_the_bytes_written_to_pm_and_nvme";
+    let Some(artifacts) = artifacts_or_skip(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let options = RecordOptions {
+        count: true,
+        ..RecordOptions::default()
+    };
+    let mib = "dd if=/dev/zero of=/mnt/f bs=64k count=16 conv=fsync 2>/dev/null";
+    let count = |config: &str, command: &str| {
+        let config = VmConfig::load(&default_config_dir().join(config)).unwrap();
+        let out = dir.path().join("counts");
+        let summary = persim_vm::trace(
+            &machine(config, artifacts.clone()),
+            options,
+            "",
+            command,
+            &out,
+        )
+        .unwrap();
+        assert_eq!(summary.exit_code, 0, "{}", summary.output);
+        persim_abi::Counts::parse(&std::fs::read_to_string(&out).unwrap()).unwrap()
+    };
+    let idle = count("ext4-dax.toml", "true");
+    let pm = count("ext4-dax.toml", mib);
+    assert!(pm.pm_bytes_written >= 1 << 20, "{pm:?}");
+    assert!(pm.pm_bytes_written < 8 << 20, "{pm:?}");
+    assert_eq!(pm.nvme_bytes_written, 0, "{pm:?}");
+    assert!(idle.pm_bytes_written < 64 << 10, "{idle:?}");
+    assert!(pm.user_instructions > 0, "{pm:?}");
+    assert!(
+        pm.kernel_instructions > idle.kernel_instructions + (1 << 20),
+        "{pm:?} {idle:?}"
+    );
+    let nvme = count("ext4-nvme.toml", mib);
+    assert!(nvme.nvme_bytes_written >= 1 << 20, "{nvme:?}");
+    assert!(nvme.nvme_bytes_written < 8 << 20, "{nvme:?}");
 }
 
 /// Persim's tracing cost on PMicroProfile's workload (docs/analysis.md), beside its

@@ -5,6 +5,7 @@
 pub mod analyze;
 pub mod campaign;
 pub mod debug;
+pub mod efficiency;
 pub mod faults;
 pub mod generate;
 pub mod images;

@@ -51,6 +51,7 @@ pub fn run(args: &RecordArgs) -> Result<()> {
         reads: args.reads,
         stack_traces: args.stack_traces.unwrap_or(Stacks::Off),
         reproducible: args.reproducible,
+        ..RecordOptions::default()
     };
     let summary = guest.record(&args.setup, command, out)?;
     out!("{}", summary.output)?;

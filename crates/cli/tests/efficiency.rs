@@ -1,0 +1,291 @@
+//! `persim efficiency run` end to end with the real fio on two real file systems: a tmpfs
+//! and ext4 on a loop device (a directory of the test's file system where the test may
+//! not mount). Runs are 1 s long: the figures are not checked, their presence is.
+
+use assert_cmd::Command;
+use persim_vm::testing::Tmpfs;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+/// An ext4 file system in a file, mounted through a loop device; unmounted when dropped.
+struct LoopExt4(PathBuf);
+
+impl LoopExt4 {
+    fn mount(test: &str, dir: &Path) -> Option<LoopExt4> {
+        let image = dir.with_extension("img");
+        std::fs::create_dir_all(dir).unwrap();
+        let file = std::fs::File::create(&image).unwrap();
+        file.set_len(64 << 20).unwrap();
+        let run = |cmd: &str, args: &[&str]| {
+            std::process::Command::new(cmd)
+                .args(args)
+                .output()
+                .map(|o| o.status.success())
+                .unwrap_or(false)
+        };
+        let (image_s, dir_s) = (image.to_str().unwrap(), dir.to_str().unwrap());
+        if run("mkfs.ext4", &["-q", "-F", image_s]) && run("mount", &["-o", "loop", image_s, dir_s])
+        {
+            return Some(LoopExt4(dir.to_owned()));
+        }
+        eprintln!("{test}: cannot mount ext4 on a loop device; measuring a directory instead");
+        None
+    }
+}
+
+impl Drop for LoopExt4 {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+fn fio_installed(test: &str) -> bool {
+    let ok = std::process::Command::new("fio")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{test}: fio is missing (scripts/setup.sh installs it)"
+        );
+        eprintln!("SKIPPED {test}: fio is not installed (apt-get install fio)");
+    }
+    ok
+}
+
+/// A short series' arguments: 1 s runs without ramp, 4 MiB files per job.
+fn short_series(targets: &[String], out: &Path) -> Vec<String> {
+    let mut args: Vec<String> = ["efficiency", "run"].map(String::from).into();
+    args.extend(targets.iter().cloned());
+    for a in [
+        "--jobs",
+        "1..2",
+        "--power",
+        "none",
+        "--idle-seconds",
+        "1",
+        // other tests and builds share the machine: the quiet check would refuse
+        "--allow-noise",
+        "--fio-option",
+        "runtime=1",
+        "--fio-option",
+        "ramp_time=0",
+        "--fio-option",
+        "size=4M",
+        "--json",
+        "--out",
+    ] {
+        args.push(a.into());
+    }
+    args.push(out.to_str().unwrap().into());
+    args
+}
+
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "lost+found")
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_series_on_tmpfs_and_ext4_measures_every_point_resumes_and_leaves_no_files() {
+    let test = "a_series_on_tmpfs_and_ext4";
+    if !fio_installed(test) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(_tmpfs) = Tmpfs::mount(test, &tmp.path().join("tmpfs"), "64m") else {
+        return;
+    };
+    let ext4_dir = tmp.path().join("ext4");
+    let ext4 = LoopExt4::mount(test, &ext4_dir);
+    let ext4_type = if ext4.is_some() { "ext4" } else { "" };
+    let targets = vec![
+        format!("{}:tmpfs", tmp.path().join("tmpfs").display()),
+        if ext4_type.is_empty() {
+            ext4_dir.display().to_string()
+        } else {
+            format!("{}:ext4", ext4_dir.display())
+        },
+    ];
+    let out = tmp.path().join("out");
+    let run = Command::cargo_bin("persim")
+        .unwrap()
+        .args(short_series(&targets, &out))
+        .assert()
+        .success();
+    let results: Value = serde_json::from_slice(&run.get_output().stdout).unwrap();
+    let points = results["points"].as_array().unwrap();
+    let keys: Vec<(String, u64)> = points
+        .iter()
+        .map(|p| {
+            (
+                p["target"]["fs_type"].as_str().unwrap().to_owned(),
+                p["jobs"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(keys[..2], [("tmpfs".into(), 1), ("tmpfs".into(), 2)]);
+    assert_eq!(keys.len(), 4);
+    if !ext4_type.is_empty() {
+        assert_eq!(keys[2..], [("ext4".into(), 1), ("ext4".into(), 2)]);
+    }
+    for p in points {
+        assert!(p["fio"]["bytes_written"].as_u64().unwrap() > 0, "{p}");
+        assert_eq!(p["fio"]["jobs"], p["jobs"], "{p}");
+        assert!(p["cpu_s_per_gib"].as_f64().unwrap() > 0.0, "{p}");
+        assert!(p["joules_per_gib"].is_null(), "{p}");
+    }
+    assert_eq!(
+        results["machine"]["fio_version"].as_str().unwrap().get(..4),
+        Some("fio-")
+    );
+    assert!(!results["machine"]["kernel"].as_str().unwrap().is_empty());
+    // no fio file left on either target
+    assert!(entries(&tmp.path().join("tmpfs")).is_empty());
+    assert!(entries(&ext4_dir).is_empty());
+    assert_eq!(
+        entries(&out),
+        [
+            "bandwidth.svg",
+            "cpu-cost.svg",
+            "points",
+            "results.json",
+            "results.txt",
+            "series.json"
+        ]
+    );
+    let text = std::fs::read_to_string(out.join("results.txt")).unwrap();
+    assert!(text.contains("No energy figures"), "{text}");
+    assert!(text.contains("fio-3"), "{text}");
+    let svg = std::fs::read_to_string(out.join("cpu-cost.svg")).unwrap();
+    assert!(svg.contains("tmpfs:"), "the plot has no line per target");
+
+    // Run again: every point is kept from the first run, none measured again.
+    let point = out
+        .join("points")
+        .read_dir()
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let before = std::fs::read(&point).unwrap();
+    let again = Command::cargo_bin("persim")
+        .unwrap()
+        .args(short_series(&targets, &out))
+        .assert()
+        .success();
+    let stderr = String::from_utf8_lossy(&again.get_output().stderr).into_owned();
+    assert_eq!(stderr.matches("done earlier, kept").count(), 4, "{stderr}");
+    assert!(!stderr.contains("fio with"), "{stderr}");
+    assert_eq!(std::fs::read(&point).unwrap(), before);
+    let resumed: Value = serde_json::from_slice(&again.get_output().stdout).unwrap();
+    assert_eq!(resumed["points"], results["points"]);
+
+    // Other fio options in the same directory are refused, not mixed in.
+    let mut other = short_series(&targets, &out);
+    other.extend(["--fio-option".into(), "bs=4k".into()]);
+    let refused = Command::cargo_bin("persim")
+        .unwrap()
+        .args(other)
+        .assert()
+        .code(2);
+    let stderr = String::from_utf8_lossy(&refused.get_output().stderr).into_owned();
+    assert!(stderr.contains("other fio options"), "{stderr}");
+    drop(ext4);
+}
+
+#[test]
+fn ctrl_c_stops_fio_removes_its_files_and_keeps_no_half_point() {
+    let test = "ctrl_c_stops_fio";
+    if !fio_installed(test) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let target = tmp.path().join("target");
+    std::fs::create_dir(&target).unwrap();
+    let out = tmp.path().join("out");
+    let mut args = short_series(&[target.display().to_string()], &out);
+    args.extend(["--fio-option".into(), "runtime=60".into()]);
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("persim"))
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // wait for fio's files in its directory on the target
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let work = target.join(format!("persim-efficiency.{}", child.id()));
+    while !work.is_dir() || entries(&work).is_empty() {
+        assert!(Instant::now() < deadline, "fio never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: our own child, not yet waited for.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    assert!(
+        entries(&target).is_empty(),
+        "fio's files are left: {:?}",
+        entries(&target)
+    );
+    assert!(entries(&out.join("points")).is_empty());
+}
+
+#[test]
+fn a_missing_fio_another_file_system_or_a_busy_system_is_refused_before_measuring() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let target = tmp.path().display().to_string();
+    let mut args = short_series(std::slice::from_ref(&target), &out);
+    args.extend(["--fio".into(), "/nonexistent/fio".into()]);
+    let missing = Command::cargo_bin("persim")
+        .unwrap()
+        .args(args)
+        .assert()
+        .code(2);
+    let stderr = String::from_utf8_lossy(&missing.get_output().stderr).into_owned();
+    assert!(stderr.contains("apt-get install fio"), "{stderr}");
+
+    let wrong = format!("{target}:nosuchfs");
+    let refused = Command::cargo_bin("persim")
+        .unwrap()
+        .args(short_series(&[wrong], &out))
+        .assert()
+        .code(2);
+    let stderr = String::from_utf8_lossy(&refused.get_output().stderr).into_owned();
+    if !fio_installed("a_target_on_another_file_system") {
+        return;
+    }
+    assert!(stderr.contains("not nosuchfs"), "{stderr}");
+    assert!(!stderr.contains("fio with"), "{stderr}");
+
+    // A system busier than the limit is refused with the figure (a negative limit makes
+    // any system too busy), unless --allow-noise.
+    let mut noisy: Vec<String> = short_series(std::slice::from_ref(&target), &out)
+        .into_iter()
+        .filter(|a| a != "--allow-noise")
+        .collect();
+    noisy.push("--quiet-limit=-1".into());
+    let refused = Command::cargo_bin("persim")
+        .unwrap()
+        .args(noisy)
+        .assert()
+        .code(2);
+    let stderr = String::from_utf8_lossy(&refused.get_output().stderr).into_owned();
+    assert!(
+        stderr.contains("not quiet") && stderr.contains("--allow-noise"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("fio with"), "{stderr}");
+}

@@ -1,0 +1,355 @@
+//! `persim efficiency run --vm CONFIG`: fio inside Persim's guest, counted by the plugin's
+//! counting mode (docs/efficiency.md): guest instructions per GiB written (kernel and user
+//! apart) and the PM and NVMe bytes written per byte fio wrote (write amplification).
+//! These counts are the same on any host; the guest's CPU time under TCG is not, and is
+//! shown only beside them.
+
+use persim_abi::Counts;
+use persim_efficiency::cpu_time::{ticks_per_second, CpuTimes};
+use persim_efficiency::fio::{self, FioJob, FioResult};
+use persim_trace::atomic_file::write_atomically;
+use persim_vm::{Machine, RecordOptions, TracingVm};
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+const GIB: f64 = (1u64 << 30) as f64;
+/// Where fio's files go in the guest, on the file system under test.
+const GUEST_DIR: &str = "/mnt/persim-efficiency";
+/// Where the guest's fio writes its JSON output: the initramfs, not the measured stack.
+const GUEST_JSON: &str = "/fio.json";
+const JSON_MARK: &str = "@@persim-fio-json@@";
+/// The least guest RAM a guest series runs with.
+const GUEST_MEMORY_MIB: u64 = 1024;
+
+/// The guest's default job: the thesis' 16 KiB synchronous random writes, but a fixed
+/// amount per job instead of a time, so the counts do not depend on the host's speed,
+/// and small, because TCG is slow.
+pub const GUEST_JOB: [(&str, &str); 5] = [
+    ("ioengine", "sync"),
+    ("rw", "randwrite"),
+    ("sync", "1"),
+    ("bs", "16k"),
+    ("size", "4M"),
+];
+
+/// The guest job with `overrides` (as `--fio-option` gives them).
+pub fn guest_job(overrides: &[String]) -> Result<FioJob, String> {
+    let base = FioJob(
+        GUEST_JOB
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    );
+    // the host's defaults removed, then the guest's put back before the user's
+    let mut reset: Vec<String> = fio::DEFAULT_JOB
+        .iter()
+        .map(|(k, _)| format!("{k}="))
+        .collect();
+    reset.extend(base.0.iter().map(|(k, v)| format!("{k}={v}")));
+    reset.extend(overrides.iter().cloned());
+    FioJob::with_overrides(&reset)
+}
+
+pub struct GuestSeriesOptions {
+    /// One machine per stack (its VM configuration).
+    pub machines: Vec<Machine>,
+    pub jobs: Vec<u32>,
+    pub job: FioJob,
+    pub out: PathBuf,
+}
+
+/// One fio run in the guest and its counts.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GuestPoint {
+    /// The VM configuration's name.
+    pub stack: String,
+    pub jobs: u32,
+    pub fio: FioResult,
+    pub counts: CountsRecord,
+    /// Bytes fio wrote (its `io_bytes`), the denominator of every per-GiB figure.
+    pub app_bytes: u64,
+    pub kernel_instructions_per_gib: f64,
+    pub user_instructions_per_gib: f64,
+    /// Guest instructions (kernel and user) per write fio issued.
+    pub instructions_per_write: f64,
+    /// PM bytes written per byte fio wrote.
+    pub pm_amplification: f64,
+    /// NVMe bytes written per byte fio wrote.
+    pub nvme_amplification: f64,
+    /// The guest's busy CPU seconds per GiB (its /proc/stat): under TCG meaningless in
+    /// absolute terms.
+    pub guest_cpu_s_per_gib: f64,
+    /// Host seconds the counted run took (TCG's speed, not the stack's).
+    pub host_seconds: f64,
+}
+
+/// [`Counts`] as results.json holds them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CountsRecord {
+    pub kernel_instructions: u64,
+    pub user_instructions: u64,
+    pub pm_bytes_written: u64,
+    pub nvme_bytes_written: u64,
+}
+
+impl From<Counts> for CountsRecord {
+    fn from(c: Counts) -> CountsRecord {
+        CountsRecord {
+            kernel_instructions: c.kernel_instructions,
+            user_instructions: c.user_instructions,
+            pm_bytes_written: c.pm_bytes_written,
+            nvme_bytes_written: c.nvme_bytes_written,
+        }
+    }
+}
+
+/// The guest series' results (`DIR/guest-results.json`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GuestResults {
+    pub job: FioJob,
+    pub points: Vec<GuestPoint>,
+}
+
+pub enum GuestProgress<'a> {
+    Running(&'a str, u32),
+    Resumed(&'a GuestPoint),
+    Done(&'a GuestPoint),
+}
+
+/// Runs fio in each stack's guest with each job count; a point saved by an earlier run
+/// is kept. Each point boots its own guest (a blank PM and disk).
+pub fn run_guest_series(
+    options: &GuestSeriesOptions,
+    progress: &mut dyn FnMut(GuestProgress),
+) -> Result<GuestResults, String> {
+    let points_dir = options.out.join("guest-points");
+    std::fs::create_dir_all(&points_dir)
+        .map_err(|e| format!("cannot create {}: {e}", points_dir.display()))?;
+    let settings = options.out.join("guest-series.json");
+    let job_json = serde_json::to_string_pretty(&options.job).map_err(|e| e.to_string())?;
+    match std::fs::read_to_string(&settings) {
+        Ok(earlier) if earlier != job_json => {
+            return Err(format!(
+                "{} holds a guest series with other fio options; give another --out, or the \
+                 same options to resume it",
+                options.out.display()
+            ))
+        }
+        Ok(_) => {}
+        Err(_) => write_atomically(&settings, job_json.as_bytes()).map_err(|e| e.to_string())?,
+    }
+    let mut results = GuestResults {
+        job: options.job.clone(),
+        points: Vec::new(),
+    };
+    for machine in &options.machines {
+        let stack = machine.config.name.clone();
+        for &jobs in &options.jobs {
+            let path = points_dir.join(format!("{stack}.jobs-{jobs}.json"));
+            if let Some(point) = std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|t| serde_json::from_str::<GuestPoint>(&t).ok())
+            {
+                progress(GuestProgress::Resumed(&point));
+                results.points.push(point);
+                continue;
+            }
+            progress(GuestProgress::Running(&stack, jobs));
+            let point = measure(machine, &options.job, jobs, &path.with_extension("counts"))?;
+            let text = serde_json::to_string_pretty(&point).map_err(|e| e.to_string())?;
+            write_atomically(&path, text.as_bytes()).map_err(|e| e.to_string())?;
+            progress(GuestProgress::Done(&point));
+            results.points.push(point);
+            write_results(&options.out, &results)?;
+        }
+    }
+    write_results(&options.out, &results)?;
+    Ok(results)
+}
+
+fn measure(
+    machine: &Machine,
+    job: &FioJob,
+    jobs: u32,
+    counts_path: &Path,
+) -> Result<GuestPoint, String> {
+    let mut machine = machine.clone();
+    if !machine.config.tools.iter().any(|t| t == "fio") {
+        machine.config.tools.push("fio".into());
+    }
+    // fio's shared libraries (~80 MiB) are in the initramfs, which lives in the guest's
+    // RAM: with 512 MiB, XFS-DAX's guest ran out of space for its commands.
+    machine.config.memory_mib = machine.config.memory_mib.max(GUEST_MEMORY_MIB);
+    let dir = Path::new(GUEST_DIR);
+    let args = |extra: &[&str]| -> String {
+        let mut a = job.args(jobs, dir);
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a.iter()
+            .map(|s| format!("'{s}'"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    // Files laid out before counting starts, and made durable.
+    let setup = format!(
+        "mkdir -p {GUEST_DIR} && fio {} >/dev/null && sync",
+        args(&["--create_only=1"])
+    );
+    let command = format!(
+        "head -n 1 /proc/stat; fio {} --output={GUEST_JSON} >/dev/null; rc=$?; \
+         head -n 1 /proc/stat; echo {JSON_MARK}; cat {GUEST_JSON}; exit $rc",
+        args(&[])
+    );
+    let options = RecordOptions {
+        count: true,
+        ..RecordOptions::default()
+    };
+    let mut vm = TracingVm::new(&machine, options).map_err(|e| e.to_string())?;
+    let summary = vm
+        .record(&setup, &command, counts_path)
+        .map_err(|e| format!("{}: {e}", machine.config.name))?;
+    let _ = vm.shutdown();
+    if summary.exit_code != 0 {
+        return Err(format!(
+            "{}: fio failed in the guest (exit code {}): {}",
+            machine.config.name, summary.exit_code, summary.output
+        ));
+    }
+    let (cpu_before, cpu_after, json) = split_output(&summary.output)?;
+    let fio = fio::parse_output(json)?;
+    let counts_text = std::fs::read_to_string(counts_path).map_err(|e| {
+        format!(
+            "the plugin wrote no counts to {}: {e}",
+            counts_path.display()
+        )
+    })?;
+    let counts = Counts::parse(&counts_text)?;
+    let app_bytes = fio.bytes_written + fio.bytes_read;
+    let gib = app_bytes as f64 / GIB;
+    let per_gib = |v: f64| if gib > 0.0 { v / gib } else { 0.0 };
+    let per_byte = |v: u64| {
+        if app_bytes > 0 {
+            v as f64 / app_bytes as f64
+        } else {
+            0.0
+        }
+    };
+    let writes = fio.writes.max(1) as f64;
+    let ticks = cpu_after.since(&cpu_before);
+    Ok(GuestPoint {
+        stack: machine.config.name.clone(),
+        jobs,
+        app_bytes,
+        kernel_instructions_per_gib: per_gib(counts.kernel_instructions as f64),
+        user_instructions_per_gib: per_gib(counts.user_instructions as f64),
+        instructions_per_write: (counts.kernel_instructions + counts.user_instructions) as f64
+            / writes,
+        pm_amplification: per_byte(counts.pm_bytes_written),
+        nvme_amplification: per_byte(counts.nvme_bytes_written),
+        guest_cpu_s_per_gib: per_gib(ticks.busy as f64 / ticks_per_second()),
+        host_seconds: summary.traced.as_secs_f64(),
+        counts: counts.into(),
+        fio,
+    })
+}
+
+/// The guest's /proc/stat before and after fio, and fio's JSON, from the run's output.
+fn split_output(output: &str) -> Result<(CpuTimes, CpuTimes, &str), String> {
+    let (head, json) = output
+        .split_once(JSON_MARK)
+        .ok_or_else(|| format!("the guest printed no fio output: {output}"))?;
+    let stats: Vec<&str> = head
+        .lines()
+        .filter(|l| l.split_whitespace().next() == Some("cpu"))
+        .collect();
+    let [before, after] = stats[..] else {
+        return Err(format!("the guest printed no /proc/stat lines: {head}"));
+    };
+    Ok((
+        CpuTimes::parse(before)?,
+        CpuTimes::parse(after)?,
+        json.trim(),
+    ))
+}
+
+fn write_results(out: &Path, results: &GuestResults) -> Result<(), String> {
+    let json = serde_json::to_string_pretty(results).map_err(|e| e.to_string())?;
+    write_atomically(&out.join("guest-results.json"), json.as_bytes())
+        .map_err(|e| e.to_string())?;
+    write_atomically(
+        &out.join("guest-results.txt"),
+        guest_table(results).as_bytes(),
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// The guest series as a table.
+pub fn guest_table(results: &GuestResults) -> String {
+    let job: Vec<String> = results
+        .job
+        .0
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let mut out = format!(
+        "fio in Persim's guest (TCG): {}\nInstructions and bytes are counted by the plugin and \
+         hold on any host; guest CPU s/GiB is TCG's, meaningless in absolute terms.\n\n",
+        job.join(" ")
+    );
+    let _ = writeln!(
+        out,
+        "{:<18} {:>4} {:>9} {:>13} {:>13} {:>11} {:>7} {:>7} {:>12} {:>8}",
+        "stack",
+        "jobs",
+        "MiB",
+        "kernel ins/GiB",
+        "user ins/GiB",
+        "ins/write",
+        "PM ampl",
+        "NVMe ampl",
+        "guest s/GiB",
+        "host s"
+    );
+    for p in &results.points {
+        let _ = writeln!(
+            out,
+            "{:<18} {:>4} {:>9.1} {:>13.3e} {:>13.3e} {:>11.0} {:>7.2} {:>7.2} {:>12.1} {:>8.1}",
+            p.stack,
+            p.jobs,
+            p.app_bytes as f64 / (1 << 20) as f64,
+            p.kernel_instructions_per_gib,
+            p.user_instructions_per_gib,
+            p.instructions_per_write,
+            p.pm_amplification,
+            p.nvme_amplification,
+            p.guest_cpu_s_per_gib,
+            p.host_seconds
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_guest_job_has_no_time_and_takes_overrides() {
+        let job = guest_job(&["bs=4k".into(), "fsync=1".into()]).unwrap();
+        assert_eq!(job.get("time_based"), None);
+        assert_eq!(job.get("runtime"), None);
+        assert_eq!(job.get("ramp_time"), None);
+        assert_eq!(job.get("size"), Some("4M"));
+        assert_eq!(job.get("bs"), Some("4k"));
+        assert_eq!(job.get("fsync"), Some("1"));
+    }
+
+    #[test]
+    fn the_output_gives_two_stat_lines_and_the_json() {
+        let out = "cpu  1 0 2 3 0 0 0 0 0 0\r\ncpu  5 0 4 3 0 0 0 0 0 0\r\n@@persim-fio-json@@\r\n{\"jobs\":[]}\r\n";
+        let (a, b, json) = split_output(out).unwrap();
+        assert_eq!(b.since(&a).busy, 6);
+        assert_eq!(json, "{\"jobs\":[]}");
+        assert!(split_output("no marker").is_err());
+    }
+}
