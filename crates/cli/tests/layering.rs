@@ -61,6 +61,11 @@ const ALLOWED: &[(&str, &[&str])] = &[
         ],
     ),
     ("persim-subjects", &["persim-guest", "persim-ringbuf"]),
+    // The in-process crash-check harness of the ring buffer's and ZIL-PMEM's tests.
+    (
+        "persim-crash-check",
+        &["persim-ringbuf", "persim-trace", "persim-model"],
+    ),
     // ZIL-PMEM's log engine takes the ring buffer's PM accesses; its tests replay traces.
     (
         "persim-zil-pmem",

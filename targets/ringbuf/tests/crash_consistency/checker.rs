@@ -1,8 +1,7 @@
 //! Replays a run through the crash model and recovers every crash image as it is produced.
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
-
-use persim_model::{check_crash_images, CacheMode, CheckReport, Config, Strategy};
+use persim_crash_check::check_restarts;
+use persim_model::{CacheMode, CheckReport, Strategy};
 use persim_ringbuf::{AppendError, Eadr, HeapRegion, RingBuf};
 
 use crate::oracle::{Expected, Problem, Recovered};
@@ -19,45 +18,40 @@ pub fn check<const ALIGN: usize>(
     strategy: Strategy,
     max_images: usize,
 ) -> Report {
-    let mut config = Config::new(run.initial.len() as u64);
-    config.cache = cache;
-    config.strategy = strategy;
-    config.max_images = max_images;
-    check_crash_images(config, run.initial.clone(), &run.trace, |point, bytes| {
-        let mut region = HeapRegion::new(bytes.len());
-        region.as_mut_slice().copy_from_slice(bytes);
-        restart::<ALIGN>(region, &Expected::at(run, point))
-    })
-    .expect("the ring buffer's trace replays")
+    check_restarts(
+        &run.initial,
+        &run.trace,
+        cache,
+        strategy,
+        max_images,
+        |point, region| restart::<ALIGN>(region, &Expected::at(run, point)),
+    )
 }
 
 /// Opens the crash image as a restarted program would, recovers it and judges the result;
 /// then appends once and checks that the new entry joins the recovered ones (the open
 /// must not append over a torn tail or reuse an id).
 fn restart<const ALIGN: usize>(region: HeapRegion, expected: &Expected) -> Result<(), Problem> {
-    catch_unwind(AssertUnwindSafe(|| {
-        let mut log = RingBuf::<_, _, ALIGN>::open(region, Eadr, 1).map_err(Problem::Open)?;
-        let recovered = recover(&mut log);
-        expected.judge(&recovered)?;
-        let body = b"appended after the restart";
-        match log.append(body) {
-            Ok(id) => {
-                let mut want = recovered;
-                want.push(Ok((id, body.to_vec())));
-                let got = recover(&mut log);
-                if got != want {
-                    return Err(Problem::Restart(format!(
-                        "appending entry {id} left the ids {:?}",
-                        ids(&got)
-                    )));
-                }
+    let mut log = RingBuf::<_, _, ALIGN>::open(region, Eadr, 1).map_err(Problem::Open)?;
+    let recovered = recover(&mut log);
+    expected.judge(&recovered)?;
+    let body = b"appended after the restart";
+    match log.append(body) {
+        Ok(id) => {
+            let mut want = recovered;
+            want.push(Ok((id, body.to_vec())));
+            let got = recover(&mut log);
+            if got != want {
+                return Err(Problem::Restart(format!(
+                    "appending entry {id} left the ids {:?}",
+                    ids(&got)
+                )));
             }
-            Err(AppendError::LogFull { .. }) => {}
-            Err(e) => return Err(Problem::Restart(e.to_string())),
         }
-        Ok(())
-    }))
-    .unwrap_or(Err(Problem::Panicked))
+        Err(AppendError::LogFull { .. }) => {}
+        Err(e) => return Err(Problem::Restart(e.to_string())),
+    }
+    Ok(())
 }
 
 fn recover<const ALIGN: usize>(log: &mut RingBuf<HeapRegion, Eadr, ALIGN>) -> Recovered {

@@ -1,6 +1,7 @@
 //! Each mutant build breaks one step of the write path; the crash checks must catch it,
 //! with the violation docs/ringbuf.md describes, wherever the model allows it to show.
 
+use persim_crash_check::{styles, CACHES};
 use persim_model::{CacheMode, FailurePoint, Strategy};
 use persim_ringbuf::TraceStyle;
 
@@ -8,7 +9,7 @@ use crate::checker::{check, Report};
 use crate::oracle::Problem;
 use crate::run::record;
 use crate::scenarios::fill_release_reuse;
-use crate::{styles, CACHES, STRATEGIES};
+use crate::STRATEGIES;
 
 const MAX_IMAGES: usize = 4096;
 

@@ -13,6 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
+use persim_crash_check::Panicked;
 use persim_model::FailurePoint;
 use persim_ringbuf::{CorruptEntry, OpenError};
 
@@ -147,5 +148,11 @@ impl fmt::Display for Problem {
             Problem::Restart(what) => write!(f, "after the restart: {what}"),
             Problem::Panicked => write!(f, "recovery panicked"),
         }
+    }
+}
+
+impl From<Panicked> for Problem {
+    fn from(_: Panicked) -> Self {
+        Problem::Panicked
     }
 }

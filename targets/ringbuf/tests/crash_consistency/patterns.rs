@@ -4,10 +4,10 @@
 //! not durable at the checkpoint after its append.
 
 use persim_analyze::{find_patterns, PatternKind};
+use persim_crash_check::{styles, CACHES};
 
 use crate::run::record;
 use crate::scenarios::fill_release_reuse;
-use crate::{styles, CACHES};
 
 /// The patterns that mean a durability bug (the others are performance hints).
 const BUGS: [PatternKind; 3] = [

@@ -1,6 +1,7 @@
 //! Fixed runs that exercise every path of the write protocol.
 
-use crate::body;
+use persim_crash_check::body;
+
 use crate::run::{Shape, Step};
 
 /// Four chunks of 1 KiB at alignment 64: fills chunks exactly and by overflow, releases a

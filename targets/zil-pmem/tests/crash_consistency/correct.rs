@@ -1,12 +1,13 @@
 //! The correct build: no crash image at any failure point breaks a guarantee, with either
 //! strategy, in both cache modes, for every trace style that is correct there.
 
+use persim_crash_check::{assert_consistent, styles, CACHES};
 use persim_ringbuf::TraceStyle;
 
 use crate::checker::check;
 use crate::run::{record, Done, Shape, Step};
 use crate::scenarios::{fill_sync_reuse, put};
-use crate::{styles, CACHES, STRATEGIES};
+use crate::STRATEGIES;
 
 /// Above this many images per failure point the model samples (seeded).
 const MAX_IMAGES: usize = 4096;
@@ -17,19 +18,7 @@ fn assert_crash_consistent(shape: Shape, steps: &[Step]) {
             let run = record(style, shape, steps);
             for strategy in STRATEGIES {
                 let report = check(&run, cache, strategy, MAX_IMAGES);
-                eprintln!(
-                    "{style:?}, {cache} caches, {strategy}: {} failure points, {} images",
-                    report.points, report.images
-                );
-                assert!(report.images >= report.points, "every point has images");
-                let witnesses: Vec<String> =
-                    report.witnesses.iter().map(|v| v.to_string()).collect();
-                assert!(
-                    witnesses.is_empty(),
-                    "{style:?}, {cache} caches, {strategy}: {} violations, e.g.\n{}",
-                    report.violation_count,
-                    witnesses.join("\n")
-                );
+                assert_consistent(&report, &format!("{style:?}, {cache} caches, {strategy}"));
             }
         }
     }

@@ -1,12 +1,12 @@
 //! A bit flipped in a body on PM (a media error or a stray write): replay must not hand
 //! the damaged body to the consumer.
 
+use persim_crash_check::body;
 use persim_ringbuf::{Eadr, HeapRegion};
 #[cfg(not(feature = "mutant-no-body-checksum"))]
 use persim_zil_pmem::Position;
 use persim_zil_pmem::{ReplayError, ReplayStop, ZilPmem, HEADER_SIZE, SUPERBLOCK_SPACE};
 
-use crate::body;
 use crate::run::header;
 
 /// Writes three dependent entries, flips one bit in the second's body, reopens and

@@ -36,24 +36,6 @@ mod mutants;
 )))]
 mod props;
 
-use persim_model::{CacheMode, Strategy};
-use persim_ringbuf::TraceStyle;
+use persim_model::Strategy;
 
-/// The trace styles worth checking in a cache mode: the eADR style issues no flushes, so
-/// it is only correct where caches are persistent.
-fn styles(cache: CacheMode) -> &'static [TraceStyle] {
-    match cache {
-        CacheMode::Volatile => &[TraceStyle::NonTemporal, TraceStyle::Clwb],
-        CacheMode::Persistent => &[TraceStyle::NonTemporal, TraceStyle::Clwb, TraceStyle::Eadr],
-    }
-}
-
-const CACHES: [CacheMode; 2] = [CacheMode::Volatile, CacheMode::Persistent];
 const STRATEGIES: [Strategy; 2] = [Strategy::Exhaustive, Strategy::GlobalPrefix];
-
-/// A body that differs from those of other seeds at every length and is never all zero.
-fn body(seed: u64, len: usize) -> Vec<u8> {
-    (0..len)
-        .map(|i| (seed.wrapping_mul(31).wrapping_add(i as u64 * 7) % 251) as u8 | 1)
-        .collect()
-}

@@ -1,6 +1,7 @@
 //! Each mutant build breaks one step of the engine; the checks must catch it, with the
 //! violation docs/zil-pmem.md describes, wherever the model allows it to show.
 
+use persim_crash_check::{styles, CACHES};
 use persim_model::{CacheMode, Strategy};
 use persim_ringbuf::TraceStyle;
 
@@ -8,7 +9,7 @@ use crate::checker::{check, Report};
 use crate::oracle::Problem;
 use crate::run::record;
 use crate::scenarios::fill_sync_reuse;
-use crate::{styles, CACHES, STRATEGIES};
+use crate::STRATEGIES;
 
 const MAX_IMAGES: usize = 4096;
 
@@ -128,7 +129,7 @@ fn without_the_body_checksum_a_flipped_bit_reaches_the_consumer() {
     assert_eq!(applied.len(), 3);
     assert_ne!(
         applied[1],
-        crate::body(1, 500),
+        persim_crash_check::body(1, 500),
         "the damaged body was applied"
     );
 }

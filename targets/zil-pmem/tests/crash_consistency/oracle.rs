@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use persim_crash_check::Panicked;
 use persim_model::FailurePoint;
 use persim_zil_pmem::{OpenError, Position, ReplayStop};
 
@@ -157,5 +158,11 @@ impl fmt::Display for Problem {
             Problem::Restart(what) => write!(f, "after the restart: {what}"),
             Problem::Panicked => write!(f, "recovery panicked"),
         }
+    }
+}
+
+impl From<Panicked> for Problem {
+    fn from(_: Panicked) -> Self {
+        Problem::Panicked
     }
 }

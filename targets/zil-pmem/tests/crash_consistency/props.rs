@@ -1,12 +1,12 @@
 //! Random runs: puts of random sizes that fill chunks exactly or move to the next, in new
 //! or current generations, txg syncs, and a full log, in both cache modes.
 
+use persim_crash_check::{body, consistency, style_cache_pairs};
 use persim_model::{CacheMode, Strategy as ModelStrategy};
 use persim_ringbuf::TraceStyle;
 use persim_zil_pmem::HEADER_SIZE;
 use proptest::prelude::*;
 
-use crate::body;
 use crate::checker::check;
 use crate::run::{record, Shape, Step};
 
@@ -33,13 +33,7 @@ fn draw() -> impl Strategy<Value = Draw> {
 
 /// The (style, cache) pairs in which the write path must be crash-consistent.
 fn setup() -> impl Strategy<Value = (TraceStyle, CacheMode)> {
-    prop_oneof![
-        Just((TraceStyle::NonTemporal, CacheMode::Volatile)),
-        Just((TraceStyle::Clwb, CacheMode::Volatile)),
-        Just((TraceStyle::NonTemporal, CacheMode::Persistent)),
-        Just((TraceStyle::Clwb, CacheMode::Persistent)),
-        Just((TraceStyle::Eadr, CacheMode::Persistent)),
-    ]
+    prop::sample::select(style_cache_pairs())
 }
 
 proptest! {
@@ -68,13 +62,6 @@ proptest! {
             .collect();
         let run = record(style, shape, &steps);
         let report = check(&run, cache, strategy, MAX_IMAGES);
-        prop_assert!(report.images >= report.points);
-        let witnesses: Vec<String> = report.witnesses.iter().map(|v| v.to_string()).collect();
-        prop_assert!(
-            witnesses.is_empty(),
-            "{} violations, e.g.\n{}",
-            report.violation_count,
-            witnesses.join("\n")
-        );
+        consistency(&report).map_err(TestCaseError::fail)?;
     }
 }

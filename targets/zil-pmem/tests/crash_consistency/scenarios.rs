@@ -1,6 +1,7 @@
 //! Fixed runs that exercise every path of the write protocol.
 
-use crate::body;
+use persim_crash_check::body;
+
 use crate::run::{Shape, Step};
 
 pub fn put(seed: u64, len: usize, new_gen: bool) -> Step {
