@@ -65,7 +65,15 @@ impl QemuSpec {
         let mut args = self.args_with(std::path::Path::new("PM"), None);
         // a kernel rebuilt at the same path is another kernel
         if let Ok(meta) = std::fs::metadata(&self.kernel) {
-            args.push(format!("{:?} {}", meta.modified().ok(), meta.len()));
+            let modified = meta
+                .modified()
+                .ok()
+                .and_then(|time| time.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |since| since.as_nanos());
+            args.push(format!(
+                "kernel modified {modified} ns, {} bytes",
+                meta.len()
+            ));
         }
         crate::snapshot::snapshot_file(dir, &self.qemu_version, &args)
     }
@@ -330,6 +338,33 @@ mod tests {
             extra.snapshot_file("/c".as_ref()),
             spec.snapshot_file("/c".as_ref())
         );
+    }
+
+    #[test]
+    fn a_kernel_rebuilt_at_the_same_path_has_another_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        let kernel = dir.path().join("vmlinuz");
+        std::fs::write(&kernel, b"kernel").unwrap();
+        let spec = QemuSpec {
+            kernel: kernel.clone(),
+            initramfs: "/tmp/i.cpio".into(),
+            memory_mib: 512,
+            pm_file: "/tmp/pm".into(),
+            pm_size: 64 << 20,
+            blk_file: None,
+            plugin: None,
+            snapshots: None,
+            icount: false,
+            kernel_args: String::new(),
+            cpus: 1,
+            qemu_version: "10.0.2".into(),
+        };
+        let before = spec.snapshot_file(dir.path());
+        assert_eq!(before, spec.snapshot_file(dir.path()), "the key is stable");
+        let file = std::fs::File::options().write(true).open(&kernel).unwrap();
+        let later = std::time::UNIX_EPOCH + std::time::Duration::from_secs(2_000_000_000);
+        file.set_modified(later).unwrap();
+        assert_ne!(before, spec.snapshot_file(dir.path()));
     }
 
     #[test]
