@@ -483,7 +483,9 @@ impl Sink for Materialiser<'_> {
             incomplete: crash.incomplete,
             reads,
             runtime_lines: match view.config().strategy {
-                Strategy::GlobalPrefix | Strategy::Reads => view.runtime_lines().collect(),
+                Strategy::GlobalPrefix | Strategy::Reads | Strategy::SingleLine => {
+                    view.runtime_lines().collect()
+                }
                 _ => Vec::new(),
             },
         })?;

@@ -66,6 +66,10 @@ pub enum Strategy {
     /// that applies every pending store, skipped when a failure point with the same code
     /// location (pc and stack) was seen; checkpoints as `program-order`.
     Fast,
+    /// Nothing and everything pending, plus, per dirty line, the image where only that
+    /// line's pending stores persist and the one where only they are lost: 2 + 2 × lines
+    /// images per failure point, deterministic (docs/model.md).
+    SingleLine,
 }
 
 #[derive(Clone, Debug)]

@@ -84,6 +84,7 @@ mod tests {
             (Strategy::ProgramOrder, "program-order"),
             (Strategy::Reads, "reads"),
             (Strategy::Fast, "fast"),
+            (Strategy::SingleLine, "single-line"),
         ];
         assert_names(&strategies);
         for (strategy, name) in strategies {
@@ -108,7 +109,7 @@ mod tests {
         assert_eq!(
             error.to_string(),
             "unknown strategy 'exhaustiv' (expected exhaustive, global-prefix, program-order, \
-             reads or fast)"
+             reads, fast or single-line)"
         );
         let error = "eadr".parse::<CacheMode>().unwrap_err();
         assert_eq!(

@@ -65,6 +65,9 @@ pub enum Choice {
         units: u64,
         others_durable: bool,
     },
+    /// `single-line`: every other pending unit lost and `line`'s persisted
+    /// (`persisted`), or every other one durable and `line`'s lost.
+    SingleLine { line: u64, persisted: bool },
 }
 
 /// One reason a crash image exists.

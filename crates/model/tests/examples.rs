@@ -435,3 +435,89 @@ fn streaming_the_images_yields_what_collecting_them_does() {
         );
     }
 }
+
+/// An entry of two lines and its commit line, written with NT stores and no fence in
+/// between (DPWC's mutant 1): `single-line` gives, at the fence, nothing, everything, each
+/// line alone durable and each alone lost, in both cache modes (NT stores wait in
+/// write-combining buffers either way), so the torn entry under a durable commit is
+/// always among them, and nothing else is.
+#[test]
+fn single_line_persists_each_line_alone_and_loses_each_alone() {
+    let text = "# persim-trace pm-size=0x1000\n\
+                ntwrite 0x100 11\nntwrite 0x140 22\nntwrite 0x180 33\nfence sfence\n";
+    let entries: Vec<Entry> = persim_trace::Reader::new(std::io::Cursor::new(text))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    for cache in [CacheMode::Volatile, CacheMode::Persistent] {
+        let points = replay_entries(&entries, 0x1000, cache, Strategy::SingleLine);
+        let fence = points
+            .iter()
+            .find(|p| p.point.kind == FailureKind::Fence)
+            .unwrap();
+        assert!(!fence.incomplete);
+        let mut got: Vec<[u8; 3]> = fence
+            .images
+            .iter()
+            .map(|(img, _, _)| [img[0x100], img[0x140], img[0x180]])
+            .collect();
+        got.sort();
+        let (a, b, c) = (0x11, 0x22, 0x33);
+        let mut expected = vec![
+            [0, 0, 0],
+            [a, 0, 0],
+            [0, b, 0],
+            [0, 0, c],
+            [0, b, c],
+            [a, 0, c],
+            [a, b, 0],
+            [a, b, c],
+        ];
+        expected.sort();
+        assert_eq!(got, expected, "{cache}");
+        let alone_lost = fence
+            .images
+            .iter()
+            .find(|(img, _, _)| [img[0x100], img[0x140], img[0x180]] == [a, 0, c]);
+        assert_eq!(
+            alone_lost.map(|(_, choice, _)| choice),
+            Some(&Choice::SingleLine {
+                line: 0x140,
+                persisted: false
+            })
+        );
+    }
+}
+
+/// Above `--max-images`, `single-line` takes a seeded sample that keeps both ends and
+/// flags the failure point incomplete.
+#[test]
+fn single_line_samples_above_the_cap_and_keeps_both_ends() {
+    let mut text = String::from("# persim-trace pm-size=0x1000\n");
+    for line in 0..16 {
+        text.push_str(&format!("ntwrite {:#x} 11\n", line * 0x40));
+    }
+    text.push_str("fence sfence\n");
+    let entries: Vec<Entry> = persim_trace::Reader::new(std::io::Cursor::new(text))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let fence = |max_images: usize| {
+        let mut config = Config::new(0x1000);
+        config.strategy = Strategy::SingleLine;
+        config.max_images = max_images;
+        let points = replay_in_memory(config, vec![0; 0x1000], &entries).unwrap();
+        points
+            .into_iter()
+            .find(|p| p.point.kind == FailureKind::Fence)
+            .unwrap()
+    };
+    let all = fence(100);
+    assert_eq!((all.images.len(), all.incomplete), (2 + 2 * 16, false));
+    let sampled = fence(10);
+    assert_eq!((sampled.images.len(), sampled.incomplete), (10, true));
+    let choices: Vec<&Choice> = sampled.images.iter().map(|(_, c, _)| c).collect();
+    assert_eq!(choices[..2], [&Choice::Nothing, &Choice::Everything]);
+    let again: Vec<Choice> = fence(10).images.into_iter().map(|(_, c, _)| c).collect();
+    assert_eq!(choices, again.iter().collect::<Vec<_>>());
+}

@@ -397,7 +397,7 @@ proptest! {
     fn samples_stay_in_the_model_set(ops in prop::collection::vec(op(), 0..12), cap in 2..6usize) {
         let entries: Vec<Entry> = ops.into_iter().map(Entry::from).collect();
         for mode in [CacheMode::Volatile, CacheMode::Persistent] {
-            for strategy in [Strategy::Exhaustive, Strategy::GlobalPrefix] {
+            for strategy in [Strategy::Exhaustive, Strategy::GlobalPrefix, Strategy::SingleLine] {
                 check_sampled(&entries, mode, strategy, cap)?;
             }
         }
@@ -412,6 +412,7 @@ proptest! {
                 Strategy::GlobalPrefix,
                 Strategy::ProgramOrder,
                 Strategy::Fast,
+                Strategy::SingleLine,
             ] {
                 check(&entries, mode, strategy)?;
             }

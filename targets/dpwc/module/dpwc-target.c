@@ -8,6 +8,7 @@
  * Table: 0 <sectors> dpwc <origin> <pm> [format] [force] [generations=N]
  *        [chunks=N] [chunk_kib=N] [slots=N] [high_watermark=P] [low_watermark=P]
  */
+#include <crypto/hash.h>
 #include <linux/bio.h>
 #include <linux/blkdev.h>
 #include <linux/dax.h>
@@ -606,6 +607,7 @@ static void dpwc_free(struct dpwc *dc)
 			__free_page(dc->bounce[i]);
 	kfree(dc->bounce);
 	kfree(dc->gens);
+	crypto_free_shash(dc->crc_tfm);
 	if (dc->claimed)
 		dpwc_release_pm(dc);
 	if (dc->pm_dev)
@@ -625,6 +627,11 @@ static int dpwc_setup(struct dm_target *ti, struct dpwc *dc, struct dpwc_options
 	r = dpwc_parse(ti, dc, opt, argc, argv);
 	if (r)
 		return r;
+	dc->crc_tfm = crypto_alloc_shash("crc32", 0, 0);
+	if (IS_ERR(dc->crc_tfm))
+		dc->crc_tfm = NULL;
+	DMINFO("CRC-32 by %s", dc->crc_tfm ?
+	       crypto_shash_driver_name(dc->crc_tfm) : "crc32_le");
 	r = dm_get_device(ti, argv[0], dm_table_get_mode(ti->table), &dc->origin);
 	if (r) {
 		ti->error = "Cannot open the origin device";

@@ -151,6 +151,8 @@ struct dpwc {
 	struct work_struct writeback_work;
 	struct page **bounce;
 	u32 bounce_pages;
+	/* The crypto API's "crc32" (NULL: the library's crc32_le), see dpwc_crc(). */
+	struct crypto_shash *crc_tfm;
 	mempool_t *entry_pool;
 	struct dpwc_stats stats;
 };
@@ -164,7 +166,7 @@ static inline u32 dpwc_entry_bytes(u32 flags, u32 len)
 }
 
 /* dpwc-log.c: the on-PM layout and the write protocol. */
-u32 dpwc_crc(u32 crc, const void *p, size_t len);
+u32 dpwc_crc(struct dpwc *dc, u32 crc, const void *p, size_t len);
 u64 dpwc_gen_meta(const struct dpwc_geometry *geo, u32 gen);
 u64 dpwc_chunk_offset(const struct dpwc_geometry *geo, u32 gen, u32 chunk);
 u64 dpwc_meta_bytes(u32 generations, u32 chunks_per_gen);

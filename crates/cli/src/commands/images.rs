@@ -34,7 +34,8 @@ pub struct ImagesArgs {
     /// exhaustive: the model's exact set (sampled above --max-images); global-prefix: the
     /// thesis strategy; program-order: nothing/everything pending; reads: global-prefix
     /// over the lines recovery reads (see --reads-from); fast: one image per new flush or
-    /// fence. --help says what each cannot find.
+    /// fence; single-line: each dirty line alone persisted or alone lost. --help says what
+    /// each cannot find.
     #[arg(long, default_value = "exhaustive", long_help = super::STRATEGIES)]
     pub strategy: Strategy,
     /// With --strategy reads: the run directory of a `persim run --strategy reads` of this

@@ -34,4 +34,8 @@ strategy cannot find:
                  orderings of lines that recovery does not read there
   fast           everything pending, at each flush and fence whose code (pc and stack) was
                  not seen before: misses what program-order misses, and bugs at a code
-                 location's later runs";
+                 location's later runs
+  single-line    nothing, everything, each dirty line alone persisted and each alone lost
+                 (2 + 2 x lines images, no sampling below --max-images): finds a line
+                 durable before another it depends on when one line makes the difference;
+                 misses reorderings that need two lines or more out of order at once";

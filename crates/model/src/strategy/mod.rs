@@ -2,6 +2,7 @@
 //! strategies promise"). Every image chosen here lies in the model's exact set.
 
 mod cut;
+mod single_line;
 mod space;
 
 use crate::config::{CacheMode, Config, Strategy};
@@ -112,6 +113,13 @@ fn pm_side(
             return side;
         }
         (Strategy::Fast, _) => return ends(lens.to_vec()),
+        (Strategy::SingleLine, _) => {
+            let space = match config.cache {
+                CacheMode::Volatile => CutSpace::volatile_exhaustive(lines),
+                CacheMode::Persistent => CutSpace::persistent(lines, Pick::Endpoints),
+            };
+            return single_line::single_line(&space, &addrs, &guided.explore, cap, seed);
+        }
         (Strategy::Exhaustive, CacheMode::Volatile) => CutSpace::volatile_exhaustive(lines),
         (Strategy::Exhaustive, CacheMode::Persistent) => {
             CutSpace::persistent(lines, Pick::AnyInWindow)
