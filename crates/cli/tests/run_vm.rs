@@ -973,6 +973,49 @@ fn on_dpwc_an_fsynced_write_survives_every_crash() {
     assert!(logged, "no entry header of the log stored to PM");
 }
 
+/// Exact bytes per process: two writers overwrite files laid out (and synced) in setup, so
+/// no block is allocated or zeroed, and the inode's journal commit is jbd2's: a DAX write
+/// stores exactly its data to PM in the writer's context.
+#[test]
+fn profile_by_process_gives_two_concurrent_overwriters_exactly_their_bytes() {
+    if !vm_ready("profile_by_process_gives_two_concurrent_overwriters_exactly_their_bytes") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("two.ptrace");
+    let t = trace.to_str().unwrap();
+    let setup = "dd if=/dev/zero of=/mnt/a bs=4096 count=16 2>/dev/null && \
+                 dd if=/dev/zero of=/mnt/b bs=4096 count=4 2>/dev/null && sync";
+    let cmd = "dd if=/dev/zero of=/mnt/a bs=4096 count=16 conv=notrunc 2>/dev/null & \
+               dd if=/dev/zero of=/mnt/b bs=4096 count=4 conv=notrunc 2>/dev/null & wait";
+    let traced = persim(&[
+        "trace", "--fs", "ext4", "--setup", setup, "--cmd", cmd, "-o", t,
+    ]);
+    assert_eq!(
+        traced.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&traced.stderr)
+    );
+    let out = persim(&["profile", t, "--by", "process", "--json"]);
+    assert_eq!(out.status.code(), Some(0));
+    let a: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut dd: Vec<(u64, u64)> = a["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|g| g["name"] == "dd")
+        .map(|g| {
+            let bytes = g["bytes_cached"].as_u64().unwrap() + g["bytes_nt"].as_u64().unwrap();
+            (bytes, g["pid"].as_u64().unwrap())
+        })
+        .collect();
+    dd.sort();
+    assert_eq!(dd.len(), 2, "two dd processes: {}", a["groups"]);
+    assert_ne!(dd[0].1, dd[1].1);
+    assert_eq!([dd[0].0, dd[1].0], [16384, 65536], "{}", a["groups"]);
+}
+
 #[test]
 fn profile_by_process_gives_each_of_two_concurrent_writers_its_bytes() {
     if !vm_ready("profile_by_process_gives_each_of_two_concurrent_writers_its_bytes") {

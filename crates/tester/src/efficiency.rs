@@ -65,6 +65,9 @@ pub struct GuestPoint {
     /// The VM configuration's name.
     pub stack: String,
     pub jobs: u32,
+    /// The guest's virtual CPUs: the series' largest job count, so jobs can run at once.
+    #[serde(default)]
+    pub cpus: u32,
     pub fio: FioResult,
     pub counts: CountsRecord,
     /// Bytes fio wrote (its `io_bytes`), the denominator of every per-GiB figure.
@@ -143,6 +146,7 @@ pub fn run_guest_series(
         job: options.job.clone(),
         points: Vec::new(),
     };
+    let cpus = options.jobs.iter().copied().max().unwrap_or(1);
     for machine in &options.machines {
         let stack = machine.config.name.clone();
         for &jobs in &options.jobs {
@@ -150,13 +154,15 @@ pub fn run_guest_series(
             if let Some(point) = std::fs::read_to_string(&path)
                 .ok()
                 .and_then(|t| serde_json::from_str::<GuestPoint>(&t).ok())
+                .filter(|p| p.cpus == cpus)
             {
                 progress(GuestProgress::Resumed(&point));
                 results.points.push(point);
                 continue;
             }
             progress(GuestProgress::Running(&stack, jobs));
-            let point = measure(machine, &options.job, jobs, &path.with_extension("counts"))?;
+            let counts = path.with_extension("counts");
+            let point = measure(machine, &options.job, jobs, cpus, &counts)?;
             let text = serde_json::to_string_pretty(&point).map_err(|e| e.to_string())?;
             write_atomically(&path, text.as_bytes()).map_err(|e| e.to_string())?;
             progress(GuestProgress::Done(&point));
@@ -172,6 +178,7 @@ fn measure(
     machine: &Machine,
     job: &FioJob,
     jobs: u32,
+    cpus: u32,
     counts_path: &Path,
 ) -> Result<GuestPoint, String> {
     let mut machine = machine.clone();
@@ -202,6 +209,7 @@ fn measure(
     );
     let options = RecordOptions {
         count: true,
+        cpus,
         ..RecordOptions::default()
     };
     let mut vm = TracingVm::new(&machine, options).map_err(|e| e.to_string())?;
@@ -239,6 +247,7 @@ fn measure(
     Ok(GuestPoint {
         stack: machine.config.name.clone(),
         jobs,
+        cpus,
         app_bytes,
         kernel_instructions_per_gib: per_gib(counts.kernel_instructions as f64),
         user_instructions_per_gib: per_gib(counts.user_instructions as f64),
@@ -291,9 +300,11 @@ pub fn guest_table(results: &GuestResults) -> String {
         .iter()
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
+    let cpus = results.points.iter().map(|p| p.cpus).max().unwrap_or(1);
     let mut out = format!(
-        "fio in Persim's guest (TCG): {}\nInstructions and bytes are counted by the plugin and \
-         hold on any host; guest CPU s/GiB is TCG's, meaningless in absolute terms.\n\n",
+        "fio in Persim's guest (TCG, {cpus} vCPUs: the largest job count): {}\nInstructions and \
+         bytes are counted by the plugin and hold on any host; guest CPU s/GiB is TCG's, \
+         meaningless in absolute terms.\n\n",
         job.join(" ")
     );
     let _ = writeln!(

@@ -48,7 +48,8 @@ pub struct QemuSpec {
     /// The configuration's `kernel_args`, after Persim's own command line.
     pub kernel_args: String,
     /// Virtual CPUs: 1 for every traced run (the plugin records one vCPU's order); more
-    /// only for guests that test concurrency without tracing, e.g. pm-throttle's writers.
+    /// only for guests that do not trace: pm-throttle's writers, or a counting guest's
+    /// fio jobs (`RecordOptions::cpus`).
     pub cpus: u32,
     pub qemu_version: String,
 }

@@ -36,6 +36,9 @@ pub struct RecordOptions {
     /// The plugin counts instead of tracing (`count=on`): each recording's output file
     /// holds `persim_abi::Counts` text, not a trace (docs/efficiency.md).
     pub count: bool,
+    /// Virtual CPUs of a counting guest (0 counts as 1). A tracing guest always has one:
+    /// a trace is one vCPU's order of accesses.
+    pub cpus: u32,
 }
 
 #[derive(Clone, Debug)]
@@ -141,6 +144,11 @@ impl TracingVm {
             snapshots: blk.is_none().then(|| machine.cache_dir.clone()),
             blk_file: blk.as_ref().map(|(file, _)| file.path().to_owned()),
             icount: options.reproducible,
+            cpus: if options.count {
+                options.cpus.max(1)
+            } else {
+                1
+            },
             ..prepared.qemu_spec(&machine.config, pm.path().to_owned())
         };
         Ok(TracingVm {
