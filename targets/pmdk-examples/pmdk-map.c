@@ -6,13 +6,17 @@
  *
  *   pmdk-map TYPE POOL setup OP...   run the operations (no checkpoints)
  *   pmdk-map TYPE POOL run OP...     the same, checkpoint k before the k-th, and after
- *   pmdk-map TYPE POOL show          open the pool (libpmemobj's recovery) and print the
- *                                    map as JSON: {"map", "keys", "count", "objects"}
+ *   pmdk-map TYPE POOL show [KEY...] open the pool (libpmemobj's recovery) and print the
+ *                                    map as JSON: {"map", "walk", "lookup", "count",
+ *                                    "objects"}
  *
  * TYPE: rtree, btree, hashmap_tx, hashmap_rp. OP: create (the map, in the pool's root
  * object), insert:KEY, remove:KEY. Values are OID_NULL, as in PMDK's mapcli. The pool is
- * created when POOL does not exist. "objects" counts the pool's allocated objects by
- * type number: a crash that leaks a node or frees one still in use changes it.
+ * created when POOL does not exist. "walk" is what the map's foreach passes as keys,
+ * sorted (rtree_map passes each node's key fragment, read as 8 bytes, valued or not, so
+ * it shows the tree's shape), "lookup" whether each KEY is found. "objects" counts the
+ * pool's allocated objects by type number: a crash that leaks a node or frees one still
+ * in use changes it.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -49,7 +53,7 @@ struct keys {
 static void usage(void)
 {
 	fprintf(stderr, "usage: pmdk-map rtree|btree|hashmap_tx|hashmap_rp POOL "
-			"setup|run create|insert:KEY|remove:KEY... | show\n");
+			"setup|run create|insert:KEY|remove:KEY... | show [KEY...]\n");
 	exit(2);
 }
 
@@ -67,6 +71,16 @@ static const struct map_ops *map_type(const char *name)
 	return NULL;
 }
 
+static uint64_t parse_key(const char *text)
+{
+	char *end;
+	errno = 0;
+	uint64_t key = strtoull(text, &end, 10);
+	if (errno || *end || end == text)
+		usage();
+	return key;
+}
+
 static int collect_key(uint64_t key, PMEMoid value, void *arg)
 {
 	(void)value;
@@ -82,7 +96,8 @@ static int compare_keys(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-static void show(PMEMobjpool *pop, struct map_ctx *mapc, TOID(struct map) map)
+static void show(PMEMobjpool *pop, struct map_ctx *mapc, TOID(struct map) map, int nkeys,
+		 char **keys)
 {
 	printf("{\"map\": %s", TOID_IS_NULL(map) ? "null" : "true");
 	if (!TOID_IS_NULL(map)) {
@@ -90,10 +105,16 @@ static void show(PMEMobjpool *pop, struct map_ctx *mapc, TOID(struct map) map)
 		map_foreach(mapc, map, collect_key, &seen);
 		/* the walk's order depends on the hash seed and the tree's shape */
 		qsort(seen.keys, seen.n, sizeof(seen.keys[0]), compare_keys);
-		printf(", \"keys\": [");
+		printf(", \"walk\": [");
 		for (size_t i = 0; i < seen.n; i++)
 			printf("%s%" PRIu64, i ? ", " : "", seen.keys[i]);
-		printf("]");
+		printf("], \"lookup\": {");
+		for (int i = 0; i < nkeys; i++) {
+			uint64_t key = parse_key(keys[i]);
+			printf("%s\"%" PRIu64 "\": %s", i ? ", " : "", key,
+			       map_lookup(mapc, map, key) ? "true" : "false");
+		}
+		printf("}");
 		if (mapc->ops->count)
 			printf(", \"count\": %zu", map_count(mapc, map));
 	}
@@ -121,8 +142,6 @@ static void show(PMEMobjpool *pop, struct map_ctx *mapc, TOID(struct map) map)
 
 static void run_op(struct map_ctx *mapc, struct root *root, const char *op)
 {
-	uint64_t key;
-	char *end;
 	if (strcmp(op, "create") == 0) {
 		struct hashmap_args args = { .seed = SEED };
 		if (map_create(mapc, &root->map, &args) != 0) {
@@ -134,10 +153,7 @@ static void run_op(struct map_ctx *mapc, struct root *root, const char *op)
 	const char *arg = strchr(op, ':');
 	if (arg == NULL)
 		usage();
-	errno = 0;
-	key = strtoull(arg + 1, &end, 10);
-	if (errno || *end || end == arg + 1)
-		usage();
+	uint64_t key = parse_key(arg + 1);
 	if (TOID_IS_NULL(root->map)) {
 		fprintf(stderr, "no map in the pool: run `create` first\n");
 		exit(2);
@@ -181,7 +197,7 @@ int main(int argc, char **argv)
 	if (!TOID_IS_NULL(D_RO(root)->map))
 		map_init(mapc, D_RO(root)->map);
 	if (strcmp(command, "show") == 0) {
-		show(pop, mapc, D_RO(root)->map);
+		show(pop, mapc, D_RO(root)->map, argc - 4, argv + 4);
 	} else {
 		for (int i = 4; i < argc; i++) {
 			if (checkpoints)
