@@ -235,6 +235,9 @@ build_examples() {
         "$root/examples/pmdk-tx/accounts-tx.c" -lpmemobj
     cc -O2 -Wall -Werror -I "$root/include" -o "$root/target/examples/tally" \
         "$root/examples/runtime-data/tally.c" -lpmem
+    # PMDK's own examples, shipped and with PmemSanitizer's bugs re-created
+    # (docs/pmdk-examples.md), from the sources libpmemobj-dev installs.
+    bash "$root/targets/pmdk-examples/build.sh"
 }
 
 main() {

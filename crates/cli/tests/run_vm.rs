@@ -261,10 +261,11 @@ fn ringbuf_suite_is_atomic_in_both_cache_modes() {
 }
 
 /// `persim run` of `examples/<example>/<test>.toml` on the example's VM configuration.
-fn run_example(example: &str, test: &str, strategy: &str, out: &Path) -> std::process::Output {
+/// `persim run` of `DIR/TEST.toml` on `DIR/vm.toml`, DIR relative to the repository.
+fn run_example(dir: &str, test: &str, strategy: &str, out: &Path) -> std::process::Output {
     let example = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples")
-        .join(example);
+        .join("../..")
+        .join(dir);
     persim(&[
         "run",
         "--vm",
@@ -292,7 +293,7 @@ fn own_program_example_finds_the_torn_transfer() {
     let dir = tempfile::tempdir().unwrap();
     for strategy in ["global-prefix", "reads"] {
         let out = dir.path().join(strategy);
-        let run = run_example("own-program", "transfer", strategy, &out);
+        let run = run_example("examples/own-program", "transfer", strategy, &out);
         let stderr = String::from_utf8_lossy(&run.stderr);
         assert_eq!(
             run.status.code(),
@@ -385,7 +386,7 @@ fn pmdk_transaction_is_atomic_and_an_unlogged_change_is_found_with_reads() {
     let dir = tempfile::tempdir().unwrap();
     let run = |test: &str| {
         let out = dir.path().join(test);
-        let run = run_example("pmdk-tx", test, "reads", &out);
+        let run = run_example("examples/pmdk-tx", test, "reads", &out);
         let images = std::fs::read_dir(out.join("states")).unwrap().count();
         (run.status.code(), report(&out), images)
     };
@@ -425,6 +426,52 @@ fn pmdk_transaction_is_atomic_and_an_unlogged_change_is_found_with_reads() {
     );
 }
 
+/// PMDK's rtree_map example (targets/pmdk-examples) under `--strategy reads`: inserting a
+/// key that splits a node is atomic as shipped; with PmemSanitizer's bug re-created (the
+/// node's `key_size` and `key` changed without `TX_ADD`) a crash loses a key that was
+/// there before, and the report names the unlogged stores in `rtree_map_insert_value`.
+#[test]
+fn pmdk_rtree_insert_without_tx_add_loses_a_key_with_reads() {
+    if !vm_ready("pmdk_rtree_insert_without_tx_add_loses_a_key_with_reads") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let run = |test: &str| {
+        let out = dir.path().join(test);
+        let run = run_example("targets/pmdk-examples/tests", test, "reads", &out);
+        (run.status.code(), report(&out))
+    };
+    // Whether any recovered state lost key 1, which was in the map before and after.
+    let lost_key_1 = |test: &str| {
+        std::fs::read_dir(dir.path().join(test).join("states"))
+            .unwrap()
+            .any(|state| {
+                let state: Value =
+                    serde_json::from_slice(&std::fs::read(state.unwrap().path()).unwrap()).unwrap();
+                let dump: Value = serde_json::from_str(state["dump"].as_str().unwrap()).unwrap();
+                dump["lookup"]["1"] == false
+            })
+    };
+    let (code, shipped) = run("rtree-insert");
+    assert_eq!(code, Some(0), "{shipped:#}");
+    assert_eq!(shipped["checkpoints"][0]["atomic"], true, "{shipped:#}");
+    assert!(!lost_key_1("rtree-insert"));
+    let (code, buggy) = run("rtree-insert-value");
+    assert_eq!(code, Some(1), "{buggy:#}");
+    let interval = &buggy["checkpoints"][0];
+    assert_eq!(interval["single_final_state"], false, "{interval:#}");
+    assert!(lost_key_1("rtree-insert-value"), "{interval:#}");
+    assert!(
+        interval["culprits"].as_array().unwrap().iter().any(|c| {
+            let site = c["site"].as_str().unwrap_or_default();
+            c["what"] == "not flushed at checkpoint 2"
+                && site.starts_with("rtree_map_insert+")
+                && site.contains("(rtree_map.c:")
+        }),
+        "{interval:#}"
+    );
+}
+
 /// A program that declares its PM statistics run-time data with include/persim.h
 /// (examples/runtime-data): the plugin records the range in PM offsets, `global-prefix`
 /// lets those lines follow the cut, and the verdicts are those of the same program
@@ -437,7 +484,7 @@ fn declared_run_time_data_spares_images_and_keeps_the_verdicts() {
     let dir = tempfile::tempdir().unwrap();
     let run = |test: &str| {
         let out = dir.path().join(test);
-        let run = run_example("runtime-data", test, "global-prefix", &out);
+        let run = run_example("examples/runtime-data", test, "global-prefix", &out);
         let report = report(&out);
         assert_eq!(run.status.code(), Some(0), "{test}: {report:#}");
         let verdicts: Vec<(Value, Value)> = report["checkpoints"]

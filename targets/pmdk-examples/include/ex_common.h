@@ -1,0 +1,23 @@
+/*
+ * What pi.c and rtree_map.c take from PMDK's source tree (src/examples/ex_common.h), which Debian's
+ * libpmemobj-dev does not ship: written here from their use.
+ */
+#ifndef PERSIM_EX_COMMON_H
+#define PERSIM_EX_COMMON_H
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CREATE_MODE_RW (S_IWUSR | S_IRUSR)
+
+#ifndef MIN
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#endif
+
+/* 0 when the file exists, as pi.c expects */
+static inline int file_exists(const char *path)
+{
+	return access(path, F_OK);
+}
+
+#endif
