@@ -29,8 +29,8 @@ use strum::{Display, EnumIter, IntoEnumIterator, IntoStaticStr};
 pub enum FaultOutcome {
     /// The state equals the uncorrupted image's.
     Masked,
-    /// Recovery or the state command failed (a failed mount, a checksum error, a non-zero
-    /// exit).
+    /// Recovery or the state command failed (a failed mount, a non-zero exit), or the
+    /// kernel logged a checksum failure or corruption.
     Detected,
     /// Recovery succeeded and the state differs: wrong data without a word.
     Silent,
@@ -45,12 +45,46 @@ impl FaultOutcome {
     }
 }
 
+/// What kernel messages say when a file system finds a checksum that fails or metadata
+/// that makes no sense (matched in lower case): XFS's "Metadata CRC error detected", "log
+/// record CRC mismatch", "Torn write (CRC failure) detected" and "Metadata corruption
+/// detected"; ext4's "checksum invalid", "bad block bitmap checksum" and jbd2's "Invalid
+/// checksum".
+const DETECTION_WORDS: [&str; 5] = [
+    "checksum",
+    "crc error",
+    "crc mismatch",
+    "crc failure",
+    "corrupt",
+];
+
+/// The messages of a corrupted image's kernel log (`log`) that report a checksum failure or
+/// corruption, except those the uncorrupted image's recovery logged too (`baseline_log`: a
+/// crash image's torn log is no fault's doing).
+pub fn detection_messages(log: &[String], baseline_log: &[String]) -> Vec<String> {
+    log.iter()
+        .filter(|line| {
+            let line = line.to_lowercase();
+            DETECTION_WORDS.iter().any(|word| line.contains(word))
+        })
+        .filter(|line| !baseline_log.contains(line))
+        .cloned()
+        .collect()
+}
+
 /// The outcome of a fault whose image recovered to `faulted`, where the uncorrupted image
-/// recovered to `baseline` (a state).
-pub fn classify_fault(baseline: &Recovered, faulted: &Recovered) -> FaultOutcome {
+/// recovered to `baseline` (a state); `detections` are the messages of its kernel log that
+/// report the corruption ([`detection_messages`]): the file system noticed it, whatever
+/// state it then gave.
+pub fn classify_fault(
+    baseline: &Recovered,
+    faulted: &Recovered,
+    detections: &[String],
+) -> FaultOutcome {
     match faulted {
         Recovered::GuestCrash { .. } | Recovered::Hang { .. } => FaultOutcome::Crash,
         Recovered::RecoveryError { .. } => FaultOutcome::Detected,
+        Recovered::State { .. } if !detections.is_empty() => FaultOutcome::Detected,
         Recovered::State { .. } if faulted == baseline => FaultOutcome::Masked,
         Recovered::State { .. } => FaultOutcome::Silent,
     }
@@ -167,22 +201,65 @@ mod tests {
         let failed = |output: &str| Recovered::RecoveryError {
             output: output.into(),
         };
-        assert_eq!(classify_fault(&baseline, &baseline), FaultOutcome::Masked);
-        assert_eq!(classify_fault(&baseline, &other), FaultOutcome::Silent);
         assert_eq!(
-            classify_fault(&baseline, &failed("mount: Bad message")),
+            classify_fault(&baseline, &baseline, &[]),
+            FaultOutcome::Masked
+        );
+        assert_eq!(classify_fault(&baseline, &other, &[]), FaultOutcome::Silent);
+        assert_eq!(
+            classify_fault(&baseline, &failed("mount: Bad message"), &[]),
             FaultOutcome::Detected
         );
         let oops = Recovered::GuestCrash { output: "".into() };
         let hang = Recovered::Hang { output: "".into() };
-        assert_eq!(classify_fault(&baseline, &oops), FaultOutcome::Crash);
-        assert_eq!(classify_fault(&baseline, &hang), FaultOutcome::Crash);
+        assert_eq!(classify_fault(&baseline, &oops, &[]), FaultOutcome::Crash);
+        assert_eq!(classify_fault(&baseline, &hang, &[]), FaultOutcome::Crash);
         assert!(FaultOutcome::Silent.is_finding() && FaultOutcome::Crash.is_finding());
         assert!(!FaultOutcome::Detected.is_finding() && !FaultOutcome::Masked.is_finding());
         assert_eq!(state_bytes_lost(&baseline, &baseline), 0);
         // The one line of the dump that holds the data changed.
         let lost = state_bytes_lost(&baseline, &other);
         assert!(lost > "hello".len() as u64, "{lost}");
+    }
+
+    #[test]
+    fn a_checksum_message_in_the_kernel_log_is_detection() {
+        let baseline = Recovered::state(r#"{"/mnt/a": {"data": "hello"}}"#);
+        let other = Recovered::state(r#"{"/mnt/a": {"data": "jello"}}"#);
+        let log = |lines: &[&str]| lines.iter().map(|l| l.to_string()).collect::<Vec<_>>();
+        let torn = "XFS (pmem0): Torn write (CRC failure) detected at log block 0x10. \
+                    Truncating head block from 0x18.";
+        let faulted = log(&[
+            "XFS (pmem0): Mounting V5 Filesystem",
+            "EXT4-fs error (device pmem0): ext4_lookup:1855: inode #2: comm ls: \
+             iget: checksum invalid",
+            torn,
+            "XFS (pmem0): Metadata corruption detected at xfs_dinode_verify+0x1a/0x60",
+            "XFS (pmem0): log record CRC mismatch: found 0x1, expected 0x2.",
+            "XFS (pmem0): Metadata CRC error detected at xfs_agf_read_verify+0x1d/0x110",
+        ]);
+        let found = detection_messages(&faulted, &[]);
+        assert_eq!(found, faulted[1..].to_vec());
+        // A message the uncorrupted image's recovery gave too is not the fault's.
+        let found = detection_messages(&faulted, &log(&[torn]));
+        assert_eq!(found.len(), 4);
+        assert!(!found.contains(&torn.to_string()));
+        assert!(detection_messages(&log(&["XFS (pmem0): Ending clean mount"]), &[]).is_empty());
+        // The state may differ or not: the file system said so.
+        let message = log(&["EXT4-fs error (device pmem0): checksum invalid"]);
+        assert_eq!(
+            classify_fault(&baseline, &other, &message),
+            FaultOutcome::Detected
+        );
+        assert_eq!(
+            classify_fault(&baseline, &baseline, &message),
+            FaultOutcome::Detected
+        );
+        let oops = Recovered::GuestCrash { output: "".into() };
+        assert_eq!(
+            classify_fault(&baseline, &oops, &message),
+            FaultOutcome::Crash
+        );
     }
 
     #[test]

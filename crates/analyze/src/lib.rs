@@ -28,7 +28,8 @@ pub use debug::{
 pub use diff::line_diff;
 pub use fault_plots::fault_summary_svg;
 pub use faults::{
-    classify_fault, state_bytes_lost, FaultOutcome, FaultRow, FaultSummary, FaultTally,
+    classify_fault, detection_messages, state_bytes_lost, FaultOutcome, FaultRow, FaultSummary,
+    FaultTally,
 };
 pub use final_state::{
     check_final_states, Expect, Expected, FinalCheck, FinalDifference, ReferenceStates,

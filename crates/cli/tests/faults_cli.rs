@@ -122,6 +122,50 @@ fn faults_in_hello_worlds_final_image_are_judged_and_its_run_is_left_alone() {
     assert_eq!(printed, report);
 }
 
+/// XFS takes a log record whose CRC fails for a torn write, truncates the log there and
+/// mounts: the state may even be right, but the kernel said so, and that is detection,
+/// quoted from the kernel log (without reading it, these faults were silent or masked).
+#[test]
+fn a_checksum_message_in_the_kernel_log_counts_as_detected() {
+    if !vm_ready("a_checksum_message_in_the_kernel_log_counts_as_detected") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    let r = run_dir.to_str().unwrap();
+    let run = persim(&[
+        "run",
+        "--fs",
+        "xfs",
+        "--test",
+        "hello-world",
+        "--out",
+        r,
+        "-q",
+    ]);
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run));
+    // Every metadata byte hello-world writes on XFS is in its log.
+    let faults = persim(&[
+        "faults", r, "--kind", "bitflip", "--where", "metadata", "--count", "3", "--seed", "3",
+        "-q",
+    ]);
+    let out = text(&faults);
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(run_dir.join("faults/faults.json")).unwrap())
+            .unwrap();
+    let detected: Vec<&Value> = (report["faults"].as_array().unwrap().iter())
+        .filter(|f| f["outcome"] == "detected")
+        .collect();
+    assert!(!detected.is_empty(), "{out}\n{report:#}");
+    for f in &detected {
+        let detail = f["detail"].as_str().unwrap();
+        assert!(
+            detail.starts_with("XFS (pmem0): ") && detail.contains("CRC"),
+            "the kernel's message quoted: {f}"
+        );
+    }
+}
+
 #[test]
 fn a_directory_without_a_trace_and_a_bad_kind_are_refused() {
     let dir = tempfile::tempdir().unwrap();

@@ -8,6 +8,8 @@
 //!                          images), removed at the end
 //! OUT/images/<hash>.img    corrupted images waiting for recovery (removed once recovered)
 //! OUT/states/<hash>.json   what recovering each image gave (corrupted and uncorrupted)
+//! OUT/kernel-log/<hash>.txt what the kernel logged meanwhile, if anything (written before
+//!                          the state, so a saved state's log is complete)
 //! OUT/faults.json          every fault and its outcome, and the summary
 //! OUT/summary.txt, summary.svg
 //! ```
@@ -20,8 +22,8 @@ use crate::stages::{generate_options, materialise_images, read_state};
 use crate::PipelineOptions;
 use anyhow::{bail, Context, Result};
 use persim_analyze::{
-    classify_fault, fault_summary_svg, line_diff, state_bytes_lost, FaultOutcome, FaultSummary,
-    FaultTally, Written, WrittenClass,
+    classify_fault, detection_messages, fault_summary_svg, line_diff, state_bytes_lost,
+    FaultOutcome, FaultSummary, FaultTally, Written, WrittenClass,
 };
 use persim_image::{
     generate_images, plan_faults, Fault, FaultKind, GenerateOptions, Guidance, Image, ImageStore,
@@ -138,7 +140,8 @@ pub struct FaultResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub writer: Option<String>,
     pub bytes_lost: u64,
-    /// Findings: the state diff (silent) or the start of the guest's output (crash).
+    /// Findings: the state diff (silent) or the start of the guest's output (crash);
+    /// detected: the kernel's checksum or corruption messages, or how recovery failed.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub detail: String,
 }
@@ -193,6 +196,14 @@ impl FaultsDir {
     }
     fn state(&self, hash: &str) -> PathBuf {
         self.0.join("states").join(format!("{hash}.json"))
+    }
+    fn kernel_log(&self, hash: &str) -> PathBuf {
+        self.0.join("kernel-log").join(format!("{hash}.txt"))
+    }
+    /// The kernel log of an image's recovery: empty when it logged nothing or is not known.
+    fn read_kernel_log(&self, hash: &str) -> Vec<String> {
+        let text = std::fs::read_to_string(self.kernel_log(hash)).unwrap_or_default();
+        text.lines().map(str::to_owned).collect()
     }
     fn report(&self) -> PathBuf {
         self.0.join("faults.json")
@@ -331,13 +342,22 @@ pub fn run_faults(
         .into_iter()
         .map(|(base, place, fault, hash)| {
             let baseline = &baselines[&base.hash];
-            let state = match hash == base.hash {
-                true => baseline.clone(),
-                false => read_state(&dir.state(&hash))
-                    .with_context(|| format!("the state of faulted image {hash} is missing"))?,
+            let (state, log) = match hash == base.hash {
+                true => (baseline.clone(), Vec::new()),
+                false => (
+                    read_state(&dir.state(&hash))
+                        .with_context(|| format!("the state of faulted image {hash} is missing"))?,
+                    dir.read_kernel_log(&hash),
+                ),
+            };
+            let detections = detection_messages(&log, &dir.read_kernel_log(&base.hash));
+            let judged = Judged {
+                baseline,
+                state: &state,
+                detections: &detections,
             };
             Ok(judge(
-                base, place, fault, hash, baseline, &state, &written, image_len,
+                base, place, fault, hash, &judged, &written, image_len,
             ))
         })
         .collect::<Result<Vec<_>>>()?;
@@ -365,23 +385,36 @@ pub fn run_faults(
     Ok(report)
 }
 
+/// A corrupted image's recovery beside the uncorrupted one's.
+struct Judged<'a> {
+    baseline: &'a Recovered,
+    state: &'a Recovered,
+    /// Its kernel log's checksum and corruption messages (`detection_messages`).
+    detections: &'a [String],
+}
+
 /// One fault's result.
-#[allow(clippy::too_many_arguments)]
 fn judge(
     base: &Base,
     place: FaultPlace,
     fault: Fault,
     faulted: String,
-    baseline: &Recovered,
-    state: &Recovered,
+    judged: &Judged,
     written: &Written,
     image_len: u64,
 ) -> FaultResult {
-    let outcome = classify_fault(baseline, state);
+    let Judged {
+        baseline,
+        state,
+        detections,
+    } = *judged;
+    let outcome = classify_fault(baseline, state, detections);
     let detail = match outcome {
         FaultOutcome::Silent => first_lines(&line_diff(baseline.text(), state.text(), 1)),
         FaultOutcome::Crash => first_lines(state.text()),
-        FaultOutcome::Masked | FaultOutcome::Detected => String::new(),
+        FaultOutcome::Detected if !detections.is_empty() => first_lines(&detections.join("\n")),
+        FaultOutcome::Detected => first_lines(state.text()),
+        FaultOutcome::Masked => String::new(),
     };
     let bytes_lost = match outcome {
         FaultOutcome::Silent => state_bytes_lost(baseline, state),
@@ -429,17 +462,24 @@ fn recover(
     if images.is_empty() {
         return Ok(());
     }
-    let states = dir.0.join("states");
-    std::fs::create_dir_all(&states)
-        .with_context(|| format!("cannot create {}", states.display()))?;
+    for sub in ["states", "kernel-log"] {
+        let sub = dir.0.join(sub);
+        std::fs::create_dir_all(&sub)
+            .with_context(|| format!("cannot create {}", sub.display()))?;
+    }
     let paths: Vec<PathBuf> = images.iter().map(|(_, path)| path.clone()).collect();
     let (total, mut done) = (paths.len(), 0);
     let mut failure = None;
     guest.extract(test, &paths, false, &mut |i, extracted| {
         let (hash, path) = images[i];
-        let saved = serde_json::to_vec(&extracted.state)
-            .map_err(anyhow::Error::from)
-            .and_then(|json| Ok(write_atomically(&dir.state(hash), &json)?));
+        let log = extracted.kernel_log.join("\n");
+        let saved = match log.is_empty() {
+            true => Ok(()),
+            false => write_atomically(&dir.kernel_log(hash), log.as_bytes()),
+        }
+        .map_err(anyhow::Error::from)
+        .and_then(|()| Ok(serde_json::to_vec(&extracted.state)?))
+        .and_then(|json| Ok(write_atomically(&dir.state(hash), &json)?));
         match saved {
             Ok(()) if remove => drop(std::fs::remove_file(path)),
             Ok(()) => {}

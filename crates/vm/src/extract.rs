@@ -95,6 +95,9 @@ pub struct Extracted {
     /// (what they read of the image); None when not traced or unknown (the guest crashed
     /// or hung).
     pub words_read: Option<Vec<u64>>,
+    /// What the kernel logged, at every level, while a recovery that succeeded and its
+    /// state command ran (a checksum error that did not fail them, e.g.); empty otherwise.
+    pub kernel_log: Vec<String>,
 }
 
 /// Recovers every image in guests of `machine` as `mode` says and returns its state
@@ -256,7 +259,6 @@ fn serve(
         if result.is_err() {
             worker = None;
         }
-        let result = result.map(|(state, words_read)| Extracted { state, words_read });
         // The call may have given up meanwhile: then nobody wants the result.
         let _ = job.results.send((job.index, result));
     }

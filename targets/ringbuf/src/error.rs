@@ -46,6 +46,11 @@ pub enum OpenError {
         chunk_count: usize,
         len: usize,
     },
+    #[error(
+        "the entry header at chunk {chunk}, offset {offset} is damaged (its checksum fails \
+         where no crash leaves a torn header); the entries after it in the chunk are skipped"
+    )]
+    DamagedHeader { chunk: usize, offset: usize },
 }
 
 /// An append failed; nothing was written.
@@ -60,9 +65,10 @@ pub enum AppendError {
     LogFull { chunk_count: usize },
 }
 
-/// Recovery found an entry whose header is intact but which cannot be trusted. A crash
-/// of a correct writer never leaves one: the header is written only after its body is
-/// durable. So this is media corruption or a writer bug, reported instead of a panic.
+/// Recovery found an entry that cannot be trusted. A crash of a correct writer never
+/// leaves one: the header is written only after its body and the zeroed slot after it are
+/// durable, into a slot that was zero. So this is media corruption or a writer bug,
+/// reported instead of a panic.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum CorruptEntry {
     #[error(
@@ -86,13 +92,21 @@ pub enum CorruptEntry {
         offset: usize,
         len: usize,
     },
+    #[error(
+        "the entry header at chunk {chunk}, offset {offset} is damaged (its checksum fails \
+         where no crash leaves a torn header); the entries after it in the chunk are skipped"
+    )]
+    DamagedHeader { chunk: usize, offset: usize },
 }
 
 impl CorruptEntry {
-    /// The id the entry's header carries.
-    pub fn id(&self) -> u64 {
+    /// The id the entry's header carries, if it can be read.
+    pub fn id(&self) -> Option<u64> {
         match *self {
-            CorruptEntry::BodyChecksum { id, .. } | CorruptEntry::LengthOutOfChunk { id, .. } => id,
+            CorruptEntry::BodyChecksum { id, .. } | CorruptEntry::LengthOutOfChunk { id, .. } => {
+                Some(id)
+            }
+            CorruptEntry::DamagedHeader { .. } => None,
         }
     }
 }

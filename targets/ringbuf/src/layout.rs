@@ -49,8 +49,15 @@ pub(crate) struct Header {
 pub(crate) enum HeaderSlot {
     /// All zero: the end of the chunk's entries.
     Zero,
-    /// Not a header that was written whole (a torn write or garbage): also the end.
-    Invalid,
+    /// Not a whole header, but what a crash can leave of one: some of its 8-byte words
+    /// still zero (the slot was durably zero before the header was written); with the
+    /// length word written, the body length it names. Also the end.
+    Torn {
+        body_len: Option<u32>,
+    },
+    /// Every word written and still not a valid header: no crash leaves that, so the
+    /// header was damaged (media corruption, a stray write).
+    Damaged,
     Valid(Header),
 }
 
@@ -74,7 +81,13 @@ impl Header {
         // Ids start at 1 and the reserved bytes are written as zero; anything else was not
         // written by `encode`.
         if stored_crc != crc32c::crc32c(&bytes[0..16]) || id == 0 || bytes[20..] != [0; 4] {
-            return HeaderSlot::Invalid;
+            let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+            if (0..HEADER_LEN).step_by(8).all(|at| word(at) != 0) {
+                return HeaderSlot::Damaged;
+            }
+            let body_len =
+                (word(8) != 0).then(|| u32::from_le_bytes(bytes[8..12].try_into().unwrap()));
+            return HeaderSlot::Torn { body_len };
         }
         HeaderSlot::Valid(Header {
             id,
@@ -152,7 +165,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn header_round_trips_and_rejects_every_single_byte_change() {
+    fn header_round_trips_and_every_single_byte_change_is_damage() {
         let header = Header {
             id: 7,
             body_len: 300,
@@ -165,14 +178,14 @@ mod tests {
             torn[at] ^= 0x40;
             assert_eq!(
                 Header::decode(&torn),
-                HeaderSlot::Invalid,
+                HeaderSlot::Damaged,
                 "flipped byte {at}"
             );
         }
     }
 
     #[test]
-    fn zero_header_is_the_end_and_a_half_written_header_is_invalid() {
+    fn zero_header_is_the_end_and_a_half_written_header_is_torn() {
         assert_eq!(Header::decode(&[0; HEADER_LEN]), HeaderSlot::Zero);
         let bytes = Header {
             id: 1,
@@ -180,11 +193,18 @@ mod tests {
             body_crc: 1,
         }
         .encode();
-        // A crash can persist any prefix of the header's 8-byte units.
-        for units in 1..HEADER_LEN / 8 {
+        // A crash can persist any of the header's 8-byte units but not all.
+        for written in 1..(1 << (HEADER_LEN / 8)) - 1 {
             let mut torn = [0; HEADER_LEN];
-            torn[..units * 8].copy_from_slice(&bytes[..units * 8]);
-            assert_eq!(Header::decode(&torn), HeaderSlot::Invalid, "{units} units");
+            for unit in (0..HEADER_LEN / 8).filter(|unit| written & (1 << unit) != 0) {
+                torn[unit * 8..unit * 8 + 8].copy_from_slice(&bytes[unit * 8..unit * 8 + 8]);
+            }
+            let body_len = (written & 0b010 != 0).then_some(1);
+            assert_eq!(
+                Header::decode(&torn),
+                HeaderSlot::Torn { body_len },
+                "units {written:03b}"
+            );
         }
     }
 

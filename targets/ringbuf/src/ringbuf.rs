@@ -192,8 +192,10 @@ impl<R: Region, A: PmAccess, const ALIGN: usize> RingBuf<R, A, ALIGN> {
         for index in (0..chunk_count).rev() {
             let start = chunk_offset(index, chunk_size);
             let chunk = &bytes[start..start + chunk_size];
+            // A chunk that holds only a damaged header counts as used too: recovery reports
+            // it, and appends must not overwrite it first.
             match ChunkCursor::new(chunk, ALIGN)
-                .map(|found| found.header.id)
+                .map(|found| found.header.map_or(found.after, |header| header.id))
                 .max()
             {
                 Some(last_id) => full.push(FullChunk { index, last_id }),

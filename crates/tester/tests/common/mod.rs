@@ -148,6 +148,7 @@ impl Guest for FakeGuest {
                     "{{\"home\": \"{home:02x?}\", \"value\": \"{value:02x?}\"}}"
                 )),
                 words_read: reads.then_some(words_read),
+                kernel_log: Vec::new(),
             };
             finished(i, &extracted);
             states.push(extracted);

@@ -1,11 +1,11 @@
 //! One extraction worker: a guest and its scratch PM file. Per image: attach (rebind the
-//! NVDIMM, or boot), set the clock to the recovery epoch, `recover`, `fs-dump`, fetch the
-//! dump, unmount and detach. With `reads`, the guest runs with the tracing plugin
+//! NVDIMM, or boot), set the clock to the recovery epoch and empty the kernel log,
+//! `recover`, `fs-dump`, fetch the dump and the kernel log, unmount and detach. With `reads`, the guest runs with the tracing plugin
 //! recording loads, and recovery and dump run between `hypercall start` and `hypercall
 //! success`: one trace per image, whose loads give the PM words recovery read of the
 //! image.
 
-use super::{DumpOptions, ExtractMode};
+use super::{DumpOptions, ExtractMode, Extracted};
 use crate::boot::Prepared;
 use crate::console::{oops_report, setup_failure, CommandOutput, Vm, BEGIN, END};
 use crate::error::VmError;
@@ -27,7 +27,11 @@ const DETACH: &str = "persim-pmem detach";
 /// In the guest's tmpfs: the dump is fetched by a command of its own, so that nothing the
 /// recovery or fs-dump print can mix with it.
 const STATE_FILE: &str = "/tmp/persim-state.json";
-/// Prints the dump in STATE_FILE (its placeholder) without kernel messages inside it.
+/// In the guest's tmpfs: what the kernel logged during recovery and the dump, at every
+/// level (the console shows errors only), fetched like the dump.
+const KERNEL_LOG_FILE: &str = "/tmp/persim-kernel.log";
+/// Prints a guest file (its placeholder: STATE_FILE, KERNEL_LOG_FILE) without kernel
+/// messages inside it.
 const FETCH: &str = include_str!("fetch-state.sh");
 const READS_BEGIN: &str = "hypercall start";
 const READS_END: &str = "hypercall success";
@@ -106,29 +110,30 @@ impl Worker {
         })
     }
 
-    /// The state recovered from `image` and printed by `dump`, or how recovery failed, and
-    /// with `reads` the PM words recovery read of it (None when the guest crashed or hung).
+    /// The state recovered from `image` and printed by `dump`, or how recovery failed, with
+    /// `reads` the PM words recovery read of it (None when the guest crashed or hung), and
+    /// the kernel log of a recovery that succeeded.
     pub(super) fn extract(
         &mut self,
         image: &Path,
         dump: &DumpOptions,
-    ) -> Result<(Recovered, Option<Vec<u64>>), VmError> {
+    ) -> Result<Extracted, VmError> {
         let result = self.steps(image, dump);
         if self.mode == ExtractMode::FreshBoot {
             self.vm = None;
         }
         match result {
             Ok(done) => Ok(done),
-            Err(Stop::Result(recovered)) => Ok((recovered, None)),
+            Err(Stop::Result(state)) => Ok(Extracted {
+                state,
+                words_read: None,
+                kernel_log: Vec::new(),
+            }),
             Err(Stop::Tool(e)) => Err(e),
         }
     }
 
-    fn steps(
-        &mut self,
-        image: &Path,
-        dump: &DumpOptions,
-    ) -> Result<(Recovered, Option<Vec<u64>>), Stop> {
+    fn steps(&mut self, image: &Path, dump: &DumpOptions) -> Result<Extracted, Stop> {
         let deadline = match self.mode {
             ExtractMode::ReuseGuest => {
                 self.detached_guest().map_err(Stop::Tool)?;
@@ -155,7 +160,8 @@ impl Worker {
         };
         // Every recovery runs on the same clock, whatever the guest's age: the timestamps it
         // writes do not tell images apart, and the state marks them (`Recovered::state`).
-        let clock = format!("date -s @{RECOVERY_EPOCH} >/dev/null");
+        // The kernel log is emptied with it: what it holds next is this image's.
+        let clock = format!("date -s @{RECOVERY_EPOCH} >/dev/null && dmesg -c >/dev/null");
         self.run(&clock, deadline)?
             .succeeded(&clock)
             .map_err(Stop::Tool)?;
@@ -165,7 +171,11 @@ impl Worker {
             let out = self.run(READS_BEGIN, deadline)?;
             out.succeeded(READS_BEGIN).map_err(Stop::Tool)?;
         }
-        let recovered = self.recover_and_dump(dump, deadline)?;
+        let state = self.recover_and_dump(dump, deadline)?;
+        let kernel_log = match state.is_error() {
+            true => Vec::new(),
+            false => self.kernel_log(deadline)?,
+        };
         let words_read = match self.reads_trace.clone() {
             Some(trace) => {
                 let out = self.run(READS_END, deadline)?;
@@ -178,7 +188,25 @@ impl Worker {
             // The state stands; the next image gets a fresh guest.
             self.vm = None;
         }
-        Ok((recovered, words_read))
+        Ok(Extracted {
+            state,
+            words_read,
+            kernel_log,
+        })
+    }
+
+    /// The kernel's messages since the clock was set, without their timestamps.
+    fn kernel_log(&mut self, deadline: Instant) -> Result<Vec<String>, Stop> {
+        let fetch = FETCH.replace("@STATE_FILE@", KERNEL_LOG_FILE);
+        let out = self.run(&format!("dmesg -c >{KERNEL_LOG_FILE}\n{fetch}"), deadline)?;
+        let out = out
+            .succeeded("fetching the kernel log")
+            .map_err(Stop::Tool)?;
+        Ok(normalise(&out.output)
+            .lines()
+            .filter(|line| !line.is_empty())
+            .map(str::to_owned)
+            .collect())
     }
 
     /// Puts `image` (PM, then the block device if there is one) into the guest's files.

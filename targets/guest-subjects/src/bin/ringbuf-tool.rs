@@ -380,11 +380,12 @@ fn entry_json(item: &Result<persim_ringbuf::RecoveredEntry<'_>, CorruptEntry>) -
         }
         // The kind of damage, not the checksums: every torn body would be a state of its own.
         Err(e) => {
-            let (id, error) = match e {
-                CorruptEntry::BodyChecksum { id, .. } => (id, "body checksum mismatch"),
-                CorruptEntry::LengthOutOfChunk { id, .. } => (id, "length runs past the chunk"),
+            let error = match e {
+                CorruptEntry::BodyChecksum { .. } => "body checksum mismatch",
+                CorruptEntry::LengthOutOfChunk { .. } => "length runs past the chunk",
+                CorruptEntry::DamagedHeader { .. } => "damaged header",
             };
-            json!({ "id": id, "error": error })
+            json!({ "id": e.id(), "error": error })
         }
     }
 }

@@ -60,9 +60,13 @@ fn recover<const ALIGN: usize>(log: &mut RingBuf<HeapRegion, Eadr, ALIGN>) -> Re
         .collect()
 }
 
+/// The ids recovered, damaged entries included (0: a damaged header).
 fn ids(recovered: &Recovered) -> Vec<u64> {
     recovered
         .iter()
-        .map(|item| item.as_ref().map_or_else(|e| e.id(), |(id, _)| *id))
+        .map(|item| {
+            item.as_ref()
+                .map_or_else(|e| e.id().unwrap_or(0), |(id, _)| *id)
+        })
         .collect()
 }

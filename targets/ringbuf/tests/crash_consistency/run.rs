@@ -102,11 +102,11 @@ pub fn record<const ALIGN: usize>(style: TraceStyle, shape: Shape, steps: &[Step
     run
 }
 
-/// The ids the live log holds (damaged entries included).
+/// The ids the live log holds (damaged entries whose id can be read included).
 fn live_ids<R: Region, A: PmAccess, const ALIGN: usize>(
     log: &mut RingBuf<R, A, ALIGN>,
 ) -> BTreeSet<u64> {
     log.recover()
-        .map(|entry| entry.map_or_else(|e| e.id(), |e| e.id))
+        .filter_map(|entry| entry.map_or_else(|e| e.id(), |e| Some(e.id)))
         .collect()
 }

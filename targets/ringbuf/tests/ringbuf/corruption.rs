@@ -81,6 +81,54 @@ fn recovery_stops_at_a_torn_header() {
 }
 
 #[test]
+fn a_torn_header_with_its_length_is_a_tail_only_before_a_zero_slot() {
+    // Entry 3's id word lost, its length and checksum words written: what a crash can
+    // leave of the chunk's last append, as long as the slot after it is zero.
+    let torn_id = |region: &mut HeapRegion, at: usize| region.as_mut_slice()[at..at + 8].fill(0);
+    let mut region = written_region();
+    torn_id(&mut region, SUPERBLOCK_SPACE + 384);
+    let after = SUPERBLOCK_SPACE + 576;
+    region.as_mut_slice()[after..CHUNK + SUPERBLOCK_SPACE].fill(0);
+    assert_eq!(ids(&mut reopen(region)), [Ok(1), Ok(2), Ok(5)]);
+    // With entry 4 after it, no crash left it: the header was damaged.
+    let mut region = written_region();
+    torn_id(&mut region, SUPERBLOCK_SPACE + 384);
+    let mut log = reopen(region);
+    assert_eq!(
+        ids(&mut log),
+        [
+            Ok(1),
+            Ok(2),
+            Err(CorruptEntry::DamagedHeader {
+                chunk: 0,
+                offset: 384
+            }),
+            Ok(5)
+        ]
+    );
+}
+
+#[test]
+fn a_damaged_first_header_is_reported_and_its_chunk_kept() {
+    let mut region = written_region();
+    region.as_mut_slice()[SUPERBLOCK_SPACE + CHUNK + 3] ^= 0x10;
+    let mut log = reopen(region);
+    let damaged = CorruptEntry::DamagedHeader {
+        chunk: 1,
+        offset: 0,
+    };
+    // Its id unknown, it comes first.
+    let items = ids(&mut log);
+    assert_eq!(items[0], Err(damaged.clone()));
+    assert_eq!(items[1..], [Ok(1), Ok(2), Ok(3), Ok(4)]);
+    assert!(damaged.to_string().contains("damaged"), "{damaged}");
+    // Appends go to a free chunk, not over the damaged one.
+    assert_eq!(log.append(b"new"), Ok(5));
+    assert_eq!(ids(&mut log)[..2], [Err(damaged), Ok(1)]);
+    assert_eq!(ids(&mut log).last(), Some(&Ok(5)));
+}
+
+#[test]
 fn a_header_whose_body_overruns_the_chunk_is_reported() {
     // Re-encode entry 1's header with a body length past the end of the chunk. The header
     // layout is private, so take a valid header of that length from another log.
