@@ -24,7 +24,7 @@ const TRACED_RUN: &str = include_str!("traced-run.sh");
 
 /// What a tracing VM's recordings hold besides PM stores, and how they run: the choices of
 /// one guest's recordings, which the [`Machine`] leaves open.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RecordOptions {
     /// Record loads too.
     pub reads: bool,
@@ -36,6 +36,9 @@ pub struct RecordOptions {
     /// The plugin counts instead of tracing (`count=on`): each recording's output file
     /// holds `persim_abi::Counts` text, not a trace (docs/efficiency.md).
     pub count: bool,
+    /// Functions whose calls are recorded (`pmdk` for the built-in set; docs/tracer.md,
+    /// "Library calls"), found in the configuration's `tools` and their libraries.
+    pub trace_calls: Vec<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -120,6 +123,11 @@ impl TracingVm {
         } else {
             None
         };
+        let calls = crate::calls::write_table(
+            &options.trace_calls,
+            &machine.config.tools,
+            &pm.path().with_extension("calls"),
+        )?;
         let spec = QemuSpec {
             plugin: Some(Plugin {
                 library: machine.artifacts.plugin.clone(),
@@ -134,6 +142,7 @@ impl TracingVm {
                     blk_initial: blk
                         .as_ref()
                         .map(|(file, link)| (file.path().to_owned(), link.clone())),
+                    calls,
                     ..PluginArgs::new(PM_BASE, machine.config.pm_size(), links.0.clone())
                 },
             }),
