@@ -27,7 +27,7 @@ struct root {
 	struct record rec;
 };
 
-static void tx_update(PMEMobjpool *pop, struct root *r, int log_count)
+void tx_update(PMEMobjpool *pop, struct root *r, int log_count)
 {
 	TX_BEGIN(pop) {
 		pmemobj_tx_add_range_direct(&r->total, sizeof(r->total));
@@ -38,17 +38,17 @@ static void tx_update(PMEMobjpool *pop, struct root *r, int log_count)
 	} TX_END
 }
 
-__attribute__((noinline)) static void tx_update_unlogged(PMEMobjpool *pop, struct root *r)
+__attribute__((noinline)) void tx_update_unlogged(PMEMobjpool *pop, struct root *r)
 {
 	tx_update(pop, r, 0);
 }
 
-__attribute__((noinline)) static void tx_update_logged(PMEMobjpool *pop, struct root *r)
+__attribute__((noinline)) void tx_update_logged(PMEMobjpool *pop, struct root *r)
 {
 	tx_update(pop, r, 1);
 }
 
-__attribute__((noinline)) static void persist_stack(PMEMobjpool *pop, struct root *r, int right)
+__attribute__((noinline)) void persist_stack(PMEMobjpool *pop, struct root *r, int right)
 {
 	uint64_t total = r->total + 1;
 	r->total = total;
@@ -56,7 +56,7 @@ __attribute__((noinline)) static void persist_stack(PMEMobjpool *pop, struct roo
 	pmemobj_persist(pop, right ? (void *)&r->total : (void *)&total, sizeof(total));
 }
 
-__attribute__((noinline)) static void persist_short(PMEMobjpool *pop, struct root *r, size_t len)
+__attribute__((noinline)) void persist_short(PMEMobjpool *pop, struct root *r, size_t len)
 {
 	r->rec.id = 7;
 	r->rec.len = 5;

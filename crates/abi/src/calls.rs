@@ -148,7 +148,12 @@ mod tests {
             },
         ];
         assert_eq!(parse_table(&write_table(&table)), Ok(table));
-        for bad in ["f 0x1000 2 - c3", "f 0x10 7 - c3", "f 0x10 2 x c3", "f 0x10 2 - c"] {
+        for bad in [
+            "f 0x1000 2 - c3",
+            "f 0x10 7 - c3",
+            "f 0x10 2 x c3",
+            "f 0x10 2 - c",
+        ] {
             assert!(parse_table(bad).is_err(), "{bad}");
         }
     }

@@ -34,11 +34,7 @@ impl CallTable {
     /// The traced function that starts at user address `pc`, if any: one at the same
     /// offset in its page whose first bytes are the code there (`read` fills a buffer
     /// with the bytes at `pc`).
-    pub fn function_at(
-        &self,
-        pc: u64,
-        mut read: impl FnMut(&mut [u8]) -> bool,
-    ) -> Option<usize> {
+    pub fn function_at(&self, pc: u64, mut read: impl FnMut(&mut [u8]) -> bool) -> Option<usize> {
         let candidates = self.by_offset.get(&((pc % PAGE) as u16))?;
         let mut code = [0u8; persim_abi::calls::CODE_BYTES];
         candidates.iter().copied().find(|&i| {
@@ -124,7 +120,10 @@ mod tests {
         ]);
         let (cr3, other) = (0x1000, 0x2000);
         // before any pool is known the offset stays as it is
-        assert_eq!(table.arguments(1, cr3, [7, 0x400, 8, 16, 0, 0]), [7, 0x400, 8, 16]);
+        assert_eq!(
+            table.arguments(1, cr3, [7, 0x400, 8, 16, 0, 0]),
+            [7, 0x400, 8, 16]
+        );
         table.arguments(0, cr3, [0x7f00_0000_0000, 0, 0, 0, 0, 0]);
         assert_eq!(
             table.arguments(1, cr3, [7, 0x400, 8, 16, 0, 0]),

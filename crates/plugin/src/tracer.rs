@@ -627,7 +627,11 @@ mod tests {
             ops(&dir)[1],
             Op::Call {
                 name: "pmem_persist".into(),
-                args: vec![Arg::Pm(0x1010), Arg::Value(0x7ffc_0000_0008), Arg::Value(40)]
+                args: vec![
+                    Arg::Pm(0x1010),
+                    Arg::Value(0x7ffc_0000_0008),
+                    Arg::Value(40)
+                ]
             }
         );
     }

@@ -163,7 +163,9 @@ impl Entry {
             Op::Call { name, args } => {
                 if name.is_empty()
                     || name.len() > MAX_CALL_NAME_LEN
-                    || !name.bytes().all(|b| b.is_ascii_graphic() && b != b'#' && b != b'@')
+                    || !name
+                        .bytes()
+                        .all(|b| b.is_ascii_graphic() && b != b'#' && b != b'@')
                 {
                     Err(format!(
                         "a called function's name is 1..={MAX_CALL_NAME_LEN} printable ASCII \

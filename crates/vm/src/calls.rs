@@ -84,8 +84,11 @@ pub(crate) fn write_table(
         return Ok(None);
     }
     let table = resolve(names, &crate::initramfs::tool_files(tools)?)?;
-    persim_trace::atomic_file::write_atomically(at, persim_abi::calls::write_table(&table).as_bytes())
-        .map_err(|e| VmError::io(format!("writing {}", at.display()), e))?;
+    persim_trace::atomic_file::write_atomically(
+        at,
+        persim_abi::calls::write_table(&table).as_bytes(),
+    )
+    .map_err(|e| VmError::io(format!("writing {}", at.display()), e))?;
     Ok(Some(at.to_owned()))
 }
 

@@ -227,7 +227,9 @@ impl BinaryReader {
             .map_err(|_| "a call's name is not UTF-8".to_owned())?;
         let count = self.stream.uvarint()?;
         if count > MAX_CALL_ARGS as u64 {
-            return Err(format!("a call has at most {MAX_CALL_ARGS} arguments, not {count}"));
+            return Err(format!(
+                "a call has at most {MAX_CALL_ARGS} arguments, not {count}"
+            ));
         }
         let args = (0..count)
             .map(|_| {
