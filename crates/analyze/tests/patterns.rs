@@ -184,7 +184,6 @@ fn pmdk_rules_find_the_missing_call_and_nothing_in_the_fixed_programs() {
              write 0x1010 0a00000000000000 @ pc=0x401010\n\
              call pmemobj_tx_commit @ pc=0x7f0100 stack=0x401020\n\
              call pmemobj_tx_end @ pc=0x7f0200 stack=0x401030\n\
-             write 0x1010 0b00000000000000 @ pc=0x401040\n\
              flush clwb 0x1010\nfence sfence\nhypercall success\n"
         )
     };
