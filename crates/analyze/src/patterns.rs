@@ -288,7 +288,7 @@ impl<'a> Scan<'a> {
                 let (tid, index) = (self.tid, self.index);
                 let out = &mut self.breaches;
                 self.pmdk
-                    .call(tid, index, name, args, &entry.meta, by_application, out);
+                    .call((tid, index), name, args, &entry.meta, by_application, out);
             }
             _ => {}
         }

@@ -142,10 +142,10 @@ fn added_range(name: &str, args: &[Arg]) -> Option<(u64, u64)> {
 }
 
 impl PmdkRules {
+    /// A call of `name` by thread `tid` at entry `index`.
     pub fn call(
         &mut self,
-        tid: u32,
-        index: u64,
+        (tid, index): (u32, u64),
         name: &str,
         args: &[Arg],
         meta: &Meta,
