@@ -224,7 +224,8 @@ usage() {
 
 # The worked example of testing your own program (suites/README.md): a libpmem program;
 # a libpmemobj transaction program, the subject of `--strategy reads` (docs/results.md);
-# a libpmem program that declares run-time data with include/persim.h.
+# a libpmem program that declares run-time data with include/persim.h; small libpmemobj
+# programs with and without the bugs `persim analyze`'s PMDK rules find.
 build_examples() {
     local root
     root="$(dirname "$0")/.."
@@ -233,6 +234,8 @@ build_examples() {
         "$root/examples/own-program/transfer.c" -lpmem
     cc -O2 -Wall -Werror -o "$root/target/examples/accounts-tx" \
         "$root/examples/pmdk-tx/accounts-tx.c" -lpmemobj
+    cc -O2 -Wall -Werror -o "$root/target/examples/pmdk-rules" \
+        "$root/examples/pmdk-rules/rules.c" -lpmemobj
     cc -O2 -Wall -Werror -I "$root/include" -o "$root/target/examples/tally" \
         "$root/examples/runtime-data/tally.c" -lpmem
     # PMDK's own examples, shipped and with PmemSanitizer's bugs re-created

@@ -3,12 +3,14 @@
 //!
 //! - [`hypercall`]: how the guest's `hypercall` tool signals the plugin (guest ↔ plugin);
 //! - [`PluginArgs`]: the plugin's `-plugin` arguments (host ↔ plugin);
+//! - [`calls`]: the functions whose calls the plugin records (host ↔ plugin);
 //! - [`Counts`]: what the plugin's counting mode counts, and its file (plugin → host);
 //! - [`machine`]: the guest-physical PM base and the kernel command line the plugin's
 //!   address arithmetic relies on (host ↔ plugin);
 //! - [`RECOVERY_EPOCH`]: the clock every recovery runs on, and how a state tells the
 //!   timestamps recovery wrote (extraction guest ↔ host).
 
+pub mod calls;
 mod counts;
 pub mod hypercall;
 pub mod machine;

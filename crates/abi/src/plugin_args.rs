@@ -36,6 +36,8 @@ pub struct PluginArgs {
     pub blk_size: u64,
     /// The host file behind the NVMe namespace and where to copy it at `hypercall start`.
     pub blk_initial: Option<(PathBuf, PathBuf)>,
+    /// The table of functions whose calls are recorded (`crate::calls`), if any.
+    pub calls: Option<PathBuf>,
 }
 
 /// How the plugin finds the stack trace it records with each entry (docs/tracer.md).
@@ -90,6 +92,7 @@ impl PluginArgs {
             repeat: false,
             blk_size: 0,
             blk_initial: None,
+            calls: None,
         }
     }
 
@@ -119,6 +122,9 @@ impl PluginArgs {
             args.push(format!("blk_file={}", blk_file.display()));
             args.push(format!("blk_initial={}", initial.display()));
         }
+        if let Some(calls) = &self.calls {
+            args.push(format!("calls={}", calls.display()));
+        }
         args
     }
 
@@ -128,6 +134,7 @@ impl PluginArgs {
         let mut stacks = Stacks::Off;
         let (mut pm_file, mut initial) = (None, None);
         let (mut blk_size, mut blk_file, mut blk_initial) = (0, None, None);
+        let mut calls = None;
         for arg in raw {
             let (key, value) = arg
                 .split_once('=')
@@ -142,6 +149,7 @@ impl PluginArgs {
                 "blk_size" => blk_size = parse_u64(key, value)?,
                 "blk_file" => blk_file = Some(PathBuf::from(value)),
                 "blk_initial" => blk_initial = Some(PathBuf::from(value)),
+                "calls" => calls = Some(PathBuf::from(value)),
                 "stacks" => {
                     stacks = Stacks::from_name(value).ok_or_else(|| {
                         format!(
@@ -182,6 +190,7 @@ impl PluginArgs {
                 (None, None) => None,
                 _ => return Err("`blk_file` and `blk_initial` go together, with `blk_size`".into()),
             },
+            calls,
         })
     }
 }
@@ -223,6 +232,7 @@ mod tests {
             repeat: true,
             blk_size: 1 << 20,
             blk_initial: Some(("/c/blk.img".into(), "/t/x.blk-initial".into())),
+            calls: Some("/t/calls".into()),
             ..plain.clone()
         };
         assert_eq!(round_trip(&full), full);
@@ -249,6 +259,7 @@ mod tests {
                 "blk_size=0x100000",
                 "blk_file=/c/blk.img",
                 "blk_initial=/t/x.blk-initial",
+                "calls=/t/calls",
             ]
         );
     }

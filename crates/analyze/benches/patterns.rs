@@ -19,7 +19,7 @@ fn bench(c: &mut Criterion) {
     for cache in [CacheMode::Volatile, CacheMode::Persistent] {
         group.bench_function(format!("{cache}"), |b| {
             b.iter(|| {
-                let found = find_patterns(entries.iter().map(Ok::<_, TraceError>), cache);
+                let found = find_patterns(entries.iter().map(Ok::<_, TraceError>), cache, None);
                 black_box(found.unwrap().entries)
             })
         });

@@ -5,6 +5,7 @@
 //! earlier cached data); with persistent caches every store needs only a fence.
 
 use crate::line_table::LineTable;
+use crate::pmdk_rules::{call_site, Breach, Owners, PmdkRules};
 use persim_model::{unknown_name, CacheMode, Named, UnknownName};
 use persim_trace::{Entry, Hypercall, Meta, Op, Symbols, TraceError};
 use rustc_hash::FxHashMap;
@@ -54,16 +55,26 @@ pub enum Kind {
     UnorderedFlushes,
     /// A flush of a line no store in the trace wrote.
     FlushUnwritten,
+    /// An application store in a libpmemobj transaction to bytes the transaction never
+    /// added (PMDK's rule 2; needs `--trace-calls pmdk`).
+    TxUnloggedStore,
+    /// A `pmem_persist`/`pmemobj_persist` (or flush, msync) of an address outside PM.
+    FlushNotPm,
+    /// Bytes the application stored in a line that a persist call covered only in part.
+    PersistShort,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 6] = [
+    pub const ALL: [Kind; 9] = [
         Kind::RedundantFlush,
         Kind::RedundantFence,
         Kind::MissingPersist,
         Kind::OverwriteUnpersisted,
         Kind::UnorderedFlushes,
         Kind::FlushUnwritten,
+        Kind::TxUnloggedStore,
+        Kind::FlushNotPm,
+        Kind::PersistShort,
     ];
 
     pub fn name(self) -> &'static str {
@@ -163,11 +174,14 @@ impl Patterns {
 }
 
 /// Scans a trace once: entries as a [`persim_trace::Reader`] gives them, or borrowed.
+/// `symbols` (the trace's) tell the application's stores from PMDK's own for PMDK's
+/// rules; without them every user-space store is the application's.
 pub fn find_patterns<E: Borrow<Entry>>(
     entries: impl IntoIterator<Item = Result<E, TraceError>>,
     cache: CacheMode,
+    symbols: Option<&Symbols>,
 ) -> Result<Patterns, TraceError> {
-    let mut scan = Scan::new(cache);
+    let mut scan = Scan::new(cache, symbols);
     for entry in entries {
         scan.step(entry?.borrow());
     }
@@ -204,8 +218,14 @@ struct SiteAcc {
     examples: Vec<Finding>,
 }
 
-struct Scan {
+struct Scan<'a> {
     cache: CacheMode,
+    /// PMDK's rules, on the calls the trace records, and whose stores are whose.
+    pmdk: PmdkRules,
+    owners: Owners<'a>,
+    /// The thread of the current entry (0 before any thread switch).
+    tid: u32,
+    breaches: Vec<Breach>,
     /// By line number (address / 64).
     lines: LineTable<LineState>,
     /// Lines with something a fence makes durable.
@@ -224,10 +244,14 @@ struct Scan {
     counts: [u64; Kind::ALL.len()],
 }
 
-impl Scan {
-    fn new(cache: CacheMode) -> Scan {
+impl<'a> Scan<'a> {
+    fn new(cache: CacheMode, symbols: Option<&'a Symbols>) -> Scan<'a> {
         Scan {
             cache,
+            pmdk: PmdkRules::default(),
+            owners: Owners::new(symbols),
+            tid: 0,
+            breaches: Vec::new(),
             lines: LineTable::new(),
             awaiting: Vec::new(),
             undurable: Vec::new(),
@@ -241,15 +265,44 @@ impl Scan {
     }
 
     fn step(&mut self, entry: &Entry) {
+        if let Some(task) = &entry.meta.task {
+            self.tid = task.tid;
+        }
         match &entry.op {
-            Op::Write { addr, data, nt } => self.store(*addr, data.len() as u64, *nt, &entry.meta),
+            Op::Write { addr, data, nt } => {
+                self.store(*addr, data.len() as u64, *nt, &entry.meta);
+                if self.owners.is_application(&entry.meta) {
+                    let len = data.len() as u64;
+                    let (tid, index) = (self.tid, self.index);
+                    let out = &mut self.breaches;
+                    self.pmdk.store(tid, index, *addr, len, &entry.meta, out);
+                }
+            }
             Op::Flush { addr, .. } => self.flush(*addr, &entry.meta),
             Op::Fence(_) => self.fence(&entry.meta),
             Op::Hypercall(Hypercall::Checkpoint(n)) => self.barrier(&format!("checkpoint {n}")),
             Op::Hypercall(Hypercall::Success) => self.barrier("success"),
+            Op::Call { name, args } => {
+                let caller = call_site(&entry.meta);
+                let by_application = self.owners.is_application(&caller);
+                let (tid, index) = (self.tid, self.index);
+                let out = &mut self.breaches;
+                self.pmdk
+                    .call((tid, index), name, args, &entry.meta, by_application, out);
+            }
             _ => {}
         }
+        self.report_breaches();
         self.index += 1;
+    }
+
+    fn report_breaches(&mut self) {
+        if self.breaches.is_empty() {
+            return;
+        }
+        for b in std::mem::take(&mut self.breaches) {
+            self.report(b.kind, b.addr, &b.meta, || b.detail);
+        }
     }
 
     fn store(&mut self, addr: u64, len: u64, nt: bool, meta: &Meta) {
@@ -356,6 +409,8 @@ impl Scan {
     /// Every line with bytes that are not durable at `what` (reported once until stored
     /// to again).
     fn barrier(&mut self, what: &str) {
+        self.pmdk.barrier(&mut self.breaches);
+        self.report_breaches();
         let mut missing: Vec<(u64, u64, (u64, u64, Meta))> = Vec::new();
         let lines = &mut self.lines;
         self.undurable.retain(|line| {
@@ -436,7 +491,7 @@ impl Scan {
 }
 
 /// The bytes `offset..offset + len` of a line as a bit mask.
-fn byte_mask(offset: u64, len: u64) -> u64 {
+pub(crate) fn byte_mask(offset: u64, len: u64) -> u64 {
     if len >= LINE {
         u64::MAX
     } else {
@@ -445,7 +500,7 @@ fn byte_mask(offset: u64, len: u64) -> u64 {
 }
 
 /// The set bits of a line mask as byte ranges: `0x0..0x8, 0x10..0x18`.
-fn ranges(mask: u64) -> String {
+pub(crate) fn ranges(mask: u64) -> String {
     let mut out = Vec::new();
     let mut bit = 0;
     while bit < LINE {

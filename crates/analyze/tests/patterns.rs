@@ -8,14 +8,14 @@ use std::path::Path;
 
 fn scan(text: &str, cache: CacheMode) -> Patterns {
     let reader = Reader::new(std::io::Cursor::new(text.as_bytes().to_vec())).unwrap();
-    find_patterns(reader, cache).unwrap()
+    find_patterns(reader, cache, None).unwrap()
 }
 
 fn example(name: &str) -> Patterns {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../examples")
         .join(name);
-    find_patterns(Reader::open(&path).unwrap(), CacheMode::Volatile).unwrap()
+    find_patterns(Reader::open(&path).unwrap(), CacheMode::Volatile, None).unwrap()
 }
 
 /// The only finding of a trace, which must have exactly one.
@@ -171,4 +171,80 @@ fn counts_group_by_call_site_and_json_names_kinds() {
     assert!(p
         .to_text(Some(&symbols))
         .contains("redundant-fence at pc=0x1 (journal_commit+0x0): 2"));
+}
+
+/// PMDK's rules on hand-made traces with call entries (no symbols: every user-space store
+/// is the application's). Each buggy trace has its one finding; the fixed one none.
+#[test]
+fn pmdk_rules_find_the_missing_call_and_nothing_in_the_fixed_programs() {
+    let tx = |add: &str| {
+        format!(
+            "call pmemobj_tx_begin pm:0x1000 0x7ffc0000 @ pc=0x7f0000 stack=0x401000\n\
+             {add}\
+             write 0x1010 0a00000000000000 @ pc=0x401010\n\
+             call pmemobj_tx_commit @ pc=0x7f0100 stack=0x401020\n\
+             call pmemobj_tx_end @ pc=0x7f0200 stack=0x401030\n\
+             flush clwb 0x1010\nfence sfence\nhypercall success\n"
+        )
+    };
+    let unlogged = scan(&tx(""), CacheMode::Volatile);
+    let f = only(&unlogged);
+    assert_eq!(
+        (f.kind, f.index, f.pc),
+        (Kind::TxUnloggedStore, 1, Some(0x401010))
+    );
+    assert!(
+        f.detail
+            .starts_with("add pmemobj_tx_add_range for 8 bytes at pool+0x10 before this store"),
+        "{}",
+        f.detail
+    );
+    // added directly, or through its PMEMoid (object at 0x1000, field at +0x10)
+    for add in [
+        "call pmemobj_tx_add_range_direct pm:0x1010 0x8 @ pc=0x7f0300 stack=0x401008\n",
+        "call pmemobj_tx_add_range 0x55 pm:0x1000 0x10 0x8 @ pc=0x7f0400 stack=0x401008\n",
+    ] {
+        let logged = scan(&tx(add), CacheMode::Volatile);
+        assert_eq!(logged.examples().count(), 0, "{}", logged.to_text(None));
+    }
+    // a store of the library itself (a kernel pc here) is never judged
+    let library = tx("").replace("@ pc=0x401010", "@ pc=0xffffffff81000000");
+    assert_eq!(
+        scan(&library, CacheMode::Volatile).count(Kind::TxUnloggedStore),
+        0
+    );
+
+    let persist = |addr: &str, len: u64| {
+        format!(
+            "write 0x2000 0700000000000000 @ pc=0x402000\n\
+             write 0x2008 0500000000000000 @ pc=0x402008\n\
+             write 0x2010 73657665 @ pc=0x402010\n\
+             call pmemobj_persist pm:0x1000 {addr} {len:#x} @ pc=0x7f0500 stack=0x402020\n\
+             flush clwb 0x2000\nfence sfence\nhypercall success\n"
+        )
+    };
+    let stack = scan(&persist("0x7ffc0010", 20), CacheMode::Volatile);
+    let f = stack
+        .examples()
+        .find(|f| f.kind == Kind::FlushNotPm)
+        .expect("flush-not-pm");
+    assert_eq!((f.index, f.pc), (3, Some(0x402020)), "at the call site");
+    assert!(
+        f.detail.contains("0x7ffc0010, which is not PM"),
+        "{}",
+        f.detail
+    );
+    let short = scan(&persist("pm:0x2000", 16), CacheMode::Volatile);
+    let f = only(&short);
+    assert_eq!(
+        (f.kind, f.index, f.pc),
+        (Kind::PersistShort, 6, Some(0x402010))
+    );
+    assert!(
+        f.detail.starts_with("bytes 0x10..0x14 of line 0x2000"),
+        "{}",
+        f.detail
+    );
+    let whole = scan(&persist("pm:0x2000", 20), CacheMode::Volatile);
+    assert_eq!(whole.examples().count(), 0, "{}", whole.to_text(None));
 }

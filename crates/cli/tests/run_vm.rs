@@ -1112,3 +1112,65 @@ fn profile_by_process_gives_each_of_two_concurrent_writers_its_bytes() {
         assert!(text.contains(name), "no {name} in the printed trace");
     }
 }
+
+/// PMDK's rules (docs/analysis.md) on a real libpmemobj program traced with
+/// `--trace-calls pmdk`: each bug of the `buggy` mode is flagged by its rule at its
+/// function, and the `correct` mode, the same functions done right, has no finding of
+/// them (the library's own stores are not judged).
+#[test]
+fn pmdk_rules_flag_each_bug_at_its_function_and_nothing_in_the_correct_program() {
+    if !vm_ready("pmdk_rules_flag_each_bug_at_its_function_and_nothing_in_the_correct_program") {
+        return;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let config = root.join("examples/pmdk-rules/vm.toml");
+    let dir = tempfile::tempdir().unwrap();
+    let analyze = |mode: &str| {
+        let trace = dir.path().join(format!("{mode}.ptrace"));
+        let traced = persim(&[
+            "trace",
+            "--vm",
+            config.to_str().unwrap(),
+            "--setup",
+            "pmdk-rules /mnt/pool init && sync",
+            "--cmd",
+            &format!("pmdk-rules /mnt/pool {mode}"),
+            "--stack-traces",
+            "--trace-calls",
+            "pmdk",
+            "-o",
+            trace.to_str().unwrap(),
+        ]);
+        assert_eq!(
+            traced.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&traced.stderr)
+        );
+        let fail_on = "tx-unlogged-store,flush-not-pm,persist-short";
+        let out = persim(&["analyze", trace.to_str().unwrap(), "--fail-on", fail_on]);
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, text) = analyze("buggy");
+    assert_eq!(code, Some(1), "{text}");
+    for (kind, function) in [
+        ("tx-unlogged-store", "tx_update"),
+        ("flush-not-pm", "persist_stack+"),
+        ("persist-short", "persist_short+"),
+    ] {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(&format!("{kind} at pc=")) && l.contains(function)),
+            "no {kind} at {function}:\n{text}"
+        );
+    }
+    assert!(
+        text.contains("add pmemobj_tx_add_range for 8 bytes at pool+"),
+        "{text}"
+    );
+    let (code, text) = analyze("correct");
+    assert_eq!(code, Some(0), "{text}");
+}

@@ -246,7 +246,7 @@ impl Replay {
                 self.check_pm(*addr, *len)?;
                 self.runtime.add(*addr, *len);
             }
-            Op::Read { .. } | Op::BlkRead { .. } | Op::Hypercall(_) => {}
+            Op::Read { .. } | Op::BlkRead { .. } | Op::Hypercall(_) | Op::Call { .. } => {}
         }
         self.index += 1;
         Ok(())

@@ -8,6 +8,7 @@
 // Parts used only by the QEMU glue look unused in the unit-test build.
 #![cfg_attr(test, allow(dead_code))]
 
+mod calls;
 mod counter;
 mod decode;
 mod hypercall;

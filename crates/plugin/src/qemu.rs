@@ -1,6 +1,7 @@
 //! The plugin's interface to QEMU: installation, translation-time instrumentation and
 //! the execution-time callbacks that feed the [`Tracer`].
 
+use crate::calls::{self, CallTable};
 use crate::counter::{Counter, CounterNext};
 use crate::decode::{classify, Class, MemOperand, Segment};
 use crate::hypercall::{self, Call};
@@ -59,6 +60,9 @@ struct State {
     /// With an NVMe namespace (`blk_size`): its commands, from the driver's register
     /// stores, and the guest memory they name.
     nvme: Option<(NvmeDecoder, GuestMemory)>,
+    /// With `calls=PATH`: the functions whose calls are recorded, and the guest memory
+    /// their code and page tables are read through.
+    calls: Option<(CallTable, GuestMemory)>,
 }
 
 /// The name of the NVMe controller's register region in QEMU's memory map.
@@ -407,8 +411,23 @@ impl Register for PersimPlugin {
             let _ = INSTRUCTIONS.set(Scoreboard::new());
             Counter::new(&args)
         });
+        let calls = match &args.calls {
+            Some(path) => {
+                let table = std::fs::read_to_string(path)
+                    .map_err(|e| format!("{}: {e}", path.display()))
+                    .and_then(|text| persim_abi::calls::parse_table(&text))
+                    .map_err(|e| {
+                        qemu_plugin::Error::IoError(std::io::Error::other(format!(
+                            "persim-plugin: calls: {e}"
+                        )))
+                    })?;
+                Some((CallTable::new(table), GuestMemory::new()))
+            }
+            None => None,
+        };
         let state = State {
             id,
+            calls,
             counter,
             tracer: Tracer::new(args),
             registers: Registers::default(),
@@ -532,6 +551,14 @@ extern "C" fn on_translate(_id: PluginId, tb: *mut qemu_plugin_tb) {
         }
         if !tracing {
             continue;
+        }
+        if !is_kernel(pc) {
+            if let Some(function) = traced_function(pc) {
+                insn.register_execute_callback_flags(
+                    move |_| on_call(pc, function),
+                    CallbackFlags::QEMU_PLUGIN_CB_R_REGS,
+                );
+            }
         }
         match class {
             Class::Flush(kind, operand) => insn.register_execute_callback_flags(
@@ -796,6 +823,42 @@ fn on_flush(pc: u64, len: u64, kind: FlushKind, operand: MemOperand) {
     let regs = &s.registers;
     let vaddr = operand.address(pc, len, |n| regs.gpr(n), |seg| regs.segment_base(seg));
     s.tracer.flush(pc, kind, vaddr);
+}
+
+/// The traced function that starts at user address `pc` (at translation time).
+fn traced_function(pc: u64) -> Option<usize> {
+    let mut s = state();
+    let (table, memory) = s.calls.as_mut()?;
+    table.function_at(pc, |buf| memory.read_vaddr(pc, buf))
+}
+
+/// The first instruction of a traced function: a call entry with its arguments, those
+/// that point into PM translated through the process's page tables.
+fn on_call(pc: u64, function: usize) {
+    const ARGUMENT_REGISTERS: [u8; 6] = [7, 6, 2, 1, 8, 9];
+    let mut s = state();
+    let State {
+        tracer,
+        calls,
+        registers,
+        ..
+    } = &mut *s;
+    let Some((table, memory)) = calls else {
+        return;
+    };
+    let cr3 = registers.cr3.as_ref().map_or(0, read_u64);
+    let values = table.arguments(function, cr3, ARGUMENT_REGISTERS.map(|r| registers.gpr(r)));
+    let args = values
+        .into_iter()
+        .map(|v| {
+            let paddr = calls::may_be_address(v)
+                .then(|| physical::translate(memory, cr3, v))
+                .flatten()
+                .map(|(paddr, _)| paddr);
+            tracer.arg(v, paddr)
+        })
+        .collect();
+    tracer.call(pc, table.name(function), args);
 }
 
 fn on_cpuid(pc: u64) {

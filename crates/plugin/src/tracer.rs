@@ -4,7 +4,7 @@
 use persim_abi::machine::{DIRECT_MAP_BASE, DIRECT_MAP_SIZE};
 use persim_abi::{PluginArgs, Stacks};
 use persim_trace::{
-    BackgroundWriter, Entry, FenceKind, FlushKind, Header, Hypercall, Meta, Op, Task,
+    Arg, BackgroundWriter, Entry, FenceKind, FlushKind, Header, Hypercall, Meta, Op, Task,
 };
 use std::collections::HashMap;
 
@@ -274,6 +274,20 @@ impl Tracer {
             self.emit(Op::Fence(kind), pc);
             self.traced_since_fence = false;
             self.unordered = false;
+        }
+    }
+
+    /// A call of a traced function (`persim_abi::calls`), its arguments already translated.
+    pub fn call(&mut self, pc: u64, name: &str, args: Vec<Arg>) {
+        let name = name.to_owned();
+        self.emit(Op::Call { name, args }, pc);
+    }
+
+    /// Where a call's argument points: its PM offset if `paddr` (its translation) is in PM.
+    pub fn arg(&self, value: u64, paddr: Option<u64>) -> Arg {
+        match paddr.and_then(|p| self.pm_offset(p)) {
+            Some(offset) => Arg::Pm(offset),
+            None => Arg::Value(value),
         }
     }
 
@@ -595,6 +609,31 @@ mod tests {
             }
         );
         assert_eq!(got.len(), 5);
+    }
+
+    #[test]
+    fn a_call_records_pm_arguments_as_offsets_and_others_as_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = tracer(&dir);
+        t.hypercall(Hypercall::Start, 0).unwrap();
+        let args = vec![
+            t.arg(0x7f00_0000_1010, Some(BASE + 0x1010)),
+            t.arg(0x7ffc_0000_0008, Some(0x20_0008)),
+            t.arg(40, None),
+        ];
+        t.call(0x7f00_1234_5000, "pmem_persist", args);
+        t.hypercall(Hypercall::Success, 5).unwrap();
+        assert_eq!(
+            ops(&dir)[1],
+            Op::Call {
+                name: "pmem_persist".into(),
+                args: vec![
+                    Arg::Pm(0x1010),
+                    Arg::Value(0x7ffc_0000_0008),
+                    Arg::Value(40)
+                ]
+            }
+        );
     }
 
     #[test]

@@ -116,7 +116,7 @@ impl Guest for VmGuest {
         let idle = self.tracers.lock().unwrap_or_else(|e| e.into_inner()).pop();
         let mut tracer = match idle {
             Some(tracer) => tracer,
-            None => TracingVm::new(&self.machine, self.record)?,
+            None => TracingVm::new(&self.machine, self.record.clone())?,
         };
         let recording = tracer.record(setup, command, trace)?;
         self.tracers

@@ -65,6 +65,23 @@ pub enum Op {
         size: u64,
     },
     BlkFlush,
+    /// A call of a named function of the traced program or its shared libraries
+    /// (`--trace-calls`, docs/tracer.md "Library calls"), recorded at its first instruction
+    /// with its argument registers (rdi, rsi, rdx, rcx, r8, r9, as many as the function
+    /// takes).
+    Call {
+        name: String,
+        args: Vec<Arg>,
+    },
+}
+
+/// An argument of a recorded call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Arg {
+    /// The register's value (a size, a flag, or an address outside PM).
+    Value(u64),
+    /// An address inside PM, as a PM offset (the traced program's page tables translated it).
+    Pm(u64),
 }
 
 /// The guest thread that was running: its process (thread group) id, its thread id and
@@ -110,6 +127,10 @@ pub const MAX_BLK_WRITE_LEN: usize = 16 << 20;
 pub const MAX_STACK_DEPTH: usize = 256;
 /// Longest task name a trace may hold, in bytes (Linux's are at most 15).
 pub const MAX_COMM_LEN: usize = 64;
+/// Longest function name a call entry may hold, in bytes.
+pub const MAX_CALL_NAME_LEN: usize = 128;
+/// Most arguments a call entry holds: the six integer argument registers of x86-64.
+pub const MAX_CALL_ARGS: usize = 6;
 
 impl Entry {
     /// Checks the limits every encoding relies on; the error says which one is broken.
@@ -134,6 +155,26 @@ impl Entry {
                         "block write length {} is not a non-zero multiple of {BLOCK_SIZE} \
                          up to {MAX_BLK_WRITE_LEN}",
                         data.len()
+                    ))
+                } else {
+                    Ok(())
+                }
+            }
+            Op::Call { name, args } => {
+                if name.is_empty()
+                    || name.len() > MAX_CALL_NAME_LEN
+                    || !name
+                        .bytes()
+                        .all(|b| b.is_ascii_graphic() && b != b'#' && b != b'@')
+                {
+                    Err(format!(
+                        "a called function's name is 1..={MAX_CALL_NAME_LEN} printable ASCII \
+                         characters other than `#` and `@`, not {name:?}"
+                    ))
+                } else if args.len() > MAX_CALL_ARGS {
+                    Err(format!(
+                        "a call has at most {MAX_CALL_ARGS} arguments, not {}",
+                        args.len()
                     ))
                 } else {
                     Ok(())

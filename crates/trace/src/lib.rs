@@ -21,8 +21,9 @@ mod text;
 pub use background::BackgroundWriter;
 pub use binary::{write_binary_file, BinaryWriter};
 pub use entry::{
-    Entry, FenceKind, FlushKind, Header, Hypercall, Meta, Op, Task, BLOCK_SIZE, MAX_BLK_WRITE_LEN,
-    MAX_COMM_LEN, MAX_STACK_DEPTH, MAX_WRITE_LEN,
+    Arg, Entry, FenceKind, FlushKind, Header, Hypercall, Meta, Op, Task, BLOCK_SIZE,
+    MAX_BLK_WRITE_LEN, MAX_CALL_ARGS, MAX_CALL_NAME_LEN, MAX_COMM_LEN, MAX_STACK_DEPTH,
+    MAX_WRITE_LEN,
 };
 pub use error::{TraceError, TraceErrorKind};
 pub use read_ahead::ReadAhead;

@@ -61,6 +61,13 @@ pub enum VmError {
         exit_code: i32,
         output: String,
     },
+    /// A function named in `--trace-calls` is in none of the guest's programs and libraries.
+    #[error(
+        "function `{name}` (--trace-calls) is not in any program listed under `tools` in the \
+         VM configuration or in their shared libraries ({searched}): check its spelling, or \
+         add the program that has it to `tools`"
+    )]
+    UnknownFunction { name: String, searched: String },
     /// The guest answered something the serial protocol does not allow.
     #[error("serial console protocol error: {0}")]
     Protocol(String),

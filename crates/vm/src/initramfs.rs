@@ -41,6 +41,21 @@ pub fn host_files(spec: &InitramfsSpec) -> Result<BTreeMap<String, PathBuf>, VmE
     Ok(files)
 }
 
+/// The host files of the `tools` programs and of their shared libraries, each once: the
+/// ELF files whose functions the guest's programs run.
+pub(crate) fn tool_files(tools: &[String]) -> Result<Vec<PathBuf>, VmError> {
+    let mut files = Vec::new();
+    for tool in tools {
+        let (path, _) = locate_tool(tool)?;
+        for file in std::iter::once(path.clone()).chain(shared_libraries(&path)?) {
+            if !files.contains(&file) {
+                files.push(file);
+            }
+        }
+    }
+    Ok(files)
+}
+
 /// Returns the path of the cached initramfs for `spec`, building it if needed.
 pub fn build_cached(spec: &InitramfsSpec, cache_dir: &Path) -> Result<PathBuf, VmError> {
     let files = collect_files(spec)?;

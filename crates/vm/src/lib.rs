@@ -13,8 +13,9 @@
 //! Modules and what each uses of the others (no cycle; `error` is used by nearly all and
 //! left out). "Trace" names a file format (`persim-trace`) and a CLI command, so the
 //! module that makes traces is `record`:
-//! - `record` (the tracing VM): `boot`, `console`, `machine`, `qemu`, `scratch`, `shell`,
-//!   `symbols`
+//! - `record` (the tracing VM): `boot`, `calls`, `console`, `machine`, `qemu`, `scratch`,
+//!   `shell`, `symbols`
+//! - `calls` (the functions whose calls are traced): `initramfs`
 //! - `extract` (with `extract/worker`): `boot`, `console`, `machine`, `qemu`,
 //!   `scratch`, `shell`
 //! - `symbols` (a recording's function symbols): `boot`, `console`
@@ -29,6 +30,7 @@
 //!   `snapshot`: none
 
 mod boot;
+mod calls;
 mod config;
 mod console;
 mod cpio;

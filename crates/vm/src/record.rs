@@ -24,7 +24,7 @@ const TRACED_RUN: &str = include_str!("traced-run.sh");
 
 /// What a tracing VM's recordings hold besides PM stores, and how they run: the choices of
 /// one guest's recordings, which the [`Machine`] leaves open.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RecordOptions {
     /// Record loads too.
     pub reads: bool,
@@ -39,6 +39,9 @@ pub struct RecordOptions {
     /// Virtual CPUs of a counting guest (0 counts as 1). A tracing guest always has one:
     /// a trace is one vCPU's order of accesses.
     pub cpus: u32,
+    /// Functions whose calls are recorded (`pmdk` for the built-in set; docs/tracer.md,
+    /// "Library calls"), found in the configuration's `tools` and their libraries.
+    pub trace_calls: Vec<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -123,6 +126,11 @@ impl TracingVm {
         } else {
             None
         };
+        let calls = crate::calls::write_table(
+            &options.trace_calls,
+            &machine.config.tools,
+            &pm.path().with_extension("calls"),
+        )?;
         let spec = QemuSpec {
             plugin: Some(Plugin {
                 library: machine.artifacts.plugin.clone(),
@@ -137,6 +145,7 @@ impl TracingVm {
                     blk_initial: blk
                         .as_ref()
                         .map(|(file, link)| (file.path().to_owned(), link.clone())),
+                    calls,
                     ..PluginArgs::new(PM_BASE, machine.config.pm_size(), links.0.clone())
                 },
             }),

@@ -776,7 +776,7 @@ fn counting_mode_counts_instructions_and_the_bytes_written_to_pm_and_nvme() {
         };
         let summary = persim_vm::trace(
             &machine(config, artifacts.clone()),
-            options,
+            options.clone(),
             "",
             command,
             &out,

@@ -19,6 +19,13 @@ use std::path::PathBuf;
 ///   redundant-fence        a fence with no store or flush since the previous one
 ///   unordered-flushes      several lines flushed between two fences (a hint)
 ///
+/// PMDK's rules, on the library calls of a trace recorded with --trace-calls pmdk:
+///   tx-unlogged-store      a store in a transaction to bytes it never added
+///                          (pmemobj_tx_add_range is missing)
+///   flush-not-pm           pmem_persist/pmemobj_persist of an address outside PM
+///   persist-short          stored bytes of a line that a persist call covered only
+///                          in part (its size is too small)
+///
 /// Each finding names its trace entry (see `persim debug lines|at`), address and cache
 /// line, and the program counter behind it; findings are counted per call site.
 #[derive(Args, Debug)]
@@ -44,11 +51,12 @@ pub fn run(args: &AnalyzeArgs) -> Result<bool> {
         None => RunDir::recorded_cache(&args.trace)?,
     };
     let trace = RunDir::trace_of(&args.trace);
-    let patterns = find_patterns(Reader::open(&trace)?.read_ahead(), cache)?;
+    let symbols = Symbols::of_trace(&trace);
+    let patterns = find_patterns(Reader::open(&trace)?.read_ahead(), cache, symbols.as_ref())?;
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&patterns)?)?;
     } else {
-        out!("{}", patterns.to_text(Symbols::of_trace(&trace).as_ref()))?;
+        out!("{}", patterns.to_text(symbols.as_ref()))?;
     }
     Ok(args.fail_on.iter().any(|&kind| patterns.count(kind) > 0))
 }

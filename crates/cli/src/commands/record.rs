@@ -33,6 +33,9 @@ pub struct RecordArgs {
     #[arg(long, value_name = "HOW", num_args = 0..=1, default_missing_value = "shadow",
           value_parser = parse_stacks)]
     pub stack_traces: Option<Stacks>,
+    /// Record calls of these functions (`pmdk`: PMDK's); see --help.
+    #[arg(long, value_name = "NAME,...", value_delimiter = ',', long_help = super::TRACE_CALLS)]
+    pub trace_calls: Vec<String>,
     /// Record so that another run gives the same trace, byte for byte (see `persim run
     /// --reproducible`).
     #[arg(long)]
@@ -51,6 +54,7 @@ pub fn run(args: &RecordArgs) -> Result<()> {
         reads: args.reads,
         stack_traces: args.stack_traces.unwrap_or(Stacks::Off),
         reproducible: args.reproducible,
+        trace_calls: args.trace_calls.clone(),
         ..RecordOptions::default()
     };
     let summary = guest.record(&args.setup, command, out)?;

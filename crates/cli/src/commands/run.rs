@@ -27,6 +27,9 @@ pub struct PipelineArgs {
     /// violation; `fast` needs them.
     #[arg(long)]
     pub no_stack_traces: bool,
+    /// Record calls of these functions (`pmdk`: PMDK's); see --help.
+    #[arg(long, value_name = "NAME,...", value_delimiter = ',', long_help = super::TRACE_CALLS)]
+    pub trace_calls: Vec<String>,
     /// With --strategy reads, where a line's NT stores also persist as program-order
     /// prefixes (otherwise all or nothing): auto, at the failure points where some state
     /// arises only from images with NT stores (then judged again); off; all.
@@ -82,6 +85,7 @@ impl PipelineArgs {
         if !self.no_stack_traces {
             guest.record.stack_traces = Stacks::Shadow;
         }
+        guest.record.trace_calls = self.trace_calls.clone();
         if let Some(reference) = &self.reference {
             let machine = self.vm.reference_machine(reference, !self.quiet)?;
             guest.reference = Some(Box::new(VmGuest::new(machine)));

@@ -7,8 +7,9 @@ use std::io::{BufRead, Read};
 use crate::binary::tags;
 use crate::binary::varint::{undelta, DeltaBase};
 use crate::entry::{
-    Entry, FenceKind, FlushKind, Header, Hypercall, Meta, Op, Task, BLOCK_SIZE, MAX_BLK_WRITE_LEN,
-    MAX_COMM_LEN, MAX_STACK_DEPTH, MAX_WRITE_LEN,
+    Arg, Entry, FenceKind, FlushKind, Header, Hypercall, Meta, Op, Task, BLOCK_SIZE,
+    MAX_BLK_WRITE_LEN, MAX_CALL_ARGS, MAX_CALL_NAME_LEN, MAX_COMM_LEN, MAX_STACK_DEPTH,
+    MAX_WRITE_LEN,
 };
 use crate::error::{TraceError, TraceErrorKind};
 
@@ -202,6 +203,7 @@ impl BinaryReader {
                 size: self.stream.uvarint()?,
             },
             tags::BLK_FLUSH => Op::BlkFlush,
+            tags::CALL => self.call()?,
             _ => return Err(format!("unknown tag {tag:#04x}")),
         };
         let meta = if tag & tags::META != 0 {
@@ -212,6 +214,35 @@ impl BinaryReader {
         let entry = Entry { op, meta };
         entry.validate()?;
         Ok(Some(entry))
+    }
+
+    fn call(&mut self) -> Result<Op, String> {
+        let len = self.stream.uvarint()?;
+        if len == 0 || len > MAX_CALL_NAME_LEN as u64 {
+            return Err(format!(
+                "call name length {len} is outside 1..={MAX_CALL_NAME_LEN}"
+            ));
+        }
+        let name = String::from_utf8(self.stream.bytes(len as usize)?)
+            .map_err(|_| "a call's name is not UTF-8".to_owned())?;
+        let count = self.stream.uvarint()?;
+        if count > MAX_CALL_ARGS as u64 {
+            return Err(format!(
+                "a call has at most {MAX_CALL_ARGS} arguments, not {count}"
+            ));
+        }
+        let args = (0..count)
+            .map(|_| {
+                let kind = self.stream.byte()?;
+                let value = self.stream.uvarint()?;
+                match kind {
+                    tags::ARG_VALUE => Ok(Arg::Value(value)),
+                    tags::ARG_PM => Ok(Arg::Pm(value)),
+                    _ => Err(format!("unknown call argument kind {kind}")),
+                }
+            })
+            .collect::<Result<_, String>>()?;
+        Ok(Op::Call { name, args })
     }
 
     fn flush(&mut self, kind: FlushKind) -> Result<Op, String> {

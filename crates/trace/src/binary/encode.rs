@@ -6,7 +6,7 @@ use std::io::{self, Write};
 use crate::binary::header::write_header;
 use crate::binary::tags;
 use crate::binary::varint::{delta, put_uvarint, DeltaBase};
-use crate::entry::{Entry, FenceKind, FlushKind, Header, Hypercall, Meta, Op, BLOCK_SIZE};
+use crate::entry::{Arg, Entry, FenceKind, FlushKind, Header, Hypercall, Meta, Op, BLOCK_SIZE};
 
 /// zstd's default level: a good ratio at several hundred MB/s.
 const ZSTD_LEVEL: i32 = 3;
@@ -124,6 +124,20 @@ fn encode_entry(buf: &mut Vec<u8>, base: &mut DeltaBase, entry: &Entry) {
             put_uvarint(buf, *size);
         }
         Op::BlkFlush => buf.push(tags::BLK_FLUSH | meta_flag),
+        Op::Call { name, args } => {
+            buf.push(tags::CALL | meta_flag);
+            put_uvarint(buf, name.len() as u64);
+            buf.extend_from_slice(name.as_bytes());
+            put_uvarint(buf, args.len() as u64);
+            for arg in args {
+                let (kind, value) = match arg {
+                    Arg::Value(v) => (tags::ARG_VALUE, v),
+                    Arg::Pm(offset) => (tags::ARG_PM, offset),
+                };
+                buf.push(kind);
+                put_uvarint(buf, *value);
+            }
+        }
     }
     if meta_flag != 0 {
         encode_meta(buf, base, &entry.meta);

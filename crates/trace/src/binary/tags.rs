@@ -20,6 +20,11 @@ pub(crate) const BLK_WRITE: u8 = 0x0f;
 pub(crate) const BLK_READ: u8 = 0x10;
 pub(crate) const BLK_FLUSH: u8 = 0x11;
 pub(crate) const HYPERCALL_VOLATILE: u8 = 0x12;
+pub(crate) const CALL: u8 = 0x13;
+
+/// A call argument's kind byte.
+pub(crate) const ARG_VALUE: u8 = 0;
+pub(crate) const ARG_PM: u8 = 1;
 
 pub(crate) const META: u8 = 0x80;
 

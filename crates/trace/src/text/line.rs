@@ -4,7 +4,7 @@
 use std::fmt::{self, Write as _};
 use std::str::FromStr;
 
-use crate::entry::{Entry, FenceKind, FlushKind, Hypercall, Meta, Op, Task};
+use crate::entry::{Arg, Entry, FenceKind, FlushKind, Hypercall, Meta, Op, Task};
 
 /// A line is not a valid entry; Display says why.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -17,7 +17,8 @@ impl From<String> for ParseEntryError {
     }
 }
 
-const KINDS: &str = "write, ntwrite, read, flush, fence, hypercall, blkwrite, blkread or blkflush";
+const KINDS: &str =
+    "write, ntwrite, read, flush, fence, hypercall, blkwrite, blkread, blkflush or call";
 
 impl FromStr for Entry {
     type Err = ParseEntryError;
@@ -45,6 +46,13 @@ impl FromStr for Entry {
 }
 
 fn parse_op<'a>(kind: &str, words: &mut impl Iterator<Item = &'a str>) -> Result<Op, String> {
+    if kind == "call" {
+        let name = words.next().ok_or("`call` is missing its function name")?;
+        return Ok(Op::Call {
+            name: name.to_owned(),
+            args: words.map(parse_arg).collect::<Result<_, _>>()?,
+        });
+    }
     let mut next = |what: &str| {
         words
             .next()
@@ -111,6 +119,14 @@ fn parse_op<'a>(kind: &str, words: &mut impl Iterator<Item = &'a str>) -> Result
         "blkflush" => Op::BlkFlush,
         other => return Err(format!("unknown entry kind `{other}`; expected {KINDS}")),
     })
+}
+
+/// `pm:OFFSET` (an address in PM) or a register's value.
+fn parse_arg(text: &str) -> Result<Arg, String> {
+    match text.strip_prefix("pm:") {
+        Some(offset) => Ok(Arg::Pm(parse_number(offset)?)),
+        None => Ok(Arg::Value(parse_number(text)?)),
+    }
 }
 
 /// `key=value` pairs; unknown keys are skipped so that newer tracers can add keys.
@@ -255,6 +271,16 @@ impl fmt::Display for Op {
             }
             Op::BlkRead { offset, size } => write!(f, "blkread {offset:#x} {size}"),
             Op::BlkFlush => f.write_str("blkflush"),
+            Op::Call { name, args } => {
+                write!(f, "call {name}")?;
+                for arg in args {
+                    match arg {
+                        Arg::Value(v) => write!(f, " {v:#x}")?,
+                        Arg::Pm(offset) => write!(f, " pm:{offset:#x}")?,
+                    }
+                }
+                Ok(())
+            }
         }
     }
 }

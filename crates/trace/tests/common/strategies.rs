@@ -2,7 +2,9 @@
 // Each test crate that includes this file uses only some of the strategies.
 #![allow(dead_code)]
 
-use persim_trace::{Entry, FenceKind, FlushKind, Header, Hypercall, Meta, Op, Task, BLOCK_SIZE};
+use persim_trace::{
+    Arg, Entry, FenceKind, FlushKind, Header, Hypercall, Meta, Op, Task, BLOCK_SIZE,
+};
 use proptest::collection::vec;
 use proptest::prelude::*;
 
@@ -47,7 +49,13 @@ fn op() -> impl Strategy<Value = Op> {
         1 => blk_write,
         1 => (address(), any::<u64>()).prop_map(|(offset, size)| Op::BlkRead { offset, size }),
         1 => Just(Op::BlkFlush),
+        1 => ("[a-z_][a-z0-9_.]{0,20}", vec(arg(), 0..=6))
+            .prop_map(|(name, args)| Op::Call { name, args }),
     ]
+}
+
+fn arg() -> impl Strategy<Value = Arg> {
+    prop_oneof![address().prop_map(Arg::Value), address().prop_map(Arg::Pm)]
 }
 
 fn meta() -> impl Strategy<Value = Meta> {

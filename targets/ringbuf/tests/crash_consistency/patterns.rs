@@ -24,7 +24,7 @@ fn bug_counts() -> Vec<(String, u64)> {
         for &style in styles(cache) {
             let run = record::<64>(style, shape, &steps);
             let entries = run.trace.into_iter().map(Ok);
-            let patterns = find_patterns(entries, cache).unwrap();
+            let patterns = find_patterns(entries, cache, None).unwrap();
             let found: u64 = BUGS.iter().map(|&k| patterns.count(k)).sum();
             eprintln!("{style:?}, {cache} caches:\n{}", patterns.to_text(None));
             counts.push((format!("{style:?}, {cache}"), found));

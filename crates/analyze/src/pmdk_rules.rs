@@ -1,0 +1,316 @@
+//! PMDK's programming rules, checked on the library calls a trace records (`--trace-calls
+//! pmdk`; docs/analysis.md, "PMDK's rules"): stores in a transaction to bytes it never
+//! logged (`tx-unlogged-store`), persists of addresses outside PM (`flush-not-pm`), and
+//! persists too short for the bytes stored (`persist-short`).
+//!
+//! Only the application's stores are judged. A store is the library's (an undo log, the
+//! allocator's metadata, run-time fields) when the first code address of its call chain
+//! outside the C library is in libpmemobj or libpmem: the library's own copies go through
+//! libc's `memcpy`, and the application's do too, so libc frames say nothing either way.
+//! Kernel stores are never the application's.
+
+use persim_trace::{Arg, Meta, Symbols};
+use rustc_hash::FxHashMap;
+
+const LINE: u64 = 64;
+const KERNEL: u64 = 1 << 63;
+
+/// A rule broken, for the scan to report.
+pub(crate) struct Breach {
+    pub kind: super::patterns::Kind,
+    pub addr: Option<u64>,
+    pub meta: Meta,
+    pub detail: String,
+}
+
+/// Tells the application's code from the libraries' (see the module's comment).
+pub(crate) struct Owners<'a> {
+    symbols: Option<&'a Symbols>,
+    /// By the frames judged: the same store instructions recur.
+    known: FxHashMap<(u64, u64), bool>,
+}
+
+impl<'a> Owners<'a> {
+    pub fn new(symbols: Option<&'a Symbols>) -> Owners<'a> {
+        Owners {
+            symbols,
+            known: FxHashMap::default(),
+        }
+    }
+
+    /// Whether the code at `pc` with call chain `stack` is the application's.
+    pub fn is_application(&mut self, meta: &Meta) -> bool {
+        let Some(pc) = meta.pc else {
+            return false;
+        };
+        if pc >= KERNEL {
+            return false;
+        }
+        let Some(symbols) = self.symbols else {
+            return true;
+        };
+        let key = (pc, meta.stack.first().copied().unwrap_or(0));
+        *self.known.entry(key).or_insert_with(|| {
+            for &address in std::iter::once(&pc).chain(&meta.stack) {
+                let Some(at) = symbols.resolve(address) else {
+                    return true;
+                };
+                let object = at.module.unwrap_or(at.function);
+                if object.contains("libc.so") {
+                    continue;
+                }
+                return !object.contains("libpmem");
+            }
+            true
+        })
+    }
+}
+
+/// A thread's transaction.
+#[derive(Default)]
+struct Tx {
+    depth: u32,
+    /// Between `pmemobj_tx_begin` and the outermost commit: stores must be logged.
+    work: bool,
+    /// The pool's PM offset (pmemobj_tx_begin's first argument), for messages.
+    pool: Option<u64>,
+    begun: u64,
+    /// Ranges added to the transaction, [start, end).
+    added: Vec<(u64, u64)>,
+}
+
+/// A line's bytes stored by the application outside transactions that no persist call
+/// has covered since.
+#[derive(Default)]
+struct Uncovered {
+    mask: u64,
+    /// A persist call covered part of the line: its entry and the range it covered.
+    persist: Option<(u64, String, u64, u64)>,
+    last_store: (u64, u64, Meta),
+}
+
+#[derive(Default)]
+pub(crate) struct PmdkRules {
+    txs: FxHashMap<u32, Tx>,
+    lines: FxHashMap<u64, Uncovered>,
+}
+
+/// A call entry's metadata as its call site's: the caller's return address as the pc, so
+/// that findings are grouped by the code that called, not by the function called.
+pub(crate) fn call_site(meta: &Meta) -> Meta {
+    match meta.stack.split_first() {
+        Some((&caller, callers)) => Meta {
+            pc: Some(caller),
+            stack: callers.to_vec(),
+            task: None,
+        },
+        None => meta.clone(),
+    }
+}
+
+/// The (address, length) a persist or flush call names, by function.
+fn persisted_range(name: &str, args: &[Arg]) -> Option<(Arg, u64)> {
+    let (addr, len) = match name {
+        "pmem_persist" | "pmem_flush" | "pmem_msync" => (args.first()?, args.get(1)?),
+        "pmemobj_persist" | "pmemobj_flush" => (args.get(1)?, args.get(2)?),
+        _ => return None,
+    };
+    match len {
+        Arg::Value(len) => Some((*addr, *len)),
+        Arg::Pm(_) => None,
+    }
+}
+
+/// The range a `pmemobj_tx_*add_range*` call adds, if in PM.
+fn added_range(name: &str, args: &[Arg]) -> Option<(u64, u64)> {
+    let value = |i: usize| match args.get(i) {
+        Some(Arg::Value(v)) => Some(*v),
+        _ => None,
+    };
+    let (start, len) = match name {
+        "pmemobj_tx_add_range" | "pmemobj_tx_xadd_range" => match args.get(1)? {
+            Arg::Pm(object) => (object + value(2)?, value(3)?),
+            Arg::Value(_) => return None,
+        },
+        "pmemobj_tx_add_range_direct" | "pmemobj_tx_xadd_range_direct" => match args.first()? {
+            Arg::Pm(start) => (*start, value(1)?),
+            Arg::Value(_) => return None,
+        },
+        _ => return None,
+    };
+    Some((start, start + len))
+}
+
+impl PmdkRules {
+    /// A call of `name` by thread `tid` at entry `index`.
+    pub fn call(
+        &mut self,
+        (tid, index): (u32, u64),
+        name: &str,
+        args: &[Arg],
+        meta: &Meta,
+        by_application: bool,
+        out: &mut Vec<Breach>,
+    ) {
+        let tx = self.txs.entry(tid).or_default();
+        match name {
+            "pmemobj_tx_begin" => {
+                if tx.depth == 0 {
+                    tx.added.clear();
+                    tx.begun = index;
+                    tx.pool = match args.first() {
+                        Some(Arg::Pm(pool)) => Some(*pool),
+                        _ => None,
+                    };
+                }
+                tx.depth += 1;
+                tx.work = true;
+            }
+            "pmemobj_tx_commit" if tx.depth <= 1 => tx.work = false,
+            "pmemobj_tx_end" => {
+                tx.depth = tx.depth.saturating_sub(1);
+                if tx.depth == 0 {
+                    tx.work = false;
+                    tx.added.clear();
+                }
+            }
+            _ => {}
+        }
+        if let Some(range) = added_range(name, args) {
+            tx.added.push(range);
+        }
+        let Some((addr, len)) = persisted_range(name, args) else {
+            return;
+        };
+        match addr {
+            Arg::Value(addr) if by_application && len > 0 => out.push(Breach {
+                kind: super::patterns::Kind::FlushNotPm,
+                addr: None,
+                meta: call_site(meta),
+                detail: format!(
+                    "{name} of {len} bytes at {addr:#x}, which is not PM (a stack or heap \
+                     variable?): pass the address of the PM object it copies"
+                ),
+            }),
+            Arg::Value(_) => {}
+            Arg::Pm(start) => self.cover(index, name, start, start + len),
+        }
+    }
+
+    /// A persist call's range: its bytes are covered, and the lines it touched are judged
+    /// at the next barrier.
+    fn cover(&mut self, index: u64, name: &str, start: u64, end: u64) {
+        let mut line = start & !(LINE - 1);
+        while line < end {
+            if let Some(u) = self.lines.get_mut(&line) {
+                let from = start.max(line) - line;
+                let to = end.min(line + LINE) - line;
+                u.mask &= !super::patterns::byte_mask(from, to - from);
+                u.persist = Some((index, name.to_owned(), start, end));
+            }
+            line += LINE;
+        }
+    }
+
+    /// An application store of `len` bytes at `addr` (within one line).
+    pub fn store(
+        &mut self,
+        tid: u32,
+        index: u64,
+        addr: u64,
+        len: u64,
+        meta: &Meta,
+        out: &mut Vec<Breach>,
+    ) {
+        let tx = self.txs.entry(tid).or_default();
+        if tx.work {
+            let missing = uncovered(addr, addr + len, &tx.added);
+            if let Some(&(start, end)) = missing.first() {
+                let bytes: u64 = missing.iter().map(|(s, e)| e - s).sum();
+                let at = match tx.pool {
+                    Some(pool) if start >= pool => format!("pool+{:#x}", start - pool),
+                    _ => format!("{start:#x}"),
+                };
+                out.push(Breach {
+                    kind: super::patterns::Kind::TxUnloggedStore,
+                    addr: Some(start),
+                    meta: meta.clone(),
+                    detail: format!(
+                        "add pmemobj_tx_add_range for {bytes} bytes at {at} before this store: \
+                         the transaction begun at entry {} never added them ({:#x}..{end:#x})",
+                        tx.begun, start
+                    ),
+                });
+            }
+            return;
+        }
+        let line = addr & !(LINE - 1);
+        let u = self.lines.entry(line).or_default();
+        u.mask |= super::patterns::byte_mask(addr - line, len);
+        u.last_store = (index, addr, meta.clone());
+    }
+
+    /// At a checkpoint, `success` or the end: the lines a persist call covered only in
+    /// part.
+    pub fn barrier(&mut self, out: &mut Vec<Breach>) {
+        let mut short: Vec<(u64, Uncovered)> = Vec::new();
+        self.lines.retain(|&line, u| {
+            if u.mask != 0 && u.persist.is_some() {
+                short.push((line, std::mem::take(u)));
+            }
+            false
+        });
+        short.sort_unstable_by_key(|s| s.0);
+        for (line, u) in short {
+            let (call, name, start, end) = u.persist.expect("kept only with a persist");
+            let (store, addr, meta) = u.last_store;
+            out.push(Breach {
+                kind: super::patterns::Kind::PersistShort,
+                addr: Some(addr),
+                meta,
+                detail: format!(
+                    "bytes {} of line {line:#x} were stored (last: entry {store}) but no persist \
+                     covered them; the {name} at entry {call} covered {start:#x}..{end:#x}: \
+                     make it cover the whole object",
+                    super::patterns::ranges(u.mask)
+                ),
+            });
+        }
+    }
+}
+
+/// The parts of [start, end) outside every range of `added`.
+fn uncovered(start: u64, end: u64, added: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let mut parts = vec![(start, end)];
+    for &(a, b) in added {
+        parts = parts
+            .into_iter()
+            .flat_map(|(s, e)| {
+                if b <= s || a >= e {
+                    vec![(s, e)]
+                } else {
+                    [(s, a.max(s)), (b.min(e), e)]
+                        .into_iter()
+                        .filter(|(x, y)| x < y)
+                        .collect()
+                }
+            })
+            .collect();
+    }
+    parts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_no_added_range_covers() {
+        assert_eq!(uncovered(0x10, 0x18, &[]), [(0x10, 0x18)]);
+        assert_eq!(uncovered(0x10, 0x18, &[(0x0, 0x40)]), []);
+        assert_eq!(
+            uncovered(0x10, 0x20, &[(0x12, 0x14), (0x18, 0x1c)]),
+            [(0x10, 0x12), (0x14, 0x18), (0x1c, 0x20)]
+        );
+    }
+}

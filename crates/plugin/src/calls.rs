@@ -1,0 +1,137 @@
+//! Recording calls of named functions (`persim_abi::calls`, docs/tracer.md "Library
+//! calls"): which translated instruction starts a traced function, and what its arguments
+//! are. QEMU-independent; the glue reads the registers and translates the addresses.
+
+use persim_abi::calls::{ArgRole, TracedFunction};
+use std::collections::HashMap;
+
+const PAGE: u64 = 4096;
+/// Above this, an argument is no user-space address (x86-64's lower half, 4-level paging).
+const USER_END: u64 = 1 << 47;
+
+pub struct CallTable {
+    functions: Vec<TracedFunction>,
+    /// Functions by their offset in the page: most instructions are no candidate at all.
+    by_offset: HashMap<u16, Vec<usize>>,
+    /// The pool base of each address space (by cr3), from the last `Pool` call in it:
+    /// PMEMoids are offsets from it.
+    pools: HashMap<u64, u64>,
+}
+
+impl CallTable {
+    pub fn new(functions: Vec<TracedFunction>) -> CallTable {
+        let mut by_offset: HashMap<u16, Vec<usize>> = HashMap::new();
+        for (i, f) in functions.iter().enumerate() {
+            by_offset.entry(f.page_offset).or_default().push(i);
+        }
+        CallTable {
+            functions,
+            by_offset,
+            pools: HashMap::new(),
+        }
+    }
+
+    /// The traced function that starts at user address `pc`, if any: one at the same
+    /// offset in its page whose first bytes are the code there (`read` fills a buffer
+    /// with the bytes at `pc`).
+    pub fn function_at(&self, pc: u64, mut read: impl FnMut(&mut [u8]) -> bool) -> Option<usize> {
+        let candidates = self.by_offset.get(&((pc % PAGE) as u16))?;
+        let mut code = [0u8; persim_abi::calls::CODE_BYTES];
+        candidates.iter().copied().find(|&i| {
+            let want = &self.functions[i].code;
+            let got = &mut code[..want.len()];
+            read(got) && got == want.as_slice()
+        })
+    }
+
+    pub fn name(&self, function: usize) -> &str {
+        &self.functions[function].name
+    }
+
+    /// The argument values of a call of `function` in address space `cr3`, from the
+    /// argument registers: a PMEMoid's offset becomes the object's address (the pool's
+    /// base plus the offset), and a pool argument sets the base.
+    pub fn arguments(&mut self, function: usize, cr3: u64, registers: [u64; 6]) -> Vec<u64> {
+        let f = &self.functions[function];
+        let mut args = registers[..usize::from(f.args)].to_vec();
+        match f.role {
+            ArgRole::Plain => {}
+            ArgRole::Pool => {
+                self.pools.insert(cr3, registers[0]);
+            }
+            ArgRole::Oid => {
+                if let (Some(&pool), Some(off)) = (self.pools.get(&cr3), args.get_mut(1)) {
+                    if *off != 0 {
+                        *off = pool.wrapping_add(*off);
+                    }
+                }
+            }
+        }
+        args
+    }
+}
+
+/// Whether an argument's value may be a user address worth translating.
+pub fn may_be_address(value: u64) -> bool {
+    (PAGE..USER_END).contains(&value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn function(name: &str, page_offset: u16, role: ArgRole, code: &[u8]) -> TracedFunction {
+        TracedFunction {
+            name: name.into(),
+            page_offset,
+            args: 4,
+            role,
+            code: code.to_vec(),
+        }
+    }
+
+    #[test]
+    fn a_function_is_known_by_its_offset_in_the_page_and_its_first_bytes() {
+        let table = CallTable::new(vec![
+            function("a", 0x4b0, ArgRole::Plain, &[0xf3, 0x0f, 0x1e, 0xfa, 0x55]),
+            function("b", 0x4b0, ArgRole::Plain, &[0xf3, 0x0f, 0x1e, 0xfa, 0x41]),
+        ]);
+        let memory = |bytes: &'static [u8]| {
+            move |buf: &mut [u8]| {
+                buf.copy_from_slice(&bytes[..buf.len()]);
+                true
+            }
+        };
+        let b = &[0xf3, 0x0f, 0x1e, 0xfa, 0x41, 0x57];
+        assert_eq!(table.function_at(0x7f12_3456_74b0, memory(b)), Some(1));
+        assert_eq!(table.name(1), "b");
+        // the same bytes elsewhere in a page, or other bytes at the offset, are no call
+        assert_eq!(table.function_at(0x7f12_3456_74c0, memory(b)), None);
+        let other = &[0xf3, 0x0f, 0x1e, 0xfa, 0x53, 0x57];
+        assert_eq!(table.function_at(0x7f12_3456_74b0, memory(other)), None);
+        assert_eq!(table.function_at(0x7f12_3456_74b0, |_| false), None);
+    }
+
+    #[test]
+    fn an_oid_is_the_pool_base_of_its_address_space_plus_its_offset() {
+        let mut table = CallTable::new(vec![
+            function("begin", 0, ArgRole::Pool, &[0xc3]),
+            function("add", 0, ArgRole::Oid, &[0xc3]),
+        ]);
+        let (cr3, other) = (0x1000, 0x2000);
+        // before any pool is known the offset stays as it is
+        assert_eq!(
+            table.arguments(1, cr3, [7, 0x400, 8, 16, 0, 0]),
+            [7, 0x400, 8, 16]
+        );
+        table.arguments(0, cr3, [0x7f00_0000_0000, 0, 0, 0, 0, 0]);
+        assert_eq!(
+            table.arguments(1, cr3, [7, 0x400, 8, 16, 0, 0]),
+            [7, 0x7f00_0000_0400, 8, 16]
+        );
+        // OID_NULL stays null; another process has its own pool
+        assert_eq!(table.arguments(1, cr3, [0, 0, 8, 16, 0, 0]), [0, 0, 8, 16]);
+        assert_eq!(table.arguments(1, other, [7, 0x400, 8, 16, 0, 0])[1], 0x400);
+        assert!(may_be_address(0x7f00_0000_0400) && !may_be_address(40));
+    }
+}
