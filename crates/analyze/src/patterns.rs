@@ -540,6 +540,9 @@ mod tests {
             (Kind::OverwriteUnpersisted, "overwrite-unpersisted"),
             (Kind::UnorderedFlushes, "unordered-flushes"),
             (Kind::FlushUnwritten, "flush-unwritten"),
+            (Kind::TxUnloggedStore, "tx-unlogged-store"),
+            (Kind::FlushNotPm, "flush-not-pm"),
+            (Kind::PersistShort, "persist-short"),
         ];
         let listed: Vec<&str> = names.iter().map(|(_, name)| *name).collect();
         assert_eq!(Kind::VARIANTS, listed);
@@ -552,7 +555,8 @@ mod tests {
         assert_eq!(
             "missing-flush".parse::<Kind>().unwrap_err().to_string(),
             "unknown pattern 'missing-flush' (expected redundant-flush, redundant-fence, \
-             missing-persist, overwrite-unpersisted, unordered-flushes or flush-unwritten)"
+             missing-persist, overwrite-unpersisted, unordered-flushes, flush-unwritten, \
+             tx-unlogged-store, flush-not-pm or persist-short)"
         );
     }
 
