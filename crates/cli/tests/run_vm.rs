@@ -979,7 +979,6 @@ fn on_dpwc_an_fsynced_write_survives_every_crash() {
 /// once the fsync returned: one final state, the zeros. The log record is in the trace:
 /// the block written to PM holds the overwrite's zeros and its ZIL chain's magic.
 #[test]
-#[ignore = "zfs-slog's recovery cannot import the pool of any crash image yet (docs/zfs.md, \"Status\")"]
 fn on_zfs_with_a_pm_log_an_fsynced_write_survives_every_crash() {
     let test = "on_zfs_with_a_pm_log_an_fsynced_write_survives_every_crash";
     let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../vm/zfs-slog.toml");
