@@ -11,11 +11,16 @@
 # fails the build. Idempotent: make rebuilds what changed.
 # DPWC_MUTANT=N builds only targets/dpwc/module, as mutant N (docs/dpwc.md), into
 # target/kmods/<release>/dpwc-mutant-N/dm-dpwc.ko.
+# `build-kmods.sh --zfs [RELEASE...]` builds OpenZFS's spl.ko and zfs.ko instead, from the
+# source scripts/setup.sh unpacked from Debian's zfs-dkms into /var/lib/persim/zfs/src,
+# cached in /var/lib/persim/zfs/<zfs version>/<release>/ and linked as
+# target/kmods/<release>/zfs (docs/zfs.md).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 target=${CARGO_TARGET_DIR:-$root/target}
 readonly KERNELS_DIR=/var/lib/persim/kernels
+readonly ZFS_DIR=/var/lib/persim/zfs
 mutant=${DPWC_MUTANT:-}
 
 die() {
@@ -83,9 +88,60 @@ build_module() {
     echo "build-kmods.sh: $out/$name.ko"
 }
 
+# The OpenZFS source setup.sh unpacked: /var/lib/persim/zfs/src/zfs-<version>.
+zfs_source() {
+    local src
+    src=$(ls -1d "$ZFS_DIR"/src/zfs-* 2>/dev/null | sort -V | tail -n1)
+    [[ -n $src && -x $src/configure ]] || die "no OpenZFS source in $ZFS_DIR/src: run scripts/setup.sh"
+    echo "$src"
+}
+
+# Builds spl.ko and zfs.ko for release $1 unless they are cached, without debug
+# information (the guest's initramfs holds them), and links the cache into target/kmods.
+build_zfs() {
+    local release=$1 src version headers cache build
+    src=$(zfs_source)
+    version=${src##*/zfs-}
+    headers=$(headers_of "$release")
+    cache=$ZFS_DIR/$version/$release
+    if [[ ! -f $cache/zfs.ko || ! -f $cache/spl.ko ]]; then
+        build=$cache.build
+        rm -rf "$build"
+        mkdir -p "$build"
+        cp -a "$src"/. "$build"/
+        echo "build-kmods.sh: building OpenZFS $version for $release in $build"
+        # Debian splits a kernel's headers: the configured tree (-amd64) includes the
+        # sources of its -common sibling.
+        if ! (cd "$build" &&
+            ./configure --with-config=kernel --with-linux="${headers%-amd64}-common" \
+                --with-linux-obj="$headers" &&
+            make -j"${ZFS_JOBS:-2}" -C module) >"$build.log" 2>&1; then
+            tail -n 40 "$build.log" >&2
+            die "building OpenZFS $version (zfs-dkms $(dpkg-query -W -f '${Version}' zfsutils-linux 2>/dev/null || echo '?')) for kernel $release failed; log: $build.log"
+        fi
+        mkdir -p "$cache.tmp"
+        strip --strip-debug -o "$cache.tmp/spl.ko" "$build/module/spl.ko"
+        strip --strip-debug -o "$cache.tmp/zfs.ko" "$build/module/zfs.ko"
+        rm -rf "$cache" "$build"
+        mv "$cache.tmp" "$cache"
+    fi
+    mkdir -p "$target/kmods/$release"
+    ln -sfn "$cache" "$target/kmods/$release/zfs"
+    echo "build-kmods.sh: $target/kmods/$release/zfs -> $cache (OpenZFS $version)"
+}
+
 main() {
     if [[ ${1:-} == --default-release ]]; then
         default_release
+        return
+    fi
+    if [[ ${1:-} == --zfs ]]; then
+        shift
+        local releases=("$@") release
+        ((${#releases[@]})) || mapfile -t releases < <(releases_with_headers)
+        for release in "${releases[@]}"; do
+            build_zfs "$release"
+        done
         return
     fi
     local releases=("$@") release kbuild

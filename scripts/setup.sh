@@ -9,6 +9,8 @@ readonly QEMU_MIN_MAJOR=10
 # default one) for vm/ext4-dax-6.12.toml: $KERNELS_DIR/$EXTRA_KERNEL_SERIES/{vmlinuz,modules,System.map}.
 readonly KERNELS_DIR=/var/lib/persim/kernels
 readonly EXTRA_KERNEL_SERIES=6.12
+# OpenZFS's module source and its builds per kernel (docs/zfs.md).
+readonly ZFS_DIR=/var/lib/persim/zfs
 
 die() {
     echo "setup.sh: error: $*" >&2
@@ -59,7 +61,7 @@ add_backports_source() {
     [[ -n $uri ]] || uri=$(bookworm_mirror_uri_from_list)
     [[ -n $uri ]] || die "no apt source for suite 'bookworm' found; cannot derive a mirror for bookworm-backports"
     local want
-    want=$(printf 'Types: deb\nURIs: %s\nSuites: bookworm-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' "$uri")
+    want=$(printf 'Types: deb\nURIs: %s\nSuites: bookworm-backports\nComponents: main contrib\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' "$uri")
     if [[ -f $BACKPORTS_SOURCES && $(cat "$BACKPORTS_SOURCES") == "$want" ]]; then
         echo "setup.sh: bookworm-backports source already present ($uri)"
     else
@@ -90,6 +92,10 @@ install_packages() {
         linux-image-amd64 busybox-static e2fsprogs xfsprogs \
         build-essential dwarves pkg-config libglib2.0-dev libc6-dev libpmem-dev libpmemobj-dev \
         fio
+    # OpenZFS's tools for vm/zfs-slog.toml (docs/zfs.md), from contrib. Not its recommended
+    # zfs-dkms: that would build and install the modules for the host's kernels.
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q -t bookworm-backports \
+        --no-install-recommends zfsutils-linux
 }
 
 # Downloads the current linux-image-6.12.*-amd64 (the package the meta-package
@@ -173,6 +179,30 @@ install_kernel_headers() {
     local release
     release=$(bash "$(dirname "$0")/build-kmods.sh" --default-release)
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q "linux-headers-$release"
+}
+
+# OpenZFS's module source, of the tools' version, from zfs-dkms: downloaded and unpacked
+# into $ZFS_DIR/src/zfs-<version> (not installed, so dkms builds nothing for the host).
+unpack_zfs_source() {
+    local version
+    version=$(dpkg-query -W -f '${Version}' zfsutils-linux)
+    local upstream=${version%%-*}
+    local src=$ZFS_DIR/src/zfs-$upstream
+    if [[ -x $src/configure ]]; then
+        echo "setup.sh: OpenZFS $upstream source already in $src"
+        return
+    fi
+    local tmp
+    tmp=$(mktemp -d)
+    chown _apt "$tmp" 2>/dev/null || true
+    (cd "$tmp" && apt-get download -q "zfs-dkms=$version")
+    dpkg-deb -x "$tmp"/zfs-dkms_*.deb "$tmp/x"
+    [[ -x $tmp/x/usr/src/zfs-$upstream/configure ]] || die "zfs-dkms $version has no usr/src/zfs-$upstream/configure"
+    mkdir -p "$ZFS_DIR/src"
+    rm -rf "$src"
+    mv "$tmp/x/usr/src/zfs-$upstream" "$src"
+    rm -rf "$tmp"
+    echo "setup.sh: OpenZFS $upstream source unpacked in $src"
 }
 
 # DPWC's deliberately broken modules (docs/dpwc.md, "Mutants"), which
@@ -266,6 +296,8 @@ main() {
     build_examples
     bash "$(dirname "$0")/build-kmods.sh"
     build_dpwc_mutants
+    unpack_zfs_source
+    if [[ ${PERSIM_ZFS:-0} == 1 ]]; then bash "$(dirname "$0")/build-kmods.sh" --zfs; fi
     bash "$(dirname "$0")/install.sh" /usr/local
     if ((main_job)); then run_main_job; fi
 }

@@ -1063,6 +1063,36 @@ fn profile_by_process_gives_two_concurrent_overwriters_exactly_their_bytes() {
     assert_eq!([dd[0].0, dd[1].0], [16384, 65536], "{}", a["groups"]);
 }
 
+/// OpenZFS with its intent log on PM (vm/zfs-slog.toml, docs/zfs.md): the fsync'd overwrite
+/// is acknowledged once its log record is on PM, and every crash image, recovered by
+/// importing the pool (which claims the log) and mounting (which replays it), holds it
+/// once the fsync returned: one final state, the zeros. The log record is in the trace:
+/// the block written to PM holds the overwrite's zeros and its ZIL chain's magic.
+#[test]
+fn on_zfs_with_a_pm_log_an_fsynced_write_survives_every_crash() {
+    let test = "on_zfs_with_a_pm_log_an_fsynced_write_survives_every_crash";
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../vm/zfs-slog.toml");
+    let config = persim_vm::VmConfig::load(&config).unwrap();
+    let how = "build OpenZFS's modules with `PERSIM_ZFS=1 scripts/setup.sh` or \
+               `scripts/build-kmods.sh --zfs` (docs/zfs.md)";
+    if persim_vm::testing::vm_ready(test, &config).is_none()
+        || persim_vm::testing::optional_kmod_ready(test, &config, "zfs/zfs", how).is_none()
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (out, fsynced, checkpoint) =
+        block_durability_final_contents(dir.path(), "zfs-slog", "fsync", 0);
+    assert_eq!(fsynced, ["new"], "{checkpoint}");
+    // A log block's trailer (zil_chain_t) starts with ZEC_MAGIC.
+    let magic = 0x0210_da7a_b10c_7a11_u64.to_le_bytes();
+    let (_, entries) = persim_trace::read_all(&out.join("trace.ptrace")).unwrap();
+    let logged = entries.iter().any(|e| {
+        matches!(&e.op, persim_trace::Op::Write { data, .. } if data.windows(8).any(|w| w == magic))
+    });
+    assert!(logged, "no ZIL block written to PM");
+}
+
 #[test]
 fn profile_by_process_gives_each_of_two_concurrent_writers_its_bytes() {
     if !vm_ready("profile_by_process_gives_each_of_two_concurrent_writers_its_bytes") {

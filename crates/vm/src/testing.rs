@@ -25,7 +25,25 @@ pub fn vm_ready(test: &str, config: &VmConfig) -> Option<Artifacts> {
 /// kernel, `target/kmods/<release>/<name>.ko`; when it is not there,
 /// the test is skipped (under CI it fails) as by [`vm_ready`].
 pub fn kmod_ready(test: &str, config: &VmConfig, name: &str) -> Option<PathBuf> {
-    let module = Kernel::for_config(config).and_then(|kernel| {
+    or_skip(test, kmod(config, name, "run scripts/build-kmods.sh"))
+}
+
+/// As [`kmod_ready`] for a module an optional, slow setup step builds (OpenZFS's: `how`
+/// says which step): when it is not there, the test is skipped with the reason, under CI
+/// too.
+pub fn optional_kmod_ready(
+    test: &str,
+    config: &VmConfig,
+    name: &str,
+    how: &str,
+) -> Option<PathBuf> {
+    kmod(config, name, how)
+        .inspect_err(|e| eprintln!("SKIPPED {test}: {e} (an optional setup step)"))
+        .ok()
+}
+
+fn kmod(config: &VmConfig, name: &str, hint: &str) -> Result<PathBuf, VmError> {
+    Kernel::for_config(config).and_then(|kernel| {
         let release = kernel.release().ok_or_else(|| VmError::Missing {
             what: format!("the release of the kernel {}", kernel.image.display()),
             hint: "build-kmods.sh builds for kernels with a modules directory".to_owned(),
@@ -38,11 +56,10 @@ pub fn kmod_ready(test: &str, config: &VmConfig, name: &str) -> Option<PathBuf> 
             true => Ok(module),
             false => Err(VmError::Missing {
                 what: format!("the kernel module {}", module.display()),
-                hint: "run scripts/build-kmods.sh".to_owned(),
+                hint: hint.to_owned(),
             }),
         }
-    });
-    or_skip(test, module)
+    })
 }
 
 /// What a preflight found, or None with the test skipped (a panic under CI).
