@@ -19,6 +19,8 @@ pub const SUPERBLOCK_SPACE: usize = 4096;
 pub const HEADER_SPACE: usize = LINE;
 /// Bytes of the encoded header; the rest of the header line is zero.
 pub(crate) const HEADER_LEN: usize = 24;
+/// Where the header's last 8-byte word starts: its CRC32C and 4 zero bytes.
+const CHECKSUM_WORD: usize = 16;
 /// The largest chunk: body lengths are stored as `u32`.
 pub(crate) const MAX_CHUNK_SIZE: usize = 1 << 32;
 
@@ -51,9 +53,11 @@ pub(crate) enum HeaderSlot {
     Zero,
     /// Not a whole header, but what a crash can leave of one: some of its 8-byte words
     /// still zero (the slot was durably zero before the header was written); with the
-    /// length word written, the body length it names. Also the end.
+    /// length word written, the body length it names; whether the checksum word is
+    /// written (a release zeroes it first). Also the end.
     Torn {
         body_len: Option<u32>,
+        checksum_written: bool,
     },
     /// Every word written and still not a valid header: no crash leaves that, so the
     /// header was damaged (media corruption, a stray write).
@@ -72,6 +76,15 @@ impl Header {
         out
     }
 
+    /// The encoded header with its checksum word zeroed: what a release writes first, so
+    /// that no crash during a release leaves a first header whose checksum word is written
+    /// and whose id word is not (docs/ringbuf.md, "Torn or damaged?").
+    pub fn without_checksum(bytes: &[u8; HEADER_LEN]) -> [u8; HEADER_LEN] {
+        let mut out = *bytes;
+        out[CHECKSUM_WORD..].fill(0);
+        out
+    }
+
     pub fn decode(bytes: &[u8; HEADER_LEN]) -> HeaderSlot {
         if bytes.iter().all(|&b| b == 0) {
             return HeaderSlot::Zero;
@@ -87,7 +100,10 @@ impl Header {
             }
             let body_len =
                 (word(8) != 0).then(|| u32::from_le_bytes(bytes[8..12].try_into().unwrap()));
-            return HeaderSlot::Torn { body_len };
+            return HeaderSlot::Torn {
+                body_len,
+                checksum_written: word(CHECKSUM_WORD) != 0,
+            };
         }
         HeaderSlot::Valid(Header {
             id,
@@ -200,9 +216,13 @@ mod tests {
                 torn[unit * 8..unit * 8 + 8].copy_from_slice(&bytes[unit * 8..unit * 8 + 8]);
             }
             let body_len = (written & 0b010 != 0).then_some(1);
+            let checksum_written = written & 0b100 != 0;
             assert_eq!(
                 Header::decode(&torn),
-                HeaderSlot::Torn { body_len },
+                HeaderSlot::Torn {
+                    body_len,
+                    checksum_written
+                },
                 "units {written:03b}"
             );
         }

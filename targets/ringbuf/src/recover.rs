@@ -47,11 +47,13 @@ impl<'a> ChunkCursor<'a> {
             HeaderSlot::Damaged => true,
             // A torn header's length word, if written, is its own: the slot after its
             // entry was made zero before any of the header could persist. Not so for a
-            // chunk's first header, which a release cut short also leaves torn, the
-            // released entries after it.
+            // chunk's first header that a release cut short, the released entries after
+            // it; but a release zeroes the checksum word before the others, so such a
+            // header has its checksum word zero.
             HeaderSlot::Torn {
                 body_len: Some(len),
-            } if offset > 0 => {
+                checksum_written,
+            } if offset > 0 || checksum_written => {
                 let next = offset.saturating_add(entry_len(len as usize, self.align));
                 let slot = self.chunk.get(next..next + HEADER_LEN);
                 slot.is_some_and(|bytes| bytes.iter().any(|&b| b != 0))

@@ -349,9 +349,9 @@ impl<R: Region, A: PmAccess, const ALIGN: usize> RingBuf<R, A, ALIGN> {
     }
 
     /// Releases every chunk that no committer appends to and whose entries all have ids
-    /// below `up_to`, by zeroing its first header; returns how many were released. Their
-    /// entries are gone once this returns; entries in chunks still being filled stay until
-    /// those chunks are full.
+    /// below `up_to`, by zeroing its first header (its checksum word, a fence, the rest, a
+    /// fence); returns how many were released. Their entries are gone once this returns;
+    /// entries in chunks still being filled stay until those chunks are full.
     ///
     /// ```
     /// use persim_ringbuf::{Eadr, HeapRegion, RingBuf};
@@ -381,15 +381,29 @@ impl<R: Region, A: PmAccess, const ALIGN: usize> RingBuf<R, A, ALIGN> {
             return 0;
         }
         let base = self.region.base();
+        let first_header = |index| chunk_offset(index, self.geometry.chunk_size);
+        // Two steps: the checksum word first, so that a release cut short never leaves what
+        // a flipped bit in the id of a chunk's first entry leaves (an id word zero, the
+        // checksum word not), and recovery can call that damage.
         for &index in &released {
-            // SAFETY: a full chunk belongs to no committer, and the list lock is held.
+            // SAFETY: a full chunk belongs to no committer, and the list lock is held; the
+            // header lies inside the region.
             unsafe {
+                let header = base
+                    .add(first_header(index))
+                    .cast::<[u8; HEADER_LEN]>()
+                    .read();
                 self.access.store(
                     base,
-                    chunk_offset(index, self.geometry.chunk_size),
-                    &ZERO_HEADER,
-                )
-            };
+                    first_header(index),
+                    &Header::without_checksum(&header),
+                );
+            }
+        }
+        self.access.fence();
+        for &index in &released {
+            // SAFETY: as above.
+            unsafe { self.access.store(base, first_header(index), &ZERO_HEADER) };
         }
         self.access.fence();
         lists.free.extend_from_slice(&released);

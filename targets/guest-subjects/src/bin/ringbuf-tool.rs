@@ -32,17 +32,22 @@ FILE lies on a file system mounted with -o dax; it is mapped with MAP_SYNC.
   recover   print the entries recovery finds, in id order, as JSON:
             {\"entries\": [{\"id\": 1, \"len\": 100, \"crc32c\": \"0x...\", \"head\": \"AAAA\"},
                          {\"id\": 2, \"error\": \"body checksum mismatch\"}, ...]}
-            or {\"open_error\": \"...\"} when the log does not open
+            or {\"open_error\": \"...\"} when the log does not open; exits 3 if it
+            finds either (damage), naming it on stderr
   --access  how stores reach PM: nt-avx512, nt-avx2, nt-sse2, clwb, clflushopt, clflush,
             eadr (default: the widest non-temporal stores this CPU has)
   -h, --help  print this help
 
-exit status: 0 done, 1 the log or FILE failed, 2 bad command line";
+exit status: 0 done, 1 the log or FILE failed, 2 bad command line, 3 recover found
+damage (the state is printed all the same)";
 
 /// One committer: the tool appends from one thread.
 const COMMITTERS: usize = 1;
 /// Body bytes shown in the state, enough to tell the entries' letters apart.
 const HEAD: usize = 16;
+/// The exit status of `recover` when it finds damage, so that whoever runs it (a state
+/// command under `persim faults`) sees a failure, not just a different state.
+const DAMAGE: u8 = 3;
 
 fn main() -> ExitCode {
     let command = match parse_or_exit("ringbuf-tool", USAGE, Command::parse) {
@@ -50,7 +55,11 @@ fn main() -> ExitCode {
         Err(code) => return code,
     };
     match command.run() {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(None) => ExitCode::SUCCESS,
+        Ok(Some(damage)) => {
+            eprintln!("ringbuf-tool: recovery found damage: {damage}");
+            ExitCode::from(DAMAGE)
+        }
         Err(message) => {
             eprintln!("ringbuf-tool: {message}");
             ExitCode::FAILURE
@@ -118,7 +127,8 @@ impl Command {
         Ok(Some(command))
     }
 
-    fn run(self) -> Result<(), String> {
+    /// Does the job; for `recover`, the damage it found, if any.
+    fn run(self) -> Result<Option<String>, String> {
         let (mapped, job, access) = match self {
             Command::Format {
                 file,
@@ -150,11 +160,14 @@ impl Command {
                 access,
             } => (open_mapped(&file)?, Job::Release { before }, access),
             Command::Recover { file } => {
-                println!("{}", recover_json(open_mapped(&file)?));
-                return Ok(());
+                let state = recover_json(open_mapped(&file)?);
+                println!("{state}");
+                return Ok(damage(&state));
             }
         };
-        dispatch(access, OnLog { mapped, job }).map_err(|e| e.to_string())?
+        dispatch(access, OnLog { mapped, job })
+            .map_err(|e| e.to_string())?
+            .map(|()| None)
     }
 }
 
@@ -367,6 +380,20 @@ fn recover_json(mapped: Mapped) -> Value {
     }
 }
 
+/// What of a recovered state is damage: the open error, or the damaged entries (with an
+/// `error`), as JSON; `None` for a log that recovered whole.
+fn damage(state: &Value) -> Option<String> {
+    if let Some(error) = state.get("open_error") {
+        return Some(json!({ "open_error": error }).to_string());
+    }
+    let damaged: Vec<&Value> = state["entries"]
+        .as_array()?
+        .iter()
+        .filter(|entry| entry.get("error").is_some())
+        .collect();
+    (!damaged.is_empty()).then(|| json!(damaged).to_string())
+}
+
 fn entry_json(item: &Result<persim_ringbuf::RecoveredEntry<'_>, CorruptEntry>) -> Value {
     match item {
         Ok(entry) => {
@@ -483,6 +510,25 @@ mod tests {
             r#"{"error":"body checksum mismatch","id":3}"#
         );
         assert_eq!(torn(2), torn(5), "one state whatever the torn bytes");
+    }
+
+    #[test]
+    fn damage_is_an_open_error_or_a_damaged_entry_and_nothing_else() {
+        let whole = entry_json(&Ok(persim_ringbuf::RecoveredEntry { id: 1, body: b"A" }));
+        let damaged = entry_json(&Err(CorruptEntry::DamagedHeader {
+            chunk: 0,
+            offset: 256,
+        }));
+        assert_eq!(damage(&json!({ "entries": [] })), None);
+        assert_eq!(damage(&json!({ "entries": [whole.clone()] })), None);
+        assert_eq!(
+            damage(&json!({ "entries": [whole, damaged] })).as_deref(),
+            Some(r#"[{"error":"damaged header","id":null}]"#)
+        );
+        assert_eq!(
+            damage(&json!({ "open_error": "corrupt superblock" })).as_deref(),
+            Some(r#"{"open_error":"corrupt superblock"}"#)
+        );
     }
 
     #[test]
