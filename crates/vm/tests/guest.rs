@@ -1183,11 +1183,12 @@ status"));
         (30, 0, 30 * ENTRY),
         "below the high watermark: {below:?}"
     );
-    // The worker runs on its own: wait (bounded) for it to reach the low watermark.
+    // The worker runs on its own: wait (at least 10 s, within the script's timeout) for
+    // it to reach the low watermark.
     let crossed = dpwc_counters(&run(&format!(
         "dd if=/tmp/data of=/dev/mapper/dpwc bs=4096 skip=30 seek=30 count=1 oflag=direct status=none
 i=0
-while ! status | grep -q 'dirty_bytes={} ' && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+while ! status | grep -q 'dirty_bytes={} ' && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
 status",
         15 * ENTRY
     )));
