@@ -1141,6 +1141,92 @@ dd if=/dev/nvme0n1 bs=4096 skip=70 count=1 iflag=direct status=none | cmp -s - /
     assert_eq!(oopses.output.trim(), "0", "{}", oopses.output);
 }
 
+/// DPWC's watermark writeback and throttling (docs/dpwc.md, "Block semantics") on a log
+/// of 2 generations of 2 chunks of 64 KiB (capacity 256 KiB; a 4 KiB write takes 4,352
+/// bytes, 15 to a chunk) with one writer slot, so that the counts are exact. With
+/// `high_watermark=50 low_watermark=25`: 30 direct writes (49.8 %) write nothing back,
+/// the 31st (51.5 %) starts the worker, which writes back 16 entries and stops at 15 left
+/// (24.9 %). With the high watermark raised to 100 (never reached), 225 more writes
+/// (the whole run is 4 times the capacity) fill the log 4 times: each time the writer
+/// waits for writeback to free the generations (`throttled`) and goes on; every write
+/// completes, and 1 MiB reads back through the target and, after `writeback`, from the
+/// origin alone.
+#[test]
+fn dpwc_writes_back_from_the_high_watermark_and_throttles_writers_at_a_full_log() {
+    let test = "dpwc_writes_back_from_the_high_watermark_and_throttles_writers_at_a_full_log";
+    let config = VmConfig::load(&default_config_dir().join("ext4-dpwc.toml")).unwrap();
+    let Some(artifacts) = persim_vm::testing::vm_ready(test, &config) else {
+        return;
+    };
+    if persim_vm::testing::kmod_ready(test, &config, "dm-dpwc").is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut vm = boot(&config, &artifacts, dir.path().join("pm.img"), None);
+    let mut run = |script: &str| {
+        let script = dpwc_script(script);
+        let out = vm.run(&script, TIMEOUT).unwrap();
+        assert_eq!(out.exit_code, 0, "{script}: {}", out.output);
+        out.output
+    };
+    const ENTRY: u64 = 4352;
+    let below = dpwc_counters(&run("head -c 1048576 /dev/urandom >/tmp/data
+create format generations=2 chunks=2 chunk_kib=64 slots=1 high_watermark=50 low_watermark=25
+dd if=/tmp/data of=/dev/mapper/dpwc bs=4096 count=30 oflag=direct status=none
+status"));
+    assert_eq!(
+        (
+            below["acked"],
+            below["written_back_bytes"],
+            below["dirty_bytes"]
+        ),
+        (30, 0, 30 * ENTRY),
+        "below the high watermark: {below:?}"
+    );
+    // The worker runs on its own: wait (at least 10 s, within the script's timeout) for
+    // it to reach the low watermark.
+    let crossed = dpwc_counters(&run(&format!(
+        "dd if=/tmp/data of=/dev/mapper/dpwc bs=4096 skip=30 seek=30 count=1 oflag=direct status=none
+i=0
+while ! status | grep -q 'dirty_bytes={} ' && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+status",
+        15 * ENTRY
+    )));
+    assert_eq!(
+        (
+            crossed["acked"],
+            crossed["written_back_bytes"],
+            crossed["dirty_bytes"],
+            crossed["throttled"]
+        ),
+        (31, 16 * 4096, 15 * ENTRY, 0),
+        "past the high watermark: {crossed:?}"
+    );
+    let full = dpwc_counters(&run("dmsetup message dpwc 0 high_watermark 100
+dd if=/tmp/data of=/dev/mapper/dpwc bs=4096 skip=31 seek=31 oflag=direct status=none
+status"));
+    // The log holds 60 entries: the writer waits at blocks 60, 120, 180 and 240, and
+    // each time the worker writes back all before (blocks 240..255 stay in the log).
+    assert_eq!(
+        (
+            full["acked"],
+            full["throttled"],
+            full["written_back_bytes"],
+            full["dirty_bytes"]
+        ),
+        (256, 4, 240 * 4096, 16 * ENTRY),
+        "a full log: {full:?}"
+    );
+    run(
+        "dd if=/dev/mapper/dpwc bs=4096 count=256 iflag=direct status=none | cmp - /tmp/data
+dmsetup message dpwc 0 writeback && dmsetup remove dpwc
+dd if=/dev/nvme0n1 bs=4096 count=256 iflag=direct status=none | cmp - /tmp/data",
+    );
+    let oopses = run("dmesg | grep -c -e 'Oops' -e 'BUG:' -e 'WARNING:' || true");
+    assert_eq!(oopses.trim(), "0");
+    vm.shutdown(TIMEOUT).unwrap();
+}
+
 fn dpwc_in_guest(config: &VmConfig, artifacts: &Artifacts) {
     let dir = tempfile::tempdir().unwrap();
     let mut vm = boot(config, artifacts, dir.path().join("pm.img"), None);

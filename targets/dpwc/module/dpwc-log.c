@@ -146,8 +146,8 @@ void dpwc_free_gen(struct dpwc *dc, u32 gen)
 	pmem_wmb();
 }
 
-/* Copies @bio's data to @dst with non-temporal stores; the CRC of what PM holds. */
-static u32 dpwc_copy_bio(struct dpwc *dc, void *dst, struct bio *bio, u32 crc)
+/* Copies @bio's data to @dst with non-temporal stores. */
+static void dpwc_copy_bio(void *dst, struct bio *bio)
 {
 	struct bvec_iter iter;
 	struct bio_vec bv;
@@ -157,10 +157,8 @@ static u32 dpwc_copy_bio(struct dpwc *dc, void *dst, struct bio *bio, u32 crc)
 
 		memcpy_flushcache(dst, src, bv.bv_len);
 		kunmap_local(src);
-		crc = dpwc_crc(dc, crc, dst, bv.bv_len);
 		dst += bv.bv_len;
 	}
-	return crc;
 }
 
 /*
@@ -181,15 +179,19 @@ void dpwc_append(struct dpwc *dc, struct dpwc_slot *slot, struct dpwc_entry *e,
 		dpwc_store_u64(dc, used_at, used);
 		pmem_wmb();
 	}
-	memset(hdr, 0, sizeof(*hdr));
+	/* The slot's header is zeroed with dc; only its fields change. */
 	memcpy(hdr->magic, DPWC_ENTRY_MAGIC, sizeof(hdr->magic));
 	hdr->flags = cpu_to_le32(e->flags);
 	hdr->entry_id = cpu_to_le64(e->entry_id);
 	hdr->sector = cpu_to_le64(e->sector);
 	hdr->len = cpu_to_le32(e->len);
+	hdr->crc = 0;
 	crc = dpwc_crc(dc, 0, hdr, sizeof(*hdr));
-	if (!(e->flags & DPWC_FLAG_DISCARD))
-		crc = dpwc_copy_bio(dc, dst + sizeof(*hdr), bio, crc);
+	if (!(e->flags & DPWC_FLAG_DISCARD)) {
+		/* The data lies contiguous on PM: one CRC pass over what PM holds. */
+		dpwc_copy_bio(dst + sizeof(*hdr), bio);
+		crc = dpwc_crc(dc, crc, dst + sizeof(*hdr), e->len);
+	}
 	hdr->crc = cpu_to_le32(crc);
 	memcpy_flushcache(dst, hdr, sizeof(*hdr));
 	if (!DPWC_NO_USED_FENCE)
