@@ -289,3 +289,83 @@ fn a_missing_fio_another_file_system_or_a_busy_system_is_refused_before_measurin
     );
     assert!(!stderr.contains("fio with"), "{stderr}");
 }
+
+/// `efficiency run --vm`, one small point: fio's 64 writes of 16 KiB (1 MiB) to ext4-DAX in
+/// the guest, counted by the plugin's counting mode.
+#[test]
+fn a_guest_point_on_ext4_dax_counts_instructions_and_pm_bytes_consistently() {
+    let test = "a_guest_point_on_ext4_dax";
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../vm/ext4-dax.toml");
+    let vm = persim_vm::VmConfig::load(&config).unwrap();
+    if !fio_installed(test) || persim_vm::testing::vm_ready(test, &vm).is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let run = Command::cargo_bin("persim")
+        .unwrap()
+        .args(["efficiency", "run", "--vm"])
+        .arg(&config)
+        .args(["--jobs", "1", "--fio-option", "size=1M", "--json", "--out"])
+        .arg(&out)
+        .assert()
+        .success();
+    let results: Value = serde_json::from_slice(&run.get_output().stdout).unwrap();
+    // the JSON printed is the JSON saved
+    let saved: Value =
+        serde_json::from_slice(&std::fs::read(out.join("guest-results.json")).unwrap()).unwrap();
+    assert_eq!(results, saved);
+    let points = results["points"].as_array().unwrap();
+    assert_eq!(points.len(), 1, "{results}");
+    let p = &points[0];
+    let get = |v: &Value| v.as_u64().unwrap_or_else(|| panic!("not a count: {p}"));
+    let (app, writes) = (get(&p["app_bytes"]), get(&p["fio"]["writes"]));
+    assert_eq!(get(&p["fio"]["bytes_written"]), 1 << 20, "{p}");
+    assert_eq!((app, writes), (1 << 20, 64), "{p}");
+    let c = &p["counts"];
+    let (kernel, user) = (get(&c["kernel_instructions"]), get(&c["user_instructions"]));
+    let (pm, nvme) = (get(&c["pm_bytes_written"]), get(&c["nvme_bytes_written"]));
+    // fio's start alone executes tens of millions of user instructions, and every
+    // synchronous write enters the kernel, which stores the data and ext4's journal on PM
+    assert!(user > 10_000_000, "user instructions: {p}");
+    assert!(kernel > 10_000 * writes, "kernel instructions: {p}");
+    assert!(pm >= app, "fewer PM bytes than fio wrote: {p}");
+    assert!(pm < 16 * app, "PM bytes: {p}");
+    assert_eq!(nvme, 0, "ext4-DAX has no SSD: {p}");
+    // the derived figures are the counts'
+    let gib = app as f64 / (1u64 << 30) as f64;
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1.0);
+    let figure = |key: &str| p[key].as_f64().unwrap();
+    assert!(close(
+        figure("kernel_instructions_per_gib") * gib,
+        kernel as f64
+    ));
+    assert!(close(
+        figure("user_instructions_per_gib") * gib,
+        user as f64
+    ));
+    let per_write = figure("instructions_per_write");
+    assert!(
+        close(per_write * writes as f64, (kernel + user) as f64),
+        "{p}"
+    );
+    assert!(close(figure("pm_amplification") * app as f64, pm as f64));
+    // the table shows the same point, and both plots were drawn with its stack
+    let text = std::fs::read_to_string(out.join("guest-results.txt")).unwrap();
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("ext4-dax "))
+        .unwrap_or_else(|| panic!("no ext4-dax row: {text}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells[1..3], ["1", "1.0"], "{row}");
+    assert_eq!(cells[5], format!("{per_write:.0}"), "{row}");
+    assert_eq!(
+        cells[6],
+        format!("{:.2}", figure("pm_amplification")),
+        "{row}"
+    );
+    for svg in ["guest-instructions.svg", "guest-write-amplification.svg"] {
+        let svg = std::fs::read_to_string(out.join(svg)).unwrap();
+        assert!(svg.contains("ext4-dax"), "no line for the stack: {svg}");
+    }
+}
