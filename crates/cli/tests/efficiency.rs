@@ -369,3 +369,93 @@ fn a_guest_point_on_ext4_dax_counts_instructions_and_pm_bytes_consistently() {
         assert!(svg.contains("ext4-dax"), "no line for the stack: {svg}");
     }
 }
+
+/// A loop device attached to a file; detached when dropped.
+struct LoopDevice(String);
+
+impl LoopDevice {
+    fn attach(image: &Path) -> Option<LoopDevice> {
+        let out = std::process::Command::new("losetup")
+            .args(["-f", "--show"])
+            .arg(image)
+            .output()
+            .ok()?;
+        let device = String::from_utf8(out.stdout).ok()?.trim().to_owned();
+        (out.status.success() && !device.is_empty()).then_some(LoopDevice(device))
+    }
+}
+
+impl Drop for LoopDevice {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("losetup")
+            .args(["-d", &self.0])
+            .status();
+    }
+}
+
+/// The device `dir` is mounted from, as /proc/self/mounts says.
+fn mount_source(dir: &Path) -> String {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    let dir = dir.canonicalize().unwrap();
+    mounts
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| Path::new(f[1]) == dir)
+        .map(|f| f[0].to_owned())
+        .unwrap()
+}
+
+#[test]
+fn a_raw_device_is_written_directly_and_a_mounted_one_is_refused() {
+    let test = "a_raw_device_is_written_directly";
+    if !fio_installed(test) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let image = tmp.path().join("raw.img");
+    std::fs::File::create(&image)
+        .unwrap()
+        .set_len(16 << 20)
+        .unwrap();
+    let Some(device) = LoopDevice::attach(&image) else {
+        eprintln!("SKIPPED {test}: cannot attach a loop device (needs root)");
+        return;
+    };
+    let out = tmp.path().join("out");
+    let run = Command::cargo_bin("persim")
+        .unwrap()
+        .args(short_series(std::slice::from_ref(&device.0), &out))
+        .assert()
+        .success();
+    let results: Value = serde_json::from_slice(&run.get_output().stdout).unwrap();
+    let points = results["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2, "{results}");
+    for p in points {
+        assert_eq!(p["target"]["label"], format!("raw:{}", device.0), "{p}");
+        assert_eq!(p["target"]["raw"], true, "{p}");
+        assert!(p["fio"]["bytes_written"].as_u64().unwrap() > 0, "{p}");
+    }
+    // fio wrote the device itself: the image is no longer all zeroes
+    let data = std::fs::read(&image).unwrap();
+    assert!(
+        data.iter().any(|&b| b != 0),
+        "nothing was written to the device"
+    );
+
+    // a device holding a mounted file system is refused before fio runs
+    let Some(ext4) = LoopExt4::mount(test, &tmp.path().join("ext4")) else {
+        return;
+    };
+    let mounted = mount_source(&ext4.0);
+    let refused = Command::cargo_bin("persim")
+        .unwrap()
+        .args(short_series(
+            std::slice::from_ref(&mounted),
+            &tmp.path().join("out2"),
+        ))
+        .assert()
+        .code(2);
+    let stderr = String::from_utf8_lossy(&refused.get_output().stderr).into_owned();
+    assert!(stderr.contains("holds a mounted file system"), "{stderr}");
+    assert!(!stderr.contains("fio with"), "{stderr}");
+}
