@@ -740,7 +740,8 @@ fn compare_tracing(
 }
 
 /// The counting mode's cost (docs/performance.md, "Counting mode"): the 16 MiB workload
-/// with the plugin loaded and tracing off, and with the plugin counting, alternated.
+/// with the plugin loaded and tracing off, counting, and counting with every store
+/// instrumented (the reference), alternated; also each mode's PM bytes.
 /// Ignored by default (a few minutes of VM time):
 /// `cargo test --release -p persim-vm --test guest bench_counting_overhead -- --ignored --nocapture`
 #[test]
@@ -750,33 +751,51 @@ fn bench_counting_overhead() {
         return;
     };
     let ext4 = VmConfig::for_fs(&default_config_dir(), "ext4").unwrap();
-    let (mut off, mut count) = (Vec::new(), Vec::new());
+    let modes = [
+        ("tracing off", PluginMode::Off),
+        ("counting", PluginMode::Count { every_store: false }),
+        (
+            "counting every store",
+            PluginMode::Count { every_store: true },
+        ),
+    ];
+    let mut runs: Vec<Vec<WorkloadRun>> = modes.iter().map(|_| Vec::new()).collect();
     for _ in 0..BENCH_RUNS {
-        let counting = PluginMode::Count { every_store: false };
-        for (mode, runs) in [(PluginMode::Off, &mut off), (counting, &mut count)] {
-            runs.push(time_workload(&artifacts, &ext4, mode, BENCH_WORKLOAD, "16777216").times);
+        for ((_, mode), runs) in modes.iter().zip(&mut runs) {
+            runs.push(time_workload(
+                &artifacts,
+                &ext4,
+                *mode,
+                BENCH_WORKLOAD,
+                "16777216",
+            ));
         }
     }
-    let best = |runs: &[Times]| {
+    let best = |runs: &[WorkloadRun]| {
         runs.iter()
-            .map(|t| t.wall.as_secs_f64())
+            .map(|r| r.times.wall.as_secs_f64())
             .fold(f64::INFINITY, f64::min)
     };
-    let median_cpu = |runs: &[Times]| {
-        let mut cpu: Vec<f64> = runs.iter().map(|t| t.cpu.as_secs_f64()).collect();
+    let median_cpu = |runs: &[WorkloadRun]| {
+        let mut cpu: Vec<f64> = runs.iter().map(|r| r.times.cpu.as_secs_f64()).collect();
         cpu.sort_by(f64::total_cmp);
         cpu[cpu.len() / 2]
     };
-    eprintln!(
-        "16 MiB workload after start, best of {BENCH_RUNS}: tracing off {:.2} s, counting {:.2} s: \
-         {:.2}x; QEMU's CPU time, median: {:.2} s, {:.2} s: {:.2}x",
-        best(&off),
-        best(&count),
-        best(&count) / best(&off),
-        median_cpu(&off),
-        median_cpu(&count),
-        median_cpu(&count) / median_cpu(&off),
-    );
+    let (off_wall, off_cpu) = (best(&runs[0]), median_cpu(&runs[0]));
+    for ((name, _), runs) in modes.iter().zip(&runs) {
+        let pm: Vec<u64> = runs
+            .iter()
+            .filter_map(|r| Some(r.counts?.pm_bytes_written))
+            .collect();
+        eprintln!(
+            "16 MiB workload after start, {name}: best wall time of {BENCH_RUNS} {:.2} s \
+             ({:.2}x), median QEMU CPU time {:.2} s ({:.2}x); PM bytes {pm:?}",
+            best(runs),
+            best(runs) / off_wall,
+            median_cpu(runs),
+            median_cpu(runs) / off_cpu,
+        );
+    }
 }
 
 /// The counting mode's reduced instrumentation (kernel stack stores and, until the kernel
@@ -802,6 +821,7 @@ fn counting_only_the_stores_that_can_reach_pm_counts_every_pm_byte() {
             .unwrap()
     };
     let (reduced, every) = (count(false), count(true));
+    eprintln!("reduced {reduced:?}\nevery store {every:?}");
     // pm-probe's user stores alone are 126 bytes; the file 256 KiB
     assert!(every.pm_bytes_written > 256 << 10, "{every:?}");
     assert_eq!(
