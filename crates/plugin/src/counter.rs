@@ -94,7 +94,7 @@ mod tests {
         let pte = (1 << 63) | (base + 0x3000) | 0x67;
         assert!(maps_user_pm(pte, base, size));
         // a huge PMD (PSE) with its PAT bit (12) set
-        assert!(maps_user_pm(base + (2 << 20) | 0x1000 | 0xe7, base, size));
+        assert!(maps_user_pm((base + (2 << 20)) | 0x1000 | 0xe7, base, size));
         // a kernel mapping of PM, an absent entry, a frame in DRAM, one past the PM
         assert!(!maps_user_pm((base + 0x3000) | 0x63, base, size));
         assert!(!maps_user_pm((base + 0x3000) | 0x66, base, size));

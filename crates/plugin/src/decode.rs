@@ -90,7 +90,8 @@ pub fn classify(bytes: &[u8]) -> Class {
     classify_opt(bytes).unwrap_or(Class::Plain)
 }
 
-fn classify_opt(bytes: &[u8]) -> Option<Class> {
+/// The legacy and REX prefixes, and where the opcode starts.
+fn prefixes(bytes: &[u8]) -> Option<(Prefixes, usize)> {
     let mut p = Prefixes::default();
     let mut i = 0;
     loop {
@@ -100,6 +101,7 @@ fn classify_opt(bytes: &[u8]) -> Option<Class> {
             0x67 => p.addr32 = true,
             0x64 => p.segment = Some(Segment::Fs),
             0x65 => p.segment = Some(Segment::Gs),
+            // rep prefixes, and segment overrides that 64-bit mode ignores
             0xf2 | 0xf3 | 0x26 | 0x2e | 0x36 | 0x3e => {}
             _ => break,
         }
@@ -109,6 +111,11 @@ fn classify_opt(bytes: &[u8]) -> Option<Class> {
         p.rex = rex;
         i += 1;
     }
+    Some((p, i))
+}
+
+fn classify_opt(bytes: &[u8]) -> Option<Class> {
+    let (p, i) = prefixes(bytes)?;
     if p.lock {
         return Some(Class::Locked);
     }
@@ -137,21 +144,10 @@ pub fn stores_to_stack_only(bytes: &[u8]) -> bool {
 }
 
 fn stack_only(bytes: &[u8]) -> Option<bool> {
-    let mut p = Prefixes::default();
-    let mut i = 0;
-    loop {
-        match *bytes.get(i)? {
-            0x66 => p.opsize = true,
-            0x67 => p.addr32 = true,
-            // a segment or lock prefix: not a plain stack store
-            0xf0 | 0x64 | 0x65 | 0x26 | 0x2e | 0x36 | 0x3e | 0xf2 | 0xf3 => return Some(false),
-            _ => break,
-        }
-        i += 1;
-    }
-    if let rex @ 0x40..=0x4f = *bytes.get(i)? {
-        p.rex = rex;
-        i += 1;
+    let (p, i) = prefixes(bytes)?;
+    // fs/gs: not the stack; string stores are not these opcodes
+    if p.lock || p.segment.is_some() {
+        return Some(false);
     }
     let op = *bytes.get(i)?;
     let rest = &bytes[i + 1..];
