@@ -459,3 +459,22 @@ fn a_raw_device_is_written_directly_and_a_mounted_one_is_refused() {
     assert!(stderr.contains("holds a mounted file system"), "{stderr}");
     assert!(!stderr.contains("fio with"), "{stderr}");
 }
+
+#[test]
+fn a_numa_node_that_does_not_exist_is_refused_with_the_nodes_there_are() {
+    let tmp = tempfile::tempdir().unwrap();
+    let refused = Command::cargo_bin("persim")
+        .unwrap()
+        .args(["efficiency", "run"])
+        .arg(tmp.path())
+        .args(["--numa-node", "4095", "--out"])
+        .arg(tmp.path().join("out"))
+        .assert()
+        .code(2);
+    let stderr = String::from_utf8_lossy(&refused.get_output().stderr).into_owned();
+    assert!(
+        stderr.contains("no NUMA node 4095; its nodes are"),
+        "{stderr}"
+    );
+    assert!(!tmp.path().join("out").exists(), "{stderr}");
+}
