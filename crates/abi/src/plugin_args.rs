@@ -23,6 +23,10 @@ pub struct PluginArgs {
     /// instructions, PM and NVMe bytes written, and write them to `trace` as
     /// [`crate::Counts`] text instead of a trace.
     pub count: bool,
+    /// With `count`: instrument every store, not only those that can reach PM or the NVMe
+    /// registers (docs/performance.md, "Counting mode"): the reference the reduced
+    /// instrumentation is checked against; same counts, slower.
+    pub every_store: bool,
     /// The host file behind the NVDIMM and where to copy it at `hypercall start`: the PM
     /// contents the trace starts from (crash images are built on top of them).
     pub initial: Option<(PathBuf, PathBuf)>,
@@ -88,6 +92,7 @@ impl PluginArgs {
             stacks: Stacks::Off,
             tracing: true,
             count: false,
+            every_store: false,
             initial: None,
             repeat: false,
             blk_size: 0,
@@ -111,6 +116,9 @@ impl PluginArgs {
         if self.count {
             args.push("count=on".into());
         }
+        if self.every_store {
+            args.push("every_store=on".into());
+        }
         if let Some((pm_file, initial)) = &self.initial {
             args.push(format!("pm_file={}", pm_file.display()));
             args.push(format!("initial={}", initial.display()));
@@ -131,6 +139,7 @@ impl PluginArgs {
     pub fn parse<'a>(raw: impl IntoIterator<Item = &'a str>) -> Result<PluginArgs, String> {
         let (mut pm_base, mut pm_size, mut trace) = (None, None, None);
         let (mut reads, mut tracing, mut repeat, mut count) = (false, true, false, false);
+        let mut every_store = false;
         let mut stacks = Stacks::Off;
         let (mut pm_file, mut initial) = (None, None);
         let (mut blk_size, mut blk_file, mut blk_initial) = (0, None, None);
@@ -161,12 +170,16 @@ impl PluginArgs {
                 "tracing" => tracing = parse_bool(key, value)?,
                 "repeat" => repeat = parse_bool(key, value)?,
                 "count" => count = parse_bool(key, value)?,
+                "every_store" => every_store = parse_bool(key, value)?,
                 _ => return Err(format!("unknown argument `{key}`")),
             }
         }
         let need = |name: &str| format!("missing argument `{name}`");
         if count && tracing {
             return Err("`count=on` needs `tracing=off`: a counted run writes no trace".into());
+        }
+        if every_store && !count {
+            return Err("`every_store=on` belongs to the counting mode: add `count=on`".into());
         }
         Ok(PluginArgs {
             pm_base: pm_base.ok_or_else(|| need("pm_base"))?,
@@ -178,6 +191,7 @@ impl PluginArgs {
             stacks,
             tracing,
             count,
+            every_store,
             repeat,
             initial: match (pm_file, initial) {
                 (Some(pm_file), Some(initial)) => Some((pm_file, initial)),
@@ -242,6 +256,13 @@ mod tests {
             ..plain.clone()
         };
         assert_eq!(round_trip(&counting), counting);
+        let every = PluginArgs {
+            every_store: true,
+            ..counting.clone()
+        };
+        assert_eq!(round_trip(&every), every);
+        let alone = ["pm_base=0x1", "pm_size=0x1", "trace=/t", "every_store=on"];
+        assert!(PluginArgs::parse(alone).unwrap_err().contains("count=on"));
         let both = ["pm_base=0x1", "pm_size=0x1", "trace=/t", "count=on"];
         assert!(PluginArgs::parse(both).unwrap_err().contains("tracing=off"));
         assert_eq!(

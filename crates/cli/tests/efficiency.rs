@@ -289,3 +289,192 @@ fn a_missing_fio_another_file_system_or_a_busy_system_is_refused_before_measurin
     );
     assert!(!stderr.contains("fio with"), "{stderr}");
 }
+
+/// `efficiency run --vm`, one small point: fio's 64 writes of 16 KiB (1 MiB) to ext4-DAX in
+/// the guest, counted by the plugin's counting mode.
+#[test]
+fn a_guest_point_on_ext4_dax_counts_instructions_and_pm_bytes_consistently() {
+    let test = "a_guest_point_on_ext4_dax";
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../vm/ext4-dax.toml");
+    let vm = persim_vm::VmConfig::load(&config).unwrap();
+    if !fio_installed(test) || persim_vm::testing::vm_ready(test, &vm).is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let run = Command::cargo_bin("persim")
+        .unwrap()
+        .args(["efficiency", "run", "--vm"])
+        .arg(&config)
+        .args(["--jobs", "1", "--fio-option", "size=1M", "--json", "--out"])
+        .arg(&out)
+        .assert()
+        .success();
+    let results: Value = serde_json::from_slice(&run.get_output().stdout).unwrap();
+    // the JSON printed is the JSON saved
+    let saved: Value =
+        serde_json::from_slice(&std::fs::read(out.join("guest-results.json")).unwrap()).unwrap();
+    assert_eq!(results, saved);
+    let points = results["points"].as_array().unwrap();
+    assert_eq!(points.len(), 1, "{results}");
+    let p = &points[0];
+    let get = |v: &Value| v.as_u64().unwrap_or_else(|| panic!("not a count: {p}"));
+    let (app, writes) = (get(&p["app_bytes"]), get(&p["fio"]["writes"]));
+    assert_eq!(get(&p["fio"]["bytes_written"]), 1 << 20, "{p}");
+    assert_eq!((app, writes), (1 << 20, 64), "{p}");
+    let c = &p["counts"];
+    let (kernel, user) = (get(&c["kernel_instructions"]), get(&c["user_instructions"]));
+    let (pm, nvme) = (get(&c["pm_bytes_written"]), get(&c["nvme_bytes_written"]));
+    // fio's start alone executes tens of millions of user instructions, and every
+    // synchronous write enters the kernel, which stores the data and ext4's journal on PM
+    assert!(user > 10_000_000, "user instructions: {p}");
+    assert!(kernel > 10_000 * writes, "kernel instructions: {p}");
+    assert!(pm >= app, "fewer PM bytes than fio wrote: {p}");
+    assert!(pm < 16 * app, "PM bytes: {p}");
+    assert_eq!(nvme, 0, "ext4-DAX has no SSD: {p}");
+    // the derived figures are the counts'
+    let gib = app as f64 / (1u64 << 30) as f64;
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1.0);
+    let figure = |key: &str| p[key].as_f64().unwrap();
+    assert!(close(
+        figure("kernel_instructions_per_gib") * gib,
+        kernel as f64
+    ));
+    assert!(close(
+        figure("user_instructions_per_gib") * gib,
+        user as f64
+    ));
+    let per_write = figure("instructions_per_write");
+    assert!(
+        close(per_write * writes as f64, (kernel + user) as f64),
+        "{p}"
+    );
+    assert!(close(figure("pm_amplification") * app as f64, pm as f64));
+    // the table shows the same point, and both plots were drawn with its stack
+    let text = std::fs::read_to_string(out.join("guest-results.txt")).unwrap();
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("ext4-dax "))
+        .unwrap_or_else(|| panic!("no ext4-dax row: {text}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells[1..3], ["1", "1.0"], "{row}");
+    assert_eq!(cells[5], format!("{per_write:.0}"), "{row}");
+    assert_eq!(
+        cells[6],
+        format!("{:.2}", figure("pm_amplification")),
+        "{row}"
+    );
+    for svg in ["guest-instructions.svg", "guest-write-amplification.svg"] {
+        let svg = std::fs::read_to_string(out.join(svg)).unwrap();
+        assert!(svg.contains("ext4-dax"), "no line for the stack: {svg}");
+    }
+}
+
+/// A loop device attached to a file; detached when dropped.
+struct LoopDevice(String);
+
+impl LoopDevice {
+    fn attach(image: &Path) -> Option<LoopDevice> {
+        let out = std::process::Command::new("losetup")
+            .args(["-f", "--show"])
+            .arg(image)
+            .output()
+            .ok()?;
+        let device = String::from_utf8(out.stdout).ok()?.trim().to_owned();
+        (out.status.success() && !device.is_empty()).then_some(LoopDevice(device))
+    }
+}
+
+impl Drop for LoopDevice {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("losetup")
+            .args(["-d", &self.0])
+            .status();
+    }
+}
+
+/// The device `dir` is mounted from, as /proc/self/mounts says.
+fn mount_source(dir: &Path) -> String {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    let dir = dir.canonicalize().unwrap();
+    mounts
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| Path::new(f[1]) == dir)
+        .map(|f| f[0].to_owned())
+        .unwrap()
+}
+
+#[test]
+fn a_raw_device_is_written_directly_and_a_mounted_one_is_refused() {
+    let test = "a_raw_device_is_written_directly";
+    if !fio_installed(test) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let image = tmp.path().join("raw.img");
+    std::fs::File::create(&image)
+        .unwrap()
+        .set_len(16 << 20)
+        .unwrap();
+    let Some(device) = LoopDevice::attach(&image) else {
+        eprintln!("SKIPPED {test}: cannot attach a loop device (needs root)");
+        return;
+    };
+    let out = tmp.path().join("out");
+    let run = Command::cargo_bin("persim")
+        .unwrap()
+        .args(short_series(std::slice::from_ref(&device.0), &out))
+        .assert()
+        .success();
+    let results: Value = serde_json::from_slice(&run.get_output().stdout).unwrap();
+    let points = results["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2, "{results}");
+    for p in points {
+        assert_eq!(p["target"]["label"], format!("raw:{}", device.0), "{p}");
+        assert_eq!(p["target"]["raw"], true, "{p}");
+        assert!(p["fio"]["bytes_written"].as_u64().unwrap() > 0, "{p}");
+    }
+    // fio wrote the device itself: the image is no longer all zeroes
+    let data = std::fs::read(&image).unwrap();
+    assert!(
+        data.iter().any(|&b| b != 0),
+        "nothing was written to the device"
+    );
+
+    // a device holding a mounted file system is refused before fio runs
+    let Some(ext4) = LoopExt4::mount(test, &tmp.path().join("ext4")) else {
+        return;
+    };
+    let mounted = mount_source(&ext4.0);
+    let refused = Command::cargo_bin("persim")
+        .unwrap()
+        .args(short_series(
+            std::slice::from_ref(&mounted),
+            &tmp.path().join("out2"),
+        ))
+        .assert()
+        .code(2);
+    let stderr = String::from_utf8_lossy(&refused.get_output().stderr).into_owned();
+    assert!(stderr.contains("holds a mounted file system"), "{stderr}");
+    assert!(!stderr.contains("fio with"), "{stderr}");
+}
+
+#[test]
+fn a_numa_node_that_does_not_exist_is_refused_with_the_nodes_there_are() {
+    let tmp = tempfile::tempdir().unwrap();
+    let refused = Command::cargo_bin("persim")
+        .unwrap()
+        .args(["efficiency", "run"])
+        .arg(tmp.path())
+        .args(["--numa-node", "4095", "--out"])
+        .arg(tmp.path().join("out"))
+        .assert()
+        .code(2);
+    let stderr = String::from_utf8_lossy(&refused.get_output().stderr).into_owned();
+    assert!(
+        stderr.contains("no NUMA node 4095; its nodes are"),
+        "{stderr}"
+    );
+    assert!(!tmp.path().join("out").exists(), "{stderr}");
+}

@@ -90,17 +90,32 @@ impl FioJob {
         self.get("ramp_time").and_then(seconds).unwrap_or(0.0)
     }
 
-    /// fio's arguments for `jobs` jobs writing into `directory`.
-    pub fn args(&self, jobs: u32, directory: &Path) -> Vec<String> {
-        let mut args = vec![
-            "--name=persim".to_owned(),
-            format!("--directory={}", directory.display()),
-            format!("--numjobs={jobs}"),
-        ];
+    /// fio's arguments for `jobs` jobs doing their I/O at `place`.
+    pub fn args(&self, jobs: u32, place: Place) -> Vec<String> {
+        let mut args = vec!["--name=persim".to_owned()];
+        match place {
+            Place::Directory(dir) => args.push(format!("--directory={}", dir.display())),
+            Place::Device(device) => {
+                args.push(format!("--filename={}", device.display()));
+                // each job its own range, as each has a file of its own in a directory
+                if let (Some(size), None) = (self.get("size"), self.get("offset_increment")) {
+                    args.push(format!("--offset_increment={size}"));
+                }
+            }
+        }
+        args.push(format!("--numjobs={jobs}"));
         args.extend(self.0.iter().map(|(k, v)| format!("--{k}={v}")));
         args.push("--output-format=json".to_owned());
         args
     }
+}
+
+/// Where a run's I/O goes: files in a directory, or a device written directly (the raw
+/// baseline).
+#[derive(Clone, Copy, Debug)]
+pub enum Place<'a> {
+    Directory(&'a Path),
+    Device(&'a Path),
 }
 
 /// A fio duration: seconds by default, or with a unit `us`, `ms`, `s`, `m`, `h`.
@@ -227,13 +242,32 @@ mod tests {
         assert_eq!(job.get("fsync"), Some("1"));
         assert_eq!(job.get("sync"), None);
         assert_eq!(job.get("rw"), Some("randwrite"));
-        let args = job.args(4, Path::new("/mnt/x"));
+        let args = job.args(4, Place::Directory(Path::new("/mnt/x")));
         assert_eq!(
             args[..3],
             ["--name=persim", "--directory=/mnt/x", "--numjobs=4"]
         );
         assert!(args.contains(&"--bs=4k".to_owned()));
         assert_eq!(args.last().unwrap(), "--output-format=json");
+    }
+
+    #[test]
+    fn jobs_on_a_device_write_ranges_of_their_own() {
+        let job = FioJob::with_overrides(&["size=4M".into()]).unwrap();
+        let args = job.args(2, Place::Device(Path::new("/dev/pmem0")));
+        assert_eq!(
+            args[..4],
+            [
+                "--name=persim",
+                "--filename=/dev/pmem0",
+                "--offset_increment=4M",
+                "--numjobs=2"
+            ]
+        );
+        let own = FioJob::with_overrides(&["offset_increment=1G".into()]).unwrap();
+        let args = own.args(2, Place::Device(Path::new("/dev/pmem0")));
+        assert!(!args.contains(&"--offset_increment=100M".to_owned()));
+        assert!(args.contains(&"--offset_increment=1G".to_owned()));
     }
 
     #[test]

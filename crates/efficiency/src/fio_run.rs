@@ -1,7 +1,7 @@
 //! Running fio in a directory of its own on the target, which is removed afterwards
 //! whatever happens (an error, Ctrl-C): a series never leaves fio files behind.
 
-use crate::fio::{self, FioJob, FioResult};
+use crate::fio::{self, FioJob, FioResult, Place};
 use crate::interrupt;
 use std::io::Read;
 use std::os::unix::process::CommandExt;
@@ -109,7 +109,7 @@ pub fn run(program: &str, args: &[String]) -> Result<FioOutput, String> {
 /// Lays out the job's files first (`--create_only=1`), so that the measured run spends
 /// its time writing, not creating files.
 pub fn lay_out(program: &str, job: &FioJob, jobs: u32, dir: &Path) -> Result<(), String> {
-    let mut args = job.args(jobs, dir);
+    let mut args = job.args(jobs, Place::Directory(dir));
     args.push("--create_only=1".into());
     run(program, &args).map(|_| ())
 }

@@ -9,14 +9,17 @@
 //! - [`sampling`]: both sampled while fio runs, averaged over a window
 //! - [`fio`]: the job, its command line, fio's version and JSON output; [`fio_run`]: fio
 //!   run in a directory of its own that is always removed
-//! - [`target`]: the targets' checks; [`machine_info`]: what it was measured on
+//! - [`target`]: the targets' checks, [`device_target`] a raw device's; [`numa`]: the
+//!   `--numa-node` pinning; [`machine_info`]: what it was measured on
 //! - [`series`]: the host series; [`results`] and [`plots`]: its files
 
 pub mod cpu_time;
+pub mod device_target;
 pub mod fio;
 pub mod fio_run;
 pub mod interrupt;
 pub mod machine_info;
+pub mod numa;
 pub mod plots;
 pub mod power;
 pub mod powercap;

@@ -1,5 +1,6 @@
-//! SVG plots of a series in the thesis' style: bandwidth, CPU cost and energy cost over
-//! the number of jobs, one line per target (the approach of `persim profile --svg`).
+//! SVG plots of a series in the thesis' style: a figure over the number of jobs, one line
+//! per target or stack (the approach of `persim profile --svg`). The host series plots
+//! bandwidth, CPU cost and energy cost; the guest series its counts.
 
 use crate::results::Point;
 use plotters::prelude::*;
@@ -11,41 +12,51 @@ pub fn series_svgs(points: &[Point]) -> Result<Vec<(&'static str, String)>, Stri
     let mut svgs = vec![
         (
             "bandwidth.svg",
-            plot(points, "Bandwidth", "MiB/s", |p| Some(p.bandwidth_mib_s))?,
+            plot(
+                &lines(points, |p| Some(p.bandwidth_mib_s)),
+                "Bandwidth",
+                "MiB/s",
+            )?,
         ),
         (
             "cpu-cost.svg",
-            plot(points, "CPU cost", "CPU s/GiB", |p| Some(p.cpu_s_per_gib))?,
+            plot(
+                &lines(points, |p| Some(p.cpu_s_per_gib)),
+                "CPU cost",
+                "CPU s/GiB",
+            )?,
         ),
     ];
     if points.iter().any(|p| p.joules_per_gib.is_some()) {
         svgs.push((
             "energy-cost.svg",
-            plot(points, "Energy cost above idle", "J/GiB", |p| {
-                p.joules_per_gib
-            })?,
+            plot(
+                &lines(points, |p| p.joules_per_gib),
+                "Energy cost above idle",
+                "J/GiB",
+            )?,
         ));
     }
     Ok(svgs)
 }
 
-fn plot(
-    points: &[Point],
-    title: &str,
-    unit: &str,
-    value: impl Fn(&Point) -> Option<f64>,
-) -> Result<String, String> {
-    let mut labels: Vec<&str> = points.iter().map(|p| p.target.label.as_str()).collect();
-    labels.dedup();
+/// One point of a line: (the line's label, jobs, value).
+pub type LinePoint<'a> = (&'a str, u32, f64);
+
+fn lines(points: &[Point], value: impl Fn(&Point) -> Option<f64>) -> Vec<LinePoint<'_>> {
+    points
+        .iter()
+        .filter_map(|p| Some((p.target.label.as_str(), p.jobs, value(p)?)))
+        .collect()
+}
+
+/// `points` as an SVG plot titled `title` of `unit` over fio jobs, a line per label.
+pub fn plot(points: &[LinePoint], title: &str, unit: &str) -> Result<String, String> {
+    let mut labels: Vec<&str> = points.iter().map(|p| p.0).collect();
     labels.sort_unstable();
     labels.dedup();
-    let max_jobs = points.iter().map(|p| p.jobs).max().unwrap_or(1).max(2);
-    let y_max = points
-        .iter()
-        .filter_map(&value)
-        .fold(0.0f64, f64::max)
-        .max(1e-9)
-        * 1.1;
+    let max_jobs = points.iter().map(|p| p.1).max().unwrap_or(1).max(2);
+    let y_max = points.iter().map(|p| p.2).fold(0.0f64, f64::max).max(1e-9) * 1.1;
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
@@ -67,8 +78,8 @@ fn plot(
             let color = Palette99::pick(i).to_rgba();
             let mut line: Vec<(u32, f64)> = points
                 .iter()
-                .filter(|p| p.target.label == *label)
-                .filter_map(|p| Some((p.jobs, value(p)?)))
+                .filter(|p| p.0 == *label)
+                .map(|p| (p.1, p.2))
                 .collect();
             line.sort_by_key(|&(j, _)| j);
             chart

@@ -148,11 +148,21 @@ fn measure(
     jobs: u32,
     idle: &Idle,
 ) -> Result<(Point, String), String> {
-    let work = WorkDir::create(&target.dir)?;
-    fio_run::lay_out(&options.fio, &options.job, jobs, work.path())?;
+    // a device has no files to lay out, and no directory to put them in
+    let work = match target.raw {
+        false => Some(WorkDir::create(&target.dir)?),
+        true => None,
+    };
+    if let Some(work) = &work {
+        fio_run::lay_out(&options.fio, &options.job, jobs, work.path())?;
+    }
+    let args = options.job.args(
+        jobs,
+        target.place(work.as_ref().map_or(&target.dir, |w| w.path())),
+    );
     let sampler = Sampler::start(power, clock);
     let start = clock.elapsed().as_secs_f64();
-    let output = fio_run::run(&options.fio, &options.job.args(jobs, work.path()));
+    let output = fio_run::run(&options.fio, &args);
     let end = clock.elapsed().as_secs_f64();
     let samples = sampler.stop();
     drop(work);

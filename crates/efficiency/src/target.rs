@@ -1,13 +1,16 @@
 //! A series' targets: directories on mounted file systems, checked before a series starts
 //! (writable, on the file system the user expects, room for fio's files; the mount table
-//! and free space through `persim_trace::disk_space`).
+//! and free space through `persim_trace::disk_space`), or a device for the raw baseline
+//! ([`crate::device_target`]).
 
+use crate::device_target;
+use crate::fio::Place;
 use persim_trace::disk_space::free_space;
 use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// A target as given on the command line: `DIR` or `DIR:FSTYPE` (refused unless `DIR` is
-/// on a file system of that type).
+/// on a file system of that type), or a device.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TargetSpec {
     pub dir: PathBuf,
@@ -35,19 +38,53 @@ impl TargetSpec {
 /// A checked target.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Target {
-    /// The directory, absolute.
+    /// The directory, absolute; for the raw baseline the device.
     pub dir: PathBuf,
-    /// Its name in tables, plots and result files (`tmpfs:/tmp/x`).
+    /// Its name in tables, plots and result files (`tmpfs:/tmp/x`, `raw:/dev/pmem0`).
     pub label: String,
-    /// The file system's type and device as `/proc/self/mounts` has them.
+    /// The file system's type and device as `/proc/self/mounts` has them; `raw` and the
+    /// device for a device.
     pub fs_type: String,
     pub device: String,
+    /// fio writes the device `dir` directly.
+    #[serde(default)]
+    pub raw: bool,
+}
+
+/// The file system type a raw target is shown with.
+pub const RAW: &str = "raw";
+
+impl Target {
+    /// Where fio's I/O goes: `work`, a directory of the target's, or the device.
+    pub fn place<'a>(&'a self, work: &'a Path) -> Place<'a> {
+        match self.raw {
+            true => Place::Device(&self.dir),
+            false => Place::Directory(work),
+        }
+    }
 }
 
 /// Checks `spec`: a writable directory on a mounted file system of the expected type with
-/// `need_bytes` free. The error says what is wrong and what to do.
+/// `need_bytes` free, or a device fio may overwrite (`device_target::check`). The error
+/// says what is wrong and what to do.
 pub fn check(spec: &TargetSpec, need_bytes: u64) -> Result<Target, String> {
     let shown = spec.dir.display();
+    if device_target::is_device(&spec.dir) {
+        if let Some(fs) = &spec.expect_fs {
+            return Err(format!(
+                "target {shown}:{fs}: a device has no file system to check; give {shown} \
+                 alone to write the device, or a directory on its file system"
+            ));
+        }
+        device_target::check(&spec.dir, need_bytes)?;
+        return Ok(Target {
+            label: format!("{RAW}:{shown}"),
+            dir: spec.dir.clone(),
+            fs_type: RAW.into(),
+            device: shown.to_string(),
+            raw: true,
+        });
+    }
     let dir = spec.dir.canonicalize().map_err(|e| {
         format!("target {shown}: {e}; give a directory on the file system to measure")
     })?;
@@ -83,6 +120,7 @@ pub fn check(spec: &TargetSpec, need_bytes: u64) -> Result<Target, String> {
         dir,
         fs_type,
         device,
+        raw: false,
     })
 }
 

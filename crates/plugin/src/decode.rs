@@ -90,7 +90,8 @@ pub fn classify(bytes: &[u8]) -> Class {
     classify_opt(bytes).unwrap_or(Class::Plain)
 }
 
-fn classify_opt(bytes: &[u8]) -> Option<Class> {
+/// The legacy and REX prefixes, and where the opcode starts.
+fn prefixes(bytes: &[u8]) -> Option<(Prefixes, usize)> {
     let mut p = Prefixes::default();
     let mut i = 0;
     loop {
@@ -100,6 +101,7 @@ fn classify_opt(bytes: &[u8]) -> Option<Class> {
             0x67 => p.addr32 = true,
             0x64 => p.segment = Some(Segment::Fs),
             0x65 => p.segment = Some(Segment::Gs),
+            // rep prefixes, and segment overrides that 64-bit mode ignores
             0xf2 | 0xf3 | 0x26 | 0x2e | 0x36 | 0x3e => {}
             _ => break,
         }
@@ -109,6 +111,11 @@ fn classify_opt(bytes: &[u8]) -> Option<Class> {
         p.rex = rex;
         i += 1;
     }
+    Some((p, i))
+}
+
+fn classify_opt(bytes: &[u8]) -> Option<Class> {
+    let (p, i) = prefixes(bytes)?;
     if p.lock {
         return Some(Class::Locked);
     }
@@ -125,6 +132,35 @@ fn classify_opt(bytes: &[u8]) -> Option<Class> {
         0xc3 | 0xc2 => Some(Class::Ret),
         _ => Some(Class::Plain),
     }
+}
+
+/// Whether every store of the instruction goes to the stack: `push` (of a register, an
+/// immediate or the flags), a near call (its return address), or a `mov` to a memory
+/// operand based on rsp alone (spills). The counting mode leaves these uninstrumented in
+/// the kernel, whose stacks are never PM (docs/performance.md, "Counting mode"). Other
+/// forms that store to the stack are not recognised: they only cost speed.
+pub fn stores_to_stack_only(bytes: &[u8]) -> bool {
+    stack_only(bytes).unwrap_or(false)
+}
+
+fn stack_only(bytes: &[u8]) -> Option<bool> {
+    let (p, i) = prefixes(bytes)?;
+    // fs/gs: not the stack; string stores are not these opcodes
+    if p.lock || p.segment.is_some() {
+        return Some(false);
+    }
+    let op = *bytes.get(i)?;
+    let rest = &bytes[i + 1..];
+    Some(match op {
+        0x50..=0x57 | 0x68 | 0x6a | 0x9c | 0xe8 => true,
+        // call r/m and push r/m: they read the operand and store to the stack
+        0xff => matches!((*rest.first()? >> 3) & 7, 2 | 6),
+        0x88 | 0x89 | 0xc6 | 0xc7 if !p.addr32 => {
+            let operand = mem_operand(rest, &p);
+            operand.is_some_and(|o| o.base == Some(4) && o.index.is_none() && !o.rip_relative)
+        }
+        _ => false,
+    })
 }
 
 fn modrm_is_memory(modrm: u8) -> bool {
@@ -327,6 +363,39 @@ mod tests {
         assert_eq!(classify(&[0x48, 0xcf]), Class::Serializing); // iretq
         assert_eq!(classify(&[0x0f, 0xa2]), Class::Cpuid);
         assert_eq!(classify(&[0x0f]), Class::Plain);
+    }
+
+    #[test]
+    fn stack_stores() {
+        for bytes in [
+            &[0x55][..],                           // push %rbp
+            &[0x41, 0x57],                         // push %r15
+            &[0x6a, 0x00],                         // push $0
+            &[0x9c],                               // pushf
+            &[0xe8, 0, 0, 0, 0],                   // call rel32
+            &[0xff, 0xd0],                         // call *%rax
+            &[0xff, 0x75, 0x08],                   // push 0x8(%rbp)
+            &[0x48, 0x89, 0x04, 0x24],             // mov %rax,(%rsp)
+            &[0x48, 0x89, 0x44, 0x24, 0x08],       // mov %rax,0x8(%rsp)
+            &[0xc7, 0x44, 0x24, 0x10, 1, 0, 0, 0], // movl $1,0x10(%rsp)
+            &[0x88, 0x54, 0x24, 0x07],             // mov %dl,0x7(%rsp)
+        ] {
+            assert!(stores_to_stack_only(bytes), "{bytes:02x?}");
+        }
+        for bytes in [
+            &[0x48, 0x89, 0x07][..],               // mov %rax,(%rdi)
+            &[0x49, 0x89, 0x04, 0x24],             // mov %rax,(%r12)
+            &[0x48, 0x89, 0x04, 0x0c],             // mov %rax,(%rsp,%rcx,1)
+            &[0x48, 0x89, 0x45, 0x08],             // mov %rax,0x8(%rbp)
+            &[0x65, 0x48, 0x89, 0x04, 0x24],       // mov %rax,%gs:(%rsp)
+            &[0xf3, 0xab],                         // rep stos
+            &[0x48, 0x01, 0x04, 0x24],             // add %rax,(%rsp): not recognised
+            &[0x48, 0x89, 0xe5],                   // mov %rsp,%rbp: no store
+            &[0xff, 0x07],                         // incl (%rdi)
+            &[0xf0, 0x48, 0x0f, 0xb1, 0x0c, 0x24], // lock cmpxchg %rcx,(%rsp)
+        ] {
+            assert!(!stores_to_stack_only(bytes), "{bytes:02x?}");
+        }
     }
 
     #[test]

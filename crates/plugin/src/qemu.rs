@@ -2,8 +2,8 @@
 //! the execution-time callbacks that feed the [`Tracer`].
 
 use crate::calls::{self, CallTable};
-use crate::counter::{Counter, CounterNext};
-use crate::decode::{classify, Class, MemOperand, Segment};
+use crate::counter::{maps_user_pm, Counter, CounterNext};
+use crate::decode::{classify, stores_to_stack_only, Class, MemOperand, Segment};
 use crate::hypercall::{self, Call};
 use crate::nvme::NvmeDecoder;
 use crate::physical::{self, PhysMemory};
@@ -24,12 +24,17 @@ use qemu_plugin::{
     PluginId, RegisterDescriptor, TranslationBlock, VCPUIndex,
 };
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 /// The PM range, readable without the lock: most stores go to DRAM and are rejected here.
 static PM_BASE: AtomicU64 = AtomicU64::new(0);
 static PM_SIZE: AtomicU64 = AtomicU64::new(0);
+/// Counting mode: `every_store=on`.
+static EVERY_STORE: AtomicBool = AtomicBool::new(false);
+/// Counting mode: the kernel has mapped PM into user space (never cleared: a mapping
+/// outlives a counted run).
+static USER_PM_MAPPED: AtomicBool = AtomicBool::new(false);
 static STATE: OnceLock<Mutex<State>> = OnceLock::new();
 /// The running guest thread, from the stores that switch it (`crate::task`).
 static TASKS: TaskWatch = TaskWatch::new();
@@ -401,6 +406,7 @@ impl Register for PersimPlugin {
         })?;
         PM_BASE.store(args.pm_base, Ordering::Relaxed);
         PM_SIZE.store(args.pm_size, Ordering::Relaxed);
+        EVERY_STORE.store(args.every_store, Ordering::Relaxed);
         let nvme = (args.blk_size > 0).then(|| {
             (
                 NvmeDecoder::new(NVME_LBA_SIZE, args.reads),
@@ -536,7 +542,7 @@ extern "C" fn on_translate(_id: PluginId, tb: *mut qemu_plugin_tb) {
                 CallbackFlags::QEMU_PLUGIN_CB_R_REGS,
             );
         }
-        if counting {
+        if counting && counts_stores(pc, &bytes) {
             // SAFETY: the instruction handle of this translation callback.
             unsafe {
                 let raw_insn = qemu_plugin::sys::qemu_plugin_tb_get_insn(raw_tb, i);
@@ -763,6 +769,44 @@ fn count_instructions(tb: *mut qemu_plugin_tb) {
     }
 }
 
+/// Whether the counting mode instruments an instruction's stores: every store with
+/// `every_store=on`; otherwise, in the kernel all but those to its stack (never PM), in
+/// user space none until the kernel has written a page-table entry that maps PM for user
+/// space ([`crate::counter::maps_user_pm`]; docs/performance.md, "Counting mode").
+fn counts_stores(pc: u64, bytes: &[u8]) -> bool {
+    if EVERY_STORE.load(Ordering::Relaxed) {
+        return true;
+    }
+    match is_kernel(pc) {
+        true => !stores_to_stack_only(bytes),
+        false => USER_PM_MAPPED.load(Ordering::Relaxed),
+    }
+}
+
+/// A kernel store of `value` that maps PM for user space: from now on user stores are
+/// instrumented too, after a retranslation (the user code runs only after the kernel has
+/// returned to it, which is many translation blocks after this store, and the reset takes
+/// effect at the end of the current one).
+fn watch_user_mappings(info: qemu_plugin::sys::qemu_plugin_meminfo_t) {
+    use qemu_plugin::sys::qemu_plugin_mem_value_type::QEMU_PLUGIN_MEM_VALUE_U64;
+    // SAFETY: the memory access handle of the running callback.
+    let value = unsafe { qemu_plugin::sys::qemu_plugin_mem_get_value(info) };
+    if value.type_ != QEMU_PLUGIN_MEM_VALUE_U64 {
+        return;
+    }
+    // SAFETY: the union's member that `type_` names.
+    let value = unsafe { value.data.u64_ };
+    let (base, size) = (
+        PM_BASE.load(Ordering::Relaxed),
+        PM_SIZE.load(Ordering::Relaxed),
+    );
+    if maps_user_pm(value, base, size) && !USER_PM_MAPPED.swap(true, Ordering::Relaxed) {
+        let id = state().id;
+        // SAFETY: as at `start` in `on_counted_call`.
+        unsafe { qemu_plugin::sys::qemu_plugin_reset(id, Some(on_reset)) };
+    }
+}
+
 /// Counting mode: a store, to PM (counted) or to a device (the NVMe decoder).
 unsafe extern "C" fn on_counted_store(
     _vcpu: std::ffi::c_uint,
@@ -770,6 +814,9 @@ unsafe extern "C" fn on_counted_store(
     vaddr: u64,
     _data: *mut std::ffi::c_void,
 ) {
+    if !USER_PM_MAPPED.load(Ordering::Relaxed) {
+        watch_user_mappings(info);
+    }
     let info = MemoryInfo::from(info);
     let Some(hwaddr) = info.hwaddr(vaddr) else {
         return;

@@ -6,7 +6,8 @@
 
 use persim_abi::Counts;
 use persim_efficiency::cpu_time::{ticks_per_second, CpuTimes};
-use persim_efficiency::fio::{self, FioJob, FioResult};
+use persim_efficiency::fio::{self, FioJob, FioResult, Place};
+use persim_efficiency::plots::{plot, LinePoint};
 use persim_trace::atomic_file::write_atomically;
 use persim_vm::{Machine, RecordOptions, TracingVm};
 use serde::{Deserialize, Serialize};
@@ -56,6 +57,9 @@ pub struct GuestSeriesOptions {
     pub machines: Vec<Machine>,
     pub jobs: Vec<u32>,
     pub job: FioJob,
+    /// fio writes this device of the guest directly instead of a directory on the stack's
+    /// file system (the raw baseline).
+    pub device: Option<PathBuf>,
     pub out: PathBuf,
 }
 
@@ -107,10 +111,14 @@ impl From<Counts> for CountsRecord {
     }
 }
 
-/// The guest series' results (`DIR/guest-results.json`).
+/// The guest series' results (`DIR/guest-results.json`, beside it `guest-results.txt`,
+/// `guest-instructions.svg` and `guest-write-amplification.svg`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GuestResults {
     pub job: FioJob,
+    /// The device fio wrote directly, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<PathBuf>,
     pub points: Vec<GuestPoint>,
 }
 
@@ -130,12 +138,19 @@ pub fn run_guest_series(
     std::fs::create_dir_all(&points_dir)
         .map_err(|e| format!("cannot create {}: {e}", points_dir.display()))?;
     let settings = options.out.join("guest-series.json");
-    let job_json = serde_json::to_string_pretty(&options.job).map_err(|e| e.to_string())?;
+    // the fio options, and the device when there is one
+    let job_json = match &options.device {
+        None => serde_json::to_string_pretty(&options.job),
+        Some(device) => serde_json::to_string_pretty(
+            &serde_json::json!({ "job": options.job, "device": device }),
+        ),
+    }
+    .map_err(|e| e.to_string())?;
     match std::fs::read_to_string(&settings) {
         Ok(earlier) if earlier != job_json => {
             return Err(format!(
-                "{} holds a guest series with other fio options; give another --out, or the \
-                 same options to resume it",
+                "{} holds a guest series with other fio options or another --vm-device; give \
+                 another --out, or the same options to resume it",
                 options.out.display()
             ))
         }
@@ -144,6 +159,7 @@ pub fn run_guest_series(
     }
     let mut results = GuestResults {
         job: options.job.clone(),
+        device: options.device.clone(),
         points: Vec::new(),
     };
     let cpus = options.jobs.iter().copied().max().unwrap_or(1);
@@ -162,7 +178,7 @@ pub fn run_guest_series(
             }
             progress(GuestProgress::Running(&stack, jobs));
             let counts = path.with_extension("counts");
-            let point = measure(machine, &options.job, jobs, cpus, &counts)?;
+            let point = measure(machine, options, jobs, cpus, &counts)?;
             let text = serde_json::to_string_pretty(&point).map_err(|e| e.to_string())?;
             write_atomically(&path, text.as_bytes()).map_err(|e| e.to_string())?;
             progress(GuestProgress::Done(&point));
@@ -176,7 +192,7 @@ pub fn run_guest_series(
 
 fn measure(
     machine: &Machine,
-    job: &FioJob,
+    options: &GuestSeriesOptions,
     jobs: u32,
     cpus: u32,
     counts_path: &Path,
@@ -188,20 +204,33 @@ fn measure(
     // fio's shared libraries (~80 MiB) are in the initramfs, which lives in the guest's
     // RAM: with 512 MiB, XFS-DAX's guest ran out of space for its commands.
     machine.config.memory_mib = machine.config.memory_mib.max(GUEST_MEMORY_MIB);
-    let dir = Path::new(GUEST_DIR);
+    let job = &options.job;
+    let place = match &options.device {
+        Some(device) => Place::Device(device),
+        None => Place::Directory(Path::new(GUEST_DIR)),
+    };
     let args = |extra: &[&str]| -> String {
-        let mut a = job.args(jobs, dir);
+        let mut a = job.args(jobs, place);
         a.extend(extra.iter().map(|s| s.to_string()));
         a.iter()
             .map(|s| format!("'{s}'"))
             .collect::<Vec<_>>()
             .join(" ")
     };
-    // Files laid out before counting starts, and made durable.
-    let setup = format!(
-        "mkdir -p {GUEST_DIR} && fio {} >/dev/null && sync",
-        args(&["--create_only=1"])
-    );
+    let setup = match &options.device {
+        // fio would overwrite the file system: the same refusal as on the host
+        Some(device) => format!(
+            "if grep -q '^{0} ' /proc/mounts; then echo '{0} holds a mounted file system: \
+             fio would overwrite it; give a configuration that leaves it unmounted \
+             (vm/pmem-raw.toml)'; exit 1; fi",
+            device.display()
+        ),
+        // Files laid out before counting starts, and made durable.
+        None => format!(
+            "mkdir -p {GUEST_DIR} && fio {} >/dev/null && sync",
+            args(&["--create_only=1"])
+        ),
+    };
     let command = format!(
         "head -n 1 /proc/stat; fio {} --output={GUEST_JSON} >/dev/null; rc=$?; \
          head -n 1 /proc/stat; echo {JSON_MARK}; cat {GUEST_JSON}; exit $rc",
@@ -289,7 +318,56 @@ fn write_results(out: &Path, results: &GuestResults) -> Result<(), String> {
         &out.join("guest-results.txt"),
         guest_table(results).as_bytes(),
     )
-    .map_err(|e| e.to_string())
+    .map_err(|e| e.to_string())?;
+    for (name, svg) in guest_svgs(&results.points)? {
+        write_atomically(&out.join(name), svg.as_bytes()).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// The guest series' plots over jobs, a line per stack: instructions per GiB (kernel and
+/// user), and PM and NVMe bytes per byte written (NVMe lines only for stacks with an SSD
+/// written).
+fn guest_svgs(points: &[GuestPoint]) -> Result<Vec<(&'static str, String)>, String> {
+    let instructions: Vec<LinePoint> = points
+        .iter()
+        .map(|p| {
+            let total = p.kernel_instructions_per_gib + p.user_instructions_per_gib;
+            (p.stack.as_str(), p.jobs, total)
+        })
+        .collect();
+    let labels: Vec<(String, String)> = points
+        .iter()
+        .map(|p| (format!("{} PM", p.stack), format!("{} NVMe", p.stack)))
+        .collect();
+    let mut amplification: Vec<LinePoint> = Vec::new();
+    for (p, (pm, nvme)) in points.iter().zip(&labels) {
+        amplification.push((pm, p.jobs, p.pm_amplification));
+        let ssd = points
+            .iter()
+            .any(|q| q.stack == p.stack && q.counts.nvme_bytes_written > 0);
+        if ssd {
+            amplification.push((nvme, p.jobs, p.nvme_amplification));
+        }
+    }
+    Ok(vec![
+        (
+            "guest-instructions.svg",
+            plot(
+                &instructions,
+                "Guest instructions per GiB written (kernel + user)",
+                "instructions/GiB",
+            )?,
+        ),
+        (
+            "guest-write-amplification.svg",
+            plot(
+                &amplification,
+                "Write amplification: bytes to the media per byte written",
+                "bytes/byte",
+            )?,
+        ),
+    ])
 }
 
 /// The guest series as a table.
@@ -301,10 +379,13 @@ pub fn guest_table(results: &GuestResults) -> String {
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
     let cpus = results.points.iter().map(|p| p.cpus).max().unwrap_or(1);
+    let device = results.device.as_ref().map_or(String::new(), |d| {
+        format!(", writing {} directly", d.display())
+    });
     let mut out = format!(
-        "fio in Persim's guest (TCG, {cpus} vCPUs: the largest job count): {}\nInstructions and \
-         bytes are counted by the plugin and hold on any host; guest CPU s/GiB is TCG's, \
-         meaningless in absolute terms.\n\n",
+        "fio in Persim's guest (TCG, {cpus} vCPUs: the largest job count{device}): {}\n\
+         Instructions and bytes are counted by the plugin and hold on any host; guest CPU \
+         s/GiB is TCG's, meaningless in absolute terms.\n\n",
         job.join(" ")
     );
     let _ = writeln!(
@@ -353,6 +434,58 @@ mod tests {
         assert_eq!(job.get("size"), Some("4M"));
         assert_eq!(job.get("bs"), Some("4k"));
         assert_eq!(job.get("fsync"), Some("1"));
+    }
+
+    fn point(stack: &str, jobs: u32, nvme_bytes: u64) -> GuestPoint {
+        GuestPoint {
+            stack: stack.into(),
+            jobs,
+            cpus: 2,
+            fio: FioResult {
+                fio_version: "fio-3.33".into(),
+                jobs,
+                bytes_written: 1 << 20,
+                bytes_read: 0,
+                runtime_s: 1.0,
+                write_iops: 64.0,
+                writes: 64,
+            },
+            counts: CountsRecord {
+                kernel_instructions: 1,
+                user_instructions: 1,
+                pm_bytes_written: 1 << 21,
+                nvme_bytes_written: nvme_bytes,
+            },
+            app_bytes: 1 << 20,
+            kernel_instructions_per_gib: 3e10,
+            user_instructions_per_gib: 1e10,
+            instructions_per_write: 1e5,
+            pm_amplification: 2.0,
+            nvme_amplification: nvme_bytes as f64 / (1 << 20) as f64,
+            guest_cpu_s_per_gib: 1.0,
+            host_seconds: 1.0,
+        }
+    }
+
+    #[test]
+    fn the_plots_have_a_line_per_stack_and_nvme_lines_only_for_an_ssd() {
+        let points = [
+            point("ext4-dax", 1, 0),
+            point("ext4-dax", 2, 0),
+            point("ext4-nvme", 1, 0),
+            point("ext4-nvme", 2, 1 << 21),
+        ];
+        let svgs = guest_svgs(&points).unwrap();
+        let names: Vec<&str> = svgs.iter().map(|(n, _)| *n).collect();
+        assert_eq!(
+            names,
+            ["guest-instructions.svg", "guest-write-amplification.svg"]
+        );
+        let (instructions, amplification) = (&svgs[0].1, &svgs[1].1);
+        assert!(instructions.contains("ext4-dax") && instructions.contains("ext4-nvme"));
+        assert!(amplification.contains("ext4-dax PM"), "{amplification}");
+        assert!(amplification.contains("ext4-nvme NVMe"));
+        assert!(!amplification.contains("ext4-dax NVMe"));
     }
 
     #[test]

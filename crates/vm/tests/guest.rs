@@ -509,27 +509,39 @@ const BENCH_WORKLOAD: &str = "i=0; while [ $i -lt 64 ]; do \
 const PMICROPROFILE_WORKLOAD: &str = "dd if=/dev/urandom of=/mnt/file bs=1M count=32 2>/dev/null \
     || exit 1; wc -c < /mnt/file";
 
+/// What [`time_workload`] measured.
+struct WorkloadRun {
+    times: Times,
+    /// The trace's entries and bytes (tracing on).
+    entries: usize,
+    trace_bytes: u64,
+    /// The counts (counting mode).
+    counts: Option<persim_abi::Counts>,
+}
+
 /// Guest time of `workload` between `hypercall start` and `success` on a guest of
 /// `config` (with its NVMe SSD, if it has one), with the plugin loaded and tracing on or
-/// off; also the number of trace entries and bytes. The workload must print `expected`.
+/// off, or counting; also the trace's size or the counts. The workload must print
+/// `expected`.
 fn time_workload(
     artifacts: &Artifacts,
     config: &VmConfig,
     mode: PluginMode,
     workload: &str,
     expected: &str,
-) -> (Times, usize, u64) {
+) -> WorkloadRun {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("bench.trace");
     let (tracing, stacks) = match mode {
         PluginMode::Trace(stacks) => (true, stacks),
-        PluginMode::Off | PluginMode::Count => (false, Stacks::Off),
+        PluginMode::Off | PluginMode::Count { .. } => (false, Stacks::Off),
     };
     let plugin = Plugin {
         library: artifacts.plugin.clone(),
         args: PluginArgs {
             tracing,
-            count: mode == PluginMode::Count,
+            count: matches!(mode, PluginMode::Count { .. }),
+            every_store: mode == PluginMode::Count { every_store: true },
             stacks,
             blk_size: config.blk_size(),
             ..PluginArgs::new(PM_BASE, config.pm_size(), trace.clone())
@@ -571,18 +583,27 @@ fn time_workload(
         wall: elapsed,
         cpu: cpu_after - cpu_before,
     };
-    if mode == PluginMode::Count {
+    let mut run = WorkloadRun {
+        times,
+        entries: 0,
+        trace_bytes: 0,
+        counts: None,
+    };
+    if let PluginMode::Count { .. } = mode {
         let counts = persim_abi::Counts::parse(&std::fs::read_to_string(&trace).unwrap());
-        assert!(counts.unwrap().kernel_instructions > 0);
-        return (times, 0, 0);
+        let counts = counts.unwrap();
+        assert!(counts.kernel_instructions > 0);
+        run.counts = Some(counts);
+        return run;
     }
     if !tracing {
         assert!(!trace.exists(), "no trace with tracing off");
-        return (times, 0, 0);
+        return run;
     }
     let (_, entries) = persim_trace::read_all(&trace).unwrap();
-    let bytes = std::fs::metadata(&trace).unwrap().len();
-    (times, entries.len(), bytes)
+    run.entries = entries.len();
+    run.trace_bytes = std::fs::metadata(&trace).unwrap().len();
+    run
 }
 
 /// What the plugin does after `start`.
@@ -590,8 +611,11 @@ fn time_workload(
 enum PluginMode {
     Off,
     Trace(Stacks),
-    /// The counting mode (docs/efficiency.md).
-    Count,
+    /// The counting mode (docs/efficiency.md); `every_store`: every store instrumented,
+    /// the reference of the reduced instrumentation.
+    Count {
+        every_store: bool,
+    },
 }
 
 /// A workload's wall time and QEMU's CPU time during it.
@@ -668,12 +692,11 @@ fn compare_tracing(
     let mut traced = (0, 0);
     for _ in 0..BENCH_RUNS {
         let mut time = |mode| {
-            let (times, entries, bytes) =
-                time_workload(artifacts, config, mode, workload, expected);
+            let run = time_workload(artifacts, config, mode, workload, expected);
             if mode == PluginMode::Trace(Stacks::Off) {
-                traced = (entries, bytes);
+                traced = (run.entries, run.trace_bytes);
             }
-            times
+            run.times
         };
         off.push(time(PluginMode::Off));
         on.push(time(PluginMode::Trace(Stacks::Off)));
@@ -717,7 +740,8 @@ fn compare_tracing(
 }
 
 /// The counting mode's cost (docs/performance.md, "Counting mode"): the 16 MiB workload
-/// with the plugin loaded and tracing off, and with the plugin counting, alternated.
+/// with the plugin loaded and tracing off, counting, and counting with every store
+/// instrumented (the reference), alternated; also each mode's PM bytes.
 /// Ignored by default (a few minutes of VM time):
 /// `cargo test --release -p persim-vm --test guest bench_counting_overhead -- --ignored --nocapture`
 #[test]
@@ -727,31 +751,84 @@ fn bench_counting_overhead() {
         return;
     };
     let ext4 = VmConfig::for_fs(&default_config_dir(), "ext4").unwrap();
-    let (mut off, mut count) = (Vec::new(), Vec::new());
+    let modes = [
+        ("tracing off", PluginMode::Off),
+        ("counting", PluginMode::Count { every_store: false }),
+        (
+            "counting every store",
+            PluginMode::Count { every_store: true },
+        ),
+    ];
+    let mut runs: Vec<Vec<WorkloadRun>> = modes.iter().map(|_| Vec::new()).collect();
     for _ in 0..BENCH_RUNS {
-        for (mode, runs) in [(PluginMode::Off, &mut off), (PluginMode::Count, &mut count)] {
-            runs.push(time_workload(&artifacts, &ext4, mode, BENCH_WORKLOAD, "16777216").0);
+        for ((_, mode), runs) in modes.iter().zip(&mut runs) {
+            runs.push(time_workload(
+                &artifacts,
+                &ext4,
+                *mode,
+                BENCH_WORKLOAD,
+                "16777216",
+            ));
         }
     }
-    let best = |runs: &[Times]| {
+    let best = |runs: &[WorkloadRun]| {
         runs.iter()
-            .map(|t| t.wall.as_secs_f64())
+            .map(|r| r.times.wall.as_secs_f64())
             .fold(f64::INFINITY, f64::min)
     };
-    let median_cpu = |runs: &[Times]| {
-        let mut cpu: Vec<f64> = runs.iter().map(|t| t.cpu.as_secs_f64()).collect();
+    let median_cpu = |runs: &[WorkloadRun]| {
+        let mut cpu: Vec<f64> = runs.iter().map(|r| r.times.cpu.as_secs_f64()).collect();
         cpu.sort_by(f64::total_cmp);
         cpu[cpu.len() / 2]
     };
-    eprintln!(
-        "16 MiB workload after start, best of {BENCH_RUNS}: tracing off {:.2} s, counting {:.2} s: \
-         {:.2}x; QEMU's CPU time, median: {:.2} s, {:.2} s: {:.2}x",
-        best(&off),
-        best(&count),
-        best(&count) / best(&off),
-        median_cpu(&off),
-        median_cpu(&count),
-        median_cpu(&count) / median_cpu(&off),
+    let (off_wall, off_cpu) = (best(&runs[0]), median_cpu(&runs[0]));
+    for ((name, _), runs) in modes.iter().zip(&runs) {
+        let pm: Vec<u64> = runs
+            .iter()
+            .filter_map(|r| Some(r.counts?.pm_bytes_written))
+            .collect();
+        eprintln!(
+            "16 MiB workload after start, {name}: best wall time of {BENCH_RUNS} {:.2} s \
+             ({:.2}x), median QEMU CPU time {:.2} s ({:.2}x); PM bytes {pm:?}",
+            best(runs),
+            best(runs) / off_wall,
+            median_cpu(runs),
+            median_cpu(runs) / off_cpu,
+        );
+    }
+}
+
+/// The counting mode's reduced instrumentation (kernel stack stores and, until the kernel
+/// maps PM into user space, user stores left out) counts what instrumenting every store
+/// counts: on a workload whose user code stores to PM through a mapping made after
+/// `start` (pm-probe's `MAP_SYNC` file), and that writes files through the kernel.
+#[test]
+fn counting_only_the_stores_that_can_reach_pm_counts_every_pm_byte() {
+    let test = "counting_only_the_stores_that_can_reach_pm_counts_every_pm_byte";
+    let Some(artifacts) = artifacts_or_skip(test) else {
+        return;
+    };
+    let Some((artifacts, _)) = with_probe(test, artifacts) else {
+        return;
+    };
+    let ext4 = VmConfig::for_fs(&default_config_dir(), "ext4").unwrap();
+    // jbd2's 5 s commit timer would land in one run's window and not the other's
+    let workload = "mount -o remount,commit=600 /mnt || exit 1; \
+        pm-probe /mnt/probe >/dev/null || exit 1; \
+        dd if=/dev/zero of=/mnt/f bs=64k count=4 conv=fsync 2>/dev/null || exit 1; echo done";
+    let count = |every_store| {
+        let mode = PluginMode::Count { every_store };
+        time_workload(&artifacts, &ext4, mode, workload, "done")
+            .counts
+            .unwrap()
+    };
+    let (reduced, every) = (count(false), count(true));
+    eprintln!("reduced {reduced:?}\nevery store {every:?}");
+    // pm-probe's user stores alone are 126 bytes; the file 256 KiB
+    assert!(every.pm_bytes_written > 256 << 10, "{every:?}");
+    assert_eq!(
+        reduced.pm_bytes_written, every.pm_bytes_written,
+        "reduced {reduced:?}, every store {every:?}"
     );
 }
 

@@ -6,13 +6,14 @@ use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use persim_efficiency::fio::FioJob;
 use persim_efficiency::interrupt;
+use persim_efficiency::numa;
 use persim_efficiency::power::PowerSource;
 use persim_efficiency::powercap::POWERCAP_DIR;
 use persim_efficiency::results::Results;
 use persim_efficiency::series::{self, Progress, SeriesOptions};
 use persim_efficiency::target::TargetSpec;
 use persim_tester::{guest_job, guest_table, run_guest_series, GuestProgress, GuestSeriesOptions};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// Measure what writing a GiB costs a storage stack (docs/efficiency.md).
@@ -39,16 +40,21 @@ pub enum EfficiencyCommand {
 /// (kernel and user apart) and the PM and NVMe bytes written per byte fio wrote (write
 /// amplification): counts that hold on any host. The guest job writes a fixed amount
 /// (ioengine=sync rw=randwrite sync=1 bs=16k size=4M per job) instead of running for a
-/// time; each point boots its own guest. Writes DIR/guest-results.{txt,json}.
+/// time; each point boots its own guest. Writes DIR/guest-results.{txt,json} and plots
+/// DIR/guest-instructions.svg and DIR/guest-write-amplification.svg.
 ///
 /// Examples:
 ///   persim efficiency run /mnt/pmem-ext4:ext4 /mnt/nvme --jobs 1..8 --power rapl --out eff
+///   persim efficiency run /dev/pmem0 /mnt/pmem-ext4:ext4 --numa-node 0 --out raw
 ///   persim efficiency run --vm vm/ext4-dax.toml --vm vm/xfs-dax.toml --jobs 1..4 --out eff
+///   persim efficiency run --vm vm/pmem-raw.toml --vm-device /dev/pmem0 --jobs 1 --out raw
 #[derive(Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub struct EfficiencyRunArgs {
     /// Directories on the file systems to measure; DIR:FSTYPE refuses DIR unless it is on
     /// a file system of that type (as /proc/self/mountinfo names it: ext4, xfs, tmpfs...).
+    /// A block device (/dev/pmem0) or devdax device (/dev/dax0.0) is the raw baseline:
+    /// fio overwrites it directly, so one holding a mounted file system is refused.
     #[arg(
         required_unless_present = "vms",
         conflicts_with = "vms",
@@ -59,6 +65,15 @@ pub struct EfficiencyRunArgs {
     /// more stacks).
     #[arg(long = "vm", value_name = "CONFIG")]
     pub vms: Vec<PathBuf>,
+    /// With --vm: fio writes this device of the guest directly (the raw baseline, e.g.
+    /// /dev/pmem0 with vm/pmem-raw.toml) instead of a directory on the configuration's
+    /// file system; refused when it holds a mounted file system.
+    #[arg(long, requires = "vms", value_name = "DEVICE")]
+    pub vm_device: Option<PathBuf>,
+    /// Pin fio's jobs to this NUMA node's CPUs and memory (fio's numa_cpu_nodes and
+    /// numa_mem_policy=bind), as the thesis measured: the node of the PM under test.
+    #[arg(long, conflicts_with = "vms", value_name = "NODE")]
+    pub numa_node: Option<u32>,
     /// With --vm: seconds the guest's fio may take.
     #[arg(long, default_value_t = 1800, value_name = "SECONDS")]
     pub timeout: u64,
@@ -131,7 +146,13 @@ pub fn run(command: &EfficiencyCommand) -> Result<ExitCode> {
     if !args.vms.is_empty() {
         return run_in_guest(args);
     }
-    let job = FioJob::with_overrides(&args.fio_options).map_err(anyhow::Error::msg)?;
+    let mut fio_options = args.fio_options.clone();
+    if let Some(node) = args.numa_node {
+        fio_options.extend(
+            numa::pin_options(Path::new(numa::NODE_DIR), node).map_err(anyhow::Error::msg)?,
+        );
+    }
+    let job = FioJob::with_overrides(&fio_options).map_err(anyhow::Error::msg)?;
     if args.idle_seconds < 1.0 {
         bail!("--idle-seconds {}: give 1 or more", args.idle_seconds);
     }
@@ -188,6 +209,7 @@ fn run_in_guest(args: &EfficiencyRunArgs) -> Result<ExitCode> {
         machines,
         jobs: args.jobs.0.clone(),
         job,
+        device: args.vm_device.clone(),
         out: args.out.clone(),
     };
     let results = run_guest_series(&options, &mut |p| match p {
