@@ -1093,6 +1093,44 @@ fn on_zfs_with_a_pm_log_an_fsynced_write_survives_every_crash() {
     assert!(logged, "no ZIL block written to PM");
 }
 
+/// One extraction guest recovers several zfs-slog images in turn: between them the pool is
+/// exported (extract/pmem.sh), or the next image's `blockdev --rereadpt` finds the disk
+/// busy and every image after the first is a recovery error.
+#[test]
+fn on_zfs_one_guest_recovers_every_image_of_a_test() {
+    let test = "on_zfs_one_guest_recovers_every_image_of_a_test";
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../vm/zfs-slog.toml");
+    let config = persim_vm::VmConfig::load(&path).unwrap();
+    let how = "build OpenZFS's modules with `PERSIM_ZFS=1 scripts/setup.sh` or \
+               `scripts/build-kmods.sh --zfs` (docs/zfs.md)";
+    if persim_vm::testing::vm_ready(test, &config).is_none()
+        || persim_vm::testing::optional_kmod_ready(test, &config, "zfs/zfs", how).is_none()
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let run = persim(&[
+        "run",
+        "--vm",
+        path.to_str().unwrap(),
+        "--test",
+        "append",
+        "-j",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+        "-q",
+    ]);
+    let r = report(&out);
+    assert_eq!(run.status.code(), Some(0), "{r}");
+    let interval = &r["checkpoints"][0];
+    assert_eq!(interval["errors"], serde_json::json!([]), "{interval}");
+    let states = interval["states"].as_array().unwrap();
+    assert!(states.len() >= 2, "{interval}");
+    assert!(states.iter().all(|s| s["outcome"] == "state"), "{interval}");
+}
+
 #[test]
 fn profile_by_process_gives_each_of_two_concurrent_writers_its_bytes() {
     if !vm_ready("profile_by_process_gives_each_of_two_concurrent_writers_its_bytes") {

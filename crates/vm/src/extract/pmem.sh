@@ -1,8 +1,8 @@
 #!/bin/busybox sh
 # Attaches the NVDIMM as /dev/pmem0 in fsdax mode, and detaches it again.
 #   persim-pmem fsdax    give a raw namespace a pfn device (at boot, and after attach)
-#   persim-pmem detach   unmount /mnt and everything on /dev/pmem0, remove device-mapper
-#                        devices, drop the NVMe disk's cached blocks and unbind region0: the
+#   persim-pmem detach   unmount /mnt and everything on /dev/pmem0, export ZFS pools,
+#                        remove device-mapper devices, drop the NVMe disk's cached blocks and unbind region0: the
 #                        namespace, the pfn device and pmem0 with its page cache are destroyed
 #   persim-pmem attach   bind region0 again: the kernel probes the namespace as at boot
 #                        (finding the pfn info block of the PM contents), then fsdax
@@ -31,6 +31,9 @@ detach() {
     for m in $(awk '$2 == "/mnt" || $1 == "/dev/pmem0" { print $2 }' /proc/mounts); do
         umount "$m" || return 1
     done
+    # An imported ZFS pool holds its disk partition and its log on pmem0 open, so that the
+    # next image's partition table cannot be read again.
+    if command -v zpool >/dev/null; then zpool export -a || return 1; fi
     # Device-mapper devices (dm-writecache) hold pmem0 and the disk open.
     if command -v dmsetup >/dev/null; then dmsetup remove_all || return 1; fi
     # The next image's disk contents are read from the device, not from this one's cache.
