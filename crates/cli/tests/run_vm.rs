@@ -1063,6 +1063,18 @@ fn profile_by_process_gives_two_concurrent_overwriters_exactly_their_bytes() {
     assert_eq!([dd[0].0, dd[1].0], [16384, 65536], "{}", a["groups"]);
 }
 
+/// vm/zfs-slog.toml's path when the VM and OpenZFS's modules are there; else the test is
+/// skipped with the reason printed.
+fn zfs_slog_ready(test: &str) -> Option<std::path::PathBuf> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../vm/zfs-slog.toml");
+    let config = persim_vm::VmConfig::load(&path).unwrap();
+    let how = "build OpenZFS's modules with `PERSIM_ZFS=1 scripts/setup.sh` or \
+               `scripts/build-kmods.sh --zfs` (docs/zfs.md)";
+    persim_vm::testing::vm_ready(test, &config)?;
+    persim_vm::testing::optional_kmod_ready(test, &config, "zfs/zfs", how)?;
+    Some(path)
+}
+
 /// OpenZFS with its intent log on PM (vm/zfs-slog.toml, docs/zfs.md): the fsync'd overwrite
 /// is acknowledged once its log record is on PM, and every crash image, recovered by
 /// importing the pool (which claims the log) and mounting (which replays it), holds it
@@ -1070,14 +1082,7 @@ fn profile_by_process_gives_two_concurrent_overwriters_exactly_their_bytes() {
 /// the block written to PM holds the overwrite's zeros and its ZIL chain's magic.
 #[test]
 fn on_zfs_with_a_pm_log_an_fsynced_write_survives_every_crash() {
-    let test = "on_zfs_with_a_pm_log_an_fsynced_write_survives_every_crash";
-    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../vm/zfs-slog.toml");
-    let config = persim_vm::VmConfig::load(&config).unwrap();
-    let how = "build OpenZFS's modules with `PERSIM_ZFS=1 scripts/setup.sh` or \
-               `scripts/build-kmods.sh --zfs` (docs/zfs.md)";
-    if persim_vm::testing::vm_ready(test, &config).is_none()
-        || persim_vm::testing::optional_kmod_ready(test, &config, "zfs/zfs", how).is_none()
-    {
+    if zfs_slog_ready("on_zfs_with_a_pm_log_an_fsynced_write_survives_every_crash").is_none() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -1098,16 +1103,9 @@ fn on_zfs_with_a_pm_log_an_fsynced_write_survives_every_crash() {
 /// busy and every image after the first is a recovery error.
 #[test]
 fn on_zfs_one_guest_recovers_every_image_of_a_test() {
-    let test = "on_zfs_one_guest_recovers_every_image_of_a_test";
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../vm/zfs-slog.toml");
-    let config = persim_vm::VmConfig::load(&path).unwrap();
-    let how = "build OpenZFS's modules with `PERSIM_ZFS=1 scripts/setup.sh` or \
-               `scripts/build-kmods.sh --zfs` (docs/zfs.md)";
-    if persim_vm::testing::vm_ready(test, &config).is_none()
-        || persim_vm::testing::optional_kmod_ready(test, &config, "zfs/zfs", how).is_none()
-    {
+    let Some(path) = zfs_slog_ready("on_zfs_one_guest_recovers_every_image_of_a_test") else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let run = persim(&[
