@@ -181,12 +181,13 @@ impl Objects {
                 meta: f.site.clone(),
                 detail: format!(
                     "{bytes} bytes of the {}-byte object allocated here at {} were never \
-                     stored before the transaction committed (entry {index}; first \
-                     {:#x}..{end:#x}): initialise them in the transaction, or allocate with \
-                     pmemobj_tx_zalloc",
+                     stored before the transaction committed (entry {index}; the first are \
+                     its bytes {:#x}..{:#x}): initialise them in the transaction, or allocate \
+                     with pmemobj_tx_zalloc",
                     f.end - f.start,
                     at(f.start),
-                    start - f.start
+                    start - f.start,
+                    end - f.start
                 ),
             });
         }
