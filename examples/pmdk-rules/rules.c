@@ -83,7 +83,8 @@ __attribute__((noinline)) PMEMoid new_record(PMEMobjpool *pop, int whole)
 		rec->id = 9;
 		if (whole) {
 			rec->len = 4;
-			strcpy(rec->name, "nine");
+			/* all of the name: strncpy pads it with zeros */
+			strncpy(rec->name, "nine", sizeof(rec->name));
 		}
 	} TX_END
 	return oid;
