@@ -8,6 +8,7 @@ use super::patterns::Kind;
 use super::pmdk_rules::{call_site, uncovered, Breach};
 use persim_trace::{Arg, Meta};
 use rustc_hash::FxHashMap;
+use std::collections::BTreeMap;
 
 /// `POBJ_XALLOC_ZERO`: `pmemobj_tx_xalloc`'s flag for a zeroed object.
 const XALLOC_ZERO: u64 = 1;
@@ -31,7 +32,6 @@ struct Fresh {
 
 /// An object freed by a transaction.
 struct Freed {
-    start: u64,
     end: u64,
     /// The entry of its `pmemobj_tx_free` and of the commit that made it final.
     free: u64,
@@ -44,10 +44,11 @@ pub(crate) struct Objects {
     /// The size of every object allocated in the trace, by its start: what a free frees.
     sizes: FxHashMap<u64, u64>,
     fresh: Vec<Fresh>,
-    /// Freed in a transaction still open, by its thread.
-    freeing: Vec<(u32, Freed)>,
-    /// Freed by committed transactions.
-    freed: Vec<Freed>,
+    /// Freed in a transaction still open, by its thread and start.
+    freeing: Vec<(u32, u64, Freed)>,
+    /// Freed by committed transactions, by start (they do not overlap: an allocation
+    /// over one ends it).
+    freed: BTreeMap<u64, Freed>,
 }
 
 impl Objects {
@@ -64,14 +65,12 @@ impl Objects {
             "pmemobj_tx_free" => {
                 if let Some(&Arg::Pm(start)) = args.get(1) {
                     if let Some(&size) = self.sizes.get(&start) {
-                        let end = start + size;
                         let freed = Freed {
-                            start,
-                            end,
+                            end: start + size,
                             free: index,
                             commit: 0,
                         };
-                        self.freeing.push((tid, freed));
+                        self.freeing.push((tid, start, freed));
                     }
                 }
                 return;
@@ -96,7 +95,16 @@ impl Objects {
         let end = start + call.size;
         self.sizes.insert(start, call.size);
         // its bytes are a new object's now, whatever was freed there before
-        self.freed.retain(|f| f.end <= start || f.start >= end);
+        let ended: Vec<u64> = self
+            .freed
+            .range(..end)
+            .rev()
+            .take_while(|(_, f)| f.end > start)
+            .map(|(&s, _)| s)
+            .collect();
+        for s in ended {
+            self.freed.remove(&s);
+        }
         if !call.zeroed && call.size > 0 {
             self.fresh.push(Fresh {
                 tid,
@@ -111,12 +119,13 @@ impl Objects {
 
     /// A store of anyone's (the library's copies initialise an object too).
     pub fn stored(&mut self, addr: u64, len: u64) {
+        let end = addr + len;
         for f in &mut self.fresh {
-            if addr < f.end && addr + len > f.start {
+            if f.unstored.iter().any(|&(s, e)| addr < e && end > s) {
                 f.unstored = f
                     .unstored
                     .iter()
-                    .flat_map(|&(s, e)| uncovered(s, e, &[(addr, addr + len)]))
+                    .flat_map(|&(s, e)| uncovered(s, e, &[(addr, end)]))
                     .collect();
             }
         }
@@ -134,16 +143,12 @@ impl Objects {
         at: impl Fn(u64) -> String,
         out: &mut Vec<Breach>,
     ) {
-        if self.freed.is_empty() {
-            return;
-        }
-        let Some(f) = self
-            .freed
-            .iter()
-            .find(|f| addr < f.end && addr + len > f.start)
-        else {
+        let Some((&start, f)) = self.freed.range(..addr + len).next_back() else {
             return;
         };
+        if f.end <= addr {
+            return;
+        }
         let what = if store { "store" } else { "load" };
         out.push(Breach {
             kind: Kind::UseAfterFree,
@@ -154,8 +159,8 @@ impl Objects {
                  freed (entry {}, committed at entry {}): read what you need before \
                  TX_FREE, and drop the object's PMEMoid",
                 at(addr),
-                f.end - f.start,
-                at(f.start),
+                f.end - start,
+                at(start),
                 f.free,
                 f.commit
             ),
@@ -194,16 +199,18 @@ impl Objects {
         self.fresh.retain(|f| f.tid != tid);
         let (mine, others): (Vec<_>, Vec<_>) = std::mem::take(&mut self.freeing)
             .into_iter()
-            .partition(|(t, _)| *t == tid);
+            .partition(|(t, _, _)| *t == tid);
         self.freeing = others;
-        self.freed
-            .extend(mine.into_iter().map(|(_, f)| Freed { commit: index, ..f }));
+        let committed = mine
+            .into_iter()
+            .map(|(_, start, f)| (start, Freed { commit: index, ..f }));
+        self.freed.extend(committed);
     }
 
     /// The end of thread `tid`'s outermost transaction: what it did not commit is undone.
     pub fn end(&mut self, tid: u32) {
         self.fresh.retain(|f| f.tid != tid);
-        self.freeing.retain(|(t, _)| *t != tid);
+        self.freeing.retain(|(t, _, _)| *t != tid);
         self.calls.remove(&tid);
     }
 }

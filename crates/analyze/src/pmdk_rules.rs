@@ -78,8 +78,9 @@ struct Tx {
     /// The pool's PM offset (pmemobj_tx_begin's first argument), for messages.
     pool: Option<u64>,
     begun: u64,
-    /// Ranges added to the transaction, [start, end), with the entry that added each.
-    added: Vec<(u64, u64, u64)>,
+    /// Ranges added to the transaction, [start, end), and the entry that added each.
+    added: Vec<(u64, u64)>,
+    added_at: Vec<u64>,
     /// Objects allocated in it: its stores to them need no add.
     allocated: Vec<(u64, u64)>,
 }
@@ -174,6 +175,7 @@ impl PmdkRules {
             "pmemobj_tx_begin" => {
                 if tx.depth == 0 {
                     tx.added.clear();
+                    tx.added_at.clear();
                     tx.allocated.clear();
                     tx.begun = index;
                     tx.pool = match args.first() {
@@ -196,6 +198,7 @@ impl PmdkRules {
                 if tx.depth == 0 {
                     tx.work = false;
                     tx.added.clear();
+                    tx.added_at.clear();
                     tx.allocated.clear();
                     self.objects.end(tid);
                 }
@@ -207,7 +210,8 @@ impl PmdkRules {
                 self.overlapping_add((tid, index), (start, end), meta, out);
             }
             let tx = self.txs.entry(tid).or_default();
-            tx.added.push((start, end, index));
+            tx.added.push((start, end));
+            tx.added_at.push(index);
         }
         let Some((addr, len)) = persisted_range(name, args) else {
             return;
@@ -244,10 +248,10 @@ impl PmdkRules {
             .collect();
         others.sort_unstable_by_key(|(t, _)| *t);
         for (other, tx) in others {
-            let Some(&(s, e, added)) = tx.added.iter().find(|&&(s, e, _)| s < end && start < e)
-            else {
+            let Some(i) = tx.added.iter().position(|&(s, e)| s < end && start < e) else {
                 continue;
             };
+            let ((s, e), added) = (tx.added[i], tx.added_at[i]);
             let (from, to) = (start.max(s), end.min(e));
             out.push(Breach {
                 kind: super::patterns::Kind::TxOverlappingAdd,
@@ -322,8 +326,13 @@ impl PmdkRules {
             .accessed((addr, len, true), meta, |a| in_pool(pool, a), out);
         let tx = self.txs.entry(tid).or_default();
         if tx.work {
-            let added: Vec<(u64, u64)> = tx.added.iter().map(|&(s, e, _)| (s, e)).collect();
-            let missing: Vec<(u64, u64)> = uncovered(addr, addr + len, &added)
+            let end = addr + len;
+            let ranges = || tx.added.iter().chain(&tx.allocated);
+            // nearly always one range holds the whole store: no need to cut it up
+            if ranges().any(|&(s, e)| s <= addr && end <= e) {
+                return;
+            }
+            let missing: Vec<(u64, u64)> = uncovered(addr, end, &tx.added)
                 .into_iter()
                 .flat_map(|(s, e)| uncovered(s, e, &tx.allocated))
                 .collect();
