@@ -265,7 +265,7 @@ build_examples() {
     cc -O2 -Wall -Werror -o "$root/target/examples/accounts-tx" \
         "$root/examples/pmdk-tx/accounts-tx.c" -lpmemobj
     cc -O2 -Wall -Werror -o "$root/target/examples/pmdk-rules" \
-        "$root/examples/pmdk-rules/rules.c" -lpmemobj
+        "$root/examples/pmdk-rules/rules.c" -lpmemobj -pthread
     cc -O2 -Wall -Werror -I "$root/include" -o "$root/target/examples/tally" \
         "$root/examples/runtime-data/tally.c" -lpmem
     # PMDK's own examples, shipped and with PmemSanitizer's bugs re-created

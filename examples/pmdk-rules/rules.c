@@ -7,10 +7,17 @@
  *                             without adding it (tx-unlogged-store); persist_stack:
  *                             pmemobj_persist of a stack variable (flush-not-pm);
  *                             persist_short: persists 16 of the record's 40 bytes
- *                             (persist-short)
- *   pmdk-rules POOL correct   the same three, right
+ *                             (persist-short); new_record: sets only the id of a
+ *                             record it allocates (tx-uninitialised-alloc);
+ *                             drop_record: reads a record after the transaction that
+ *                             freed it (use-after-free, with --reads); add_total in two
+ *                             threads: both transactions add `total` while both are
+ *                             open (tx-overlapping-add)
+ *   pmdk-rules POOL correct   the same six, right
  */
 #include <libpmemobj.h>
+#include <pthread.h>
+#include <semaphore.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -64,6 +71,89 @@ __attribute__((noinline)) void persist_short(PMEMobjpool *pop, struct root *r, s
 	pmemobj_persist(pop, &r->rec, len);
 }
 
+/* A new record: its stores need no add, but all of it must be set before commit. */
+__attribute__((noinline)) PMEMoid new_record(PMEMobjpool *pop, int whole)
+{
+	PMEMoid oid = OID_NULL;
+
+	TX_BEGIN(pop) {
+		oid = pmemobj_tx_alloc(sizeof(struct record), 1);
+		struct record *rec = pmemobj_direct(oid);
+
+		rec->id = 9;
+		if (whole) {
+			rec->len = 4;
+			/* all of the name: strncpy pads it with zeros */
+			strncpy(rec->name, "nine", sizeof(rec->name));
+		}
+	} TX_END
+	return oid;
+}
+
+/* Frees a record and returns its length: the bug reads it after the free committed. */
+__attribute__((noinline)) uint64_t drop_record(PMEMobjpool *pop, PMEMoid oid, int right)
+{
+	volatile struct record *rec = pmemobj_direct(oid);
+	uint64_t len = right ? rec->len : 0;
+
+	TX_BEGIN(pop) {
+		pmemobj_tx_free(oid);
+	} TX_END
+	return right ? len : rec->len;
+}
+
+struct adder {
+	PMEMobjpool *pop;
+	struct root *r;
+	int first;
+};
+
+static sem_t added[2];
+static pthread_mutex_t serial = PTHREAD_MUTEX_INITIALIZER;
+static int overlapping;
+
+/*
+ * Adds to `total` in a transaction. The bug: the two threads' transactions are open at
+ * once (each waits for the other's add before committing), so both log `total`; right,
+ * a lock makes them one after the other.
+ */
+__attribute__((noinline)) void *add_total(void *arg)
+{
+	struct adder *a = arg;
+	int me = a->first ? 0 : 1;
+
+	if (!overlapping)
+		pthread_mutex_lock(&serial);
+	else if (!a->first)
+		sem_wait(&added[0]);
+	TX_BEGIN(a->pop) {
+		pmemobj_tx_add_range_direct(&a->r->total, sizeof(a->r->total));
+		a->r->total += 1;
+		if (overlapping) {
+			sem_post(&added[me]);
+			if (a->first)
+				sem_wait(&added[1]);
+		}
+	} TX_END
+	if (!overlapping)
+		pthread_mutex_unlock(&serial);
+	return NULL;
+}
+
+static void two_adders(PMEMobjpool *pop, struct root *r, int overlap)
+{
+	struct adder a[2] = { { pop, r, 1 }, { pop, r, 0 } };
+	pthread_t t[2];
+
+	overlapping = overlap;
+	sem_init(&added[0], 0, 0);
+	sem_init(&added[1], 0, 0);
+	for (int i = 0; i < 2; i++)
+		pthread_create(&t[i], NULL, add_total, &a[i]);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 3) {
@@ -78,14 +168,20 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	struct root *r = pmemobj_direct(pmemobj_root(pop, sizeof(struct root)));
-	if (strcmp(argv[2], "buggy") == 0) {
-		tx_update_unlogged(pop, r);
-		persist_stack(pop, r, 0);
-		persist_short(pop, r, 16);
-	} else if (strcmp(argv[2], "correct") == 0) {
-		tx_update_logged(pop, r);
-		persist_stack(pop, r, 1);
-		persist_short(pop, r, sizeof(r->rec));
+	int buggy = strcmp(argv[2], "buggy") == 0;
+
+	if (buggy || strcmp(argv[2], "correct") == 0) {
+		if (buggy)
+			tx_update_unlogged(pop, r);
+		else
+			tx_update_logged(pop, r);
+		persist_stack(pop, r, !buggy);
+		persist_short(pop, r, buggy ? 16 : sizeof(r->rec));
+		PMEMoid rec = new_record(pop, !buggy);
+
+		printf("dropped a record of length %lu\n",
+		       (unsigned long)drop_record(pop, rec, !buggy));
+		two_adders(pop, r, buggy);
 	}
 	pmemobj_close(pop);
 	return 0;

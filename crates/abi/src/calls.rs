@@ -18,6 +18,17 @@ pub enum ArgRole {
     Oid,
 }
 
+/// What the plugin records of a function's return (a `return` entry, docs/trace-format.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReturnRole {
+    /// Nothing: the return is not watched (a void function, or an error code no rule reads).
+    Ignored,
+    /// rax, as an argument is recorded (`pm:` where it points into PM).
+    Value,
+    /// A `PMEMoid` in rax:rdx: the object's address (the thread's pool base plus rdx).
+    Oid,
+}
+
 /// One function the plugin records calls of.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TracedFunction {
@@ -27,6 +38,7 @@ pub struct TracedFunction {
     /// Argument registers recorded (rdi, rsi, rdx, rcx, r8, r9).
     pub args: u8,
     pub role: ArgRole,
+    pub returns: ReturnRole,
     /// The function's first bytes (up to [`CODE_BYTES`]).
     pub code: Vec<u8>,
 }
@@ -37,28 +49,43 @@ pub const CODE_BYTES: usize = 32;
 
 /// The built-in set, `--trace-calls pmdk`: libpmemobj's transactions, allocations and
 /// persists, and libpmem's flushes, with their argument counts.
-pub const PMDK: [(&str, u8, ArgRole); 21] = [
-    ("pmemobj_create", 4, ArgRole::Plain),
-    ("pmemobj_open", 2, ArgRole::Plain),
-    ("pmemobj_tx_begin", 2, ArgRole::Pool),
-    ("pmemobj_tx_commit", 0, ArgRole::Plain),
-    ("pmemobj_tx_end", 0, ArgRole::Plain),
-    ("pmemobj_tx_abort", 1, ArgRole::Plain),
-    ("pmemobj_tx_add_range", 4, ArgRole::Oid),
-    ("pmemobj_tx_add_range_direct", 2, ArgRole::Plain),
-    ("pmemobj_tx_xadd_range", 5, ArgRole::Oid),
-    ("pmemobj_tx_xadd_range_direct", 3, ArgRole::Plain),
-    ("pmemobj_tx_alloc", 2, ArgRole::Plain),
-    ("pmemobj_tx_zalloc", 2, ArgRole::Plain),
-    ("pmemobj_tx_xalloc", 3, ArgRole::Plain),
-    ("pmemobj_tx_free", 2, ArgRole::Oid),
-    ("pmemobj_persist", 3, ArgRole::Pool),
-    ("pmemobj_flush", 3, ArgRole::Pool),
-    ("pmemobj_direct", 2, ArgRole::Oid),
-    ("pmem_persist", 2, ArgRole::Plain),
-    ("pmem_flush", 2, ArgRole::Plain),
-    ("pmem_msync", 2, ArgRole::Plain),
-    ("pmem_drain", 0, ArgRole::Plain),
+pub const PMDK: [(&str, u8, ArgRole, ReturnRole); 21] = [
+    ("pmemobj_create", 4, ArgRole::Plain, ReturnRole::Value),
+    ("pmemobj_open", 2, ArgRole::Plain, ReturnRole::Value),
+    ("pmemobj_tx_begin", 2, ArgRole::Pool, ReturnRole::Ignored),
+    ("pmemobj_tx_commit", 0, ArgRole::Plain, ReturnRole::Ignored),
+    ("pmemobj_tx_end", 0, ArgRole::Plain, ReturnRole::Ignored),
+    ("pmemobj_tx_abort", 1, ArgRole::Plain, ReturnRole::Ignored),
+    ("pmemobj_tx_add_range", 4, ArgRole::Oid, ReturnRole::Ignored),
+    (
+        "pmemobj_tx_add_range_direct",
+        2,
+        ArgRole::Plain,
+        ReturnRole::Ignored,
+    ),
+    (
+        "pmemobj_tx_xadd_range",
+        5,
+        ArgRole::Oid,
+        ReturnRole::Ignored,
+    ),
+    (
+        "pmemobj_tx_xadd_range_direct",
+        3,
+        ArgRole::Plain,
+        ReturnRole::Ignored,
+    ),
+    ("pmemobj_tx_alloc", 2, ArgRole::Plain, ReturnRole::Oid),
+    ("pmemobj_tx_zalloc", 2, ArgRole::Plain, ReturnRole::Oid),
+    ("pmemobj_tx_xalloc", 3, ArgRole::Plain, ReturnRole::Oid),
+    ("pmemobj_tx_free", 2, ArgRole::Oid, ReturnRole::Ignored),
+    ("pmemobj_persist", 3, ArgRole::Pool, ReturnRole::Ignored),
+    ("pmemobj_flush", 3, ArgRole::Pool, ReturnRole::Ignored),
+    ("pmemobj_direct", 2, ArgRole::Oid, ReturnRole::Value),
+    ("pmem_persist", 2, ArgRole::Plain, ReturnRole::Ignored),
+    ("pmem_flush", 2, ArgRole::Plain, ReturnRole::Ignored),
+    ("pmem_msync", 2, ArgRole::Plain, ReturnRole::Ignored),
+    ("pmem_drain", 0, ArgRole::Plain, ReturnRole::Ignored),
 ];
 
 /// The name that stands for [`PMDK`] in `--trace-calls`.
@@ -74,17 +101,28 @@ impl ArgRole {
     }
 }
 
-/// The table's text: one function per line, `NAME PAGE_OFFSET ARGS ROLE HEXCODE`.
+impl ReturnRole {
+    fn name(self) -> &'static str {
+        match self {
+            ReturnRole::Ignored => "-",
+            ReturnRole::Value => "value",
+            ReturnRole::Oid => "oid",
+        }
+    }
+}
+
+/// The table's text: one function per line, `NAME PAGE_OFFSET ARGS ROLE RETURN HEXCODE`.
 pub fn write_table(functions: &[TracedFunction]) -> String {
     let mut text = String::new();
     for f in functions {
         let code: String = f.code.iter().map(|b| format!("{b:02x}")).collect();
         text += &format!(
-            "{} {:#x} {} {} {code}\n",
+            "{} {:#x} {} {} {} {code}\n",
             f.name,
             f.page_offset,
             f.args,
-            f.role.name()
+            f.role.name(),
+            f.returns.name()
         );
     }
     text
@@ -97,7 +135,7 @@ pub fn parse_table(text: &str) -> Result<Vec<TracedFunction>, String> {
         .map(|line| {
             let bad = || format!("bad call table line `{line}`");
             let f: Vec<&str> = line.split_whitespace().collect();
-            let [name, offset, args, role, code] = f[..] else {
+            let [name, offset, args, role, returns, code] = f[..] else {
                 return Err(bad());
             };
             let page_offset = offset
@@ -109,6 +147,10 @@ pub fn parse_table(text: &str) -> Result<Vec<TracedFunction>, String> {
                 .into_iter()
                 .find(|r| r.name() == role)
                 .ok_or_else(bad)?;
+            let returns = [ReturnRole::Ignored, ReturnRole::Value, ReturnRole::Oid]
+                .into_iter()
+                .find(|r| r.name() == returns)
+                .ok_or_else(bad)?;
             let code = (0..code.len() / 2)
                 .map(|i| u8::from_str_radix(code.get(2 * i..2 * i + 2)?, 16).ok())
                 .collect::<Option<Vec<u8>>>()
@@ -119,6 +161,7 @@ pub fn parse_table(text: &str) -> Result<Vec<TracedFunction>, String> {
                 page_offset,
                 args: args.parse().ok().filter(|n| *n <= 6).ok_or_else(bad)?,
                 role,
+                returns,
                 code,
             })
         })
@@ -137,6 +180,7 @@ mod tests {
                 page_offset: 0x4b0,
                 args: 4,
                 role: ArgRole::Oid,
+                returns: ReturnRole::Ignored,
                 code: vec![0xf3, 0x0f, 0x1e, 0xfa],
             },
             TracedFunction {
@@ -144,15 +188,18 @@ mod tests {
                 page_offset: 0,
                 args: 0,
                 role: ArgRole::Plain,
+                returns: ReturnRole::Oid,
                 code: vec![0xc3],
             },
         ];
         assert_eq!(parse_table(&write_table(&table)), Ok(table));
         for bad in [
-            "f 0x1000 2 - c3",
-            "f 0x10 7 - c3",
-            "f 0x10 2 x c3",
-            "f 0x10 2 - c",
+            "f 0x1000 2 - - c3",
+            "f 0x10 7 - - c3",
+            "f 0x10 2 x - c3",
+            "f 0x10 2 - x c3",
+            "f 0x10 2 - c3",
+            "f 0x10 2 - - c",
         ] {
             assert!(parse_table(bad).is_err(), "{bad}");
         }

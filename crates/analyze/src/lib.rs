@@ -12,6 +12,7 @@ mod invariant;
 mod line_table;
 mod patterns;
 mod pebs;
+mod pmdk_objects;
 mod pmdk_rules;
 mod profile;
 mod profile_plots;

@@ -62,10 +62,17 @@ pub enum Kind {
     FlushNotPm,
     /// Bytes the application stored in a line that a persist call covered only in part.
     PersistShort,
+    /// Bytes of an object a transaction allocated (not zeroed) that nothing stored before
+    /// its commit (PMDK's rule 3).
+    TxUninitialisedAlloc,
+    /// An application load or store to an object a committed transaction freed (rule 4).
+    UseAfterFree,
+    /// An add to a transaction of bytes another thread's open transaction added (rule 5).
+    TxOverlappingAdd,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 12] = [
         Kind::RedundantFlush,
         Kind::RedundantFence,
         Kind::MissingPersist,
@@ -75,6 +82,9 @@ impl Kind {
         Kind::TxUnloggedStore,
         Kind::FlushNotPm,
         Kind::PersistShort,
+        Kind::TxUninitialisedAlloc,
+        Kind::UseAfterFree,
+        Kind::TxOverlappingAdd,
     ];
 
     pub fn name(self) -> &'static str {
@@ -271,6 +281,7 @@ impl<'a> Scan<'a> {
         match &entry.op {
             Op::Write { addr, data, nt } => {
                 self.store(*addr, data.len() as u64, *nt, &entry.meta);
+                self.pmdk.stored(*addr, data.len() as u64);
                 if self.owners.is_application(&entry.meta) {
                     let len = data.len() as u64;
                     let (tid, index) = (self.tid, self.index);
@@ -282,6 +293,13 @@ impl<'a> Scan<'a> {
             Op::Fence(_) => self.fence(&entry.meta),
             Op::Hypercall(Hypercall::Checkpoint(n)) => self.barrier(&format!("checkpoint {n}")),
             Op::Hypercall(Hypercall::Success) => self.barrier("success"),
+            Op::Read { addr, size }
+                if self.pmdk.watches_loads() && self.owners.is_application(&entry.meta) =>
+            {
+                let out = &mut self.breaches;
+                self.pmdk.load(*addr, *size, &entry.meta, out);
+            }
+            Op::Return { name, value } => self.pmdk.returned(self.tid, name, value),
             Op::Call { name, args } => {
                 let caller = call_site(&entry.meta);
                 let by_application = self.owners.is_application(&caller);
@@ -543,6 +561,9 @@ mod tests {
             (Kind::TxUnloggedStore, "tx-unlogged-store"),
             (Kind::FlushNotPm, "flush-not-pm"),
             (Kind::PersistShort, "persist-short"),
+            (Kind::TxUninitialisedAlloc, "tx-uninitialised-alloc"),
+            (Kind::UseAfterFree, "use-after-free"),
+            (Kind::TxOverlappingAdd, "tx-overlapping-add"),
         ];
         let listed: Vec<&str> = names.iter().map(|(_, name)| *name).collect();
         assert_eq!(Kind::VARIANTS, listed);
@@ -556,7 +577,8 @@ mod tests {
             "missing-flush".parse::<Kind>().unwrap_err().to_string(),
             "unknown pattern 'missing-flush' (expected redundant-flush, redundant-fence, \
              missing-persist, overwrite-unpersisted, unordered-flushes, flush-unwritten, \
-             tx-unlogged-store, flush-not-pm or persist-short)"
+             tx-unlogged-store, flush-not-pm, persist-short, tx-uninitialised-alloc, \
+             use-after-free or tx-overlapping-add)"
         );
     }
 

@@ -1,7 +1,9 @@
 //! PMDK's programming rules, checked on the library calls a trace records (`--trace-calls
 //! pmdk`; docs/analysis.md, "PMDK's rules"): stores in a transaction to bytes it never
-//! logged (`tx-unlogged-store`), persists of addresses outside PM (`flush-not-pm`), and
-//! persists too short for the bytes stored (`persist-short`).
+//! logged (`tx-unlogged-store`), transactions of two threads adding the same bytes
+//! (`tx-overlapping-add`), persists of addresses outside PM (`flush-not-pm`), and
+//! persists too short for the bytes stored (`persist-short`); the rules on allocated and
+//! freed objects are `crate::pmdk_objects`'.
 //!
 //! Only the application's stores are judged. A store is the library's (an undo log, the
 //! allocator's metadata, run-time fields) when the first code address of its call chain
@@ -9,6 +11,7 @@
 //! libc's `memcpy`, and the application's do too, so libc frames say nothing either way.
 //! Kernel stores are never the application's.
 
+use crate::pmdk_objects::Objects;
 use persim_trace::{Arg, Meta, Symbols};
 use rustc_hash::FxHashMap;
 
@@ -75,8 +78,11 @@ struct Tx {
     /// The pool's PM offset (pmemobj_tx_begin's first argument), for messages.
     pool: Option<u64>,
     begun: u64,
-    /// Ranges added to the transaction, [start, end).
+    /// Ranges added to the transaction, [start, end), and the entry that added each.
     added: Vec<(u64, u64)>,
+    added_at: Vec<u64>,
+    /// Objects allocated in it: its stores to them need no add.
+    allocated: Vec<(u64, u64)>,
 }
 
 /// A line's bytes stored by the application outside transactions that no persist call
@@ -93,6 +99,17 @@ struct Uncovered {
 pub(crate) struct PmdkRules {
     txs: FxHashMap<u32, Tx>,
     lines: FxHashMap<u64, Uncovered>,
+    objects: Objects,
+    /// The last pool a transaction named: addresses in messages are offsets from it.
+    pool: Option<u64>,
+}
+
+/// `pool+0xOFF` for an address in `pool`, else the PM offset.
+fn in_pool(pool: Option<u64>, addr: u64) -> String {
+    match pool {
+        Some(pool) if addr >= pool => format!("pool+{:#x}", addr - pool),
+        _ => format!("{addr:#x}"),
+    }
 }
 
 /// A call entry's metadata as its call site's: the caller's return address as the pc, so
@@ -152,32 +169,49 @@ impl PmdkRules {
         by_application: bool,
         out: &mut Vec<Breach>,
     ) {
+        self.objects.call((tid, index), name, args, meta);
         let tx = self.txs.entry(tid).or_default();
         match name {
             "pmemobj_tx_begin" => {
                 if tx.depth == 0 {
                     tx.added.clear();
+                    tx.added_at.clear();
+                    tx.allocated.clear();
                     tx.begun = index;
                     tx.pool = match args.first() {
                         Some(Arg::Pm(pool)) => Some(*pool),
                         _ => None,
                     };
+                    self.pool = tx.pool.or(self.pool);
                 }
                 tx.depth += 1;
                 tx.work = true;
             }
-            "pmemobj_tx_commit" if tx.depth <= 1 => tx.work = false,
+            "pmemobj_tx_commit" if tx.depth <= 1 => {
+                tx.work = false;
+                let pool = self.pool;
+                let at = |addr| in_pool(pool, addr);
+                self.objects.commit((tid, index), at, out);
+            }
             "pmemobj_tx_end" => {
                 tx.depth = tx.depth.saturating_sub(1);
                 if tx.depth == 0 {
                     tx.work = false;
                     tx.added.clear();
+                    tx.added_at.clear();
+                    tx.allocated.clear();
+                    self.objects.end(tid);
                 }
             }
             _ => {}
         }
-        if let Some(range) = added_range(name, args) {
-            tx.added.push(range);
+        if let Some((start, end)) = added_range(name, args) {
+            if by_application {
+                self.overlapping_add((tid, index), (start, end), meta, out);
+            }
+            let tx = self.txs.entry(tid).or_default();
+            tx.added.push((start, end));
+            tx.added_at.push(index);
         }
         let Some((addr, len)) = persisted_range(name, args) else {
             return;
@@ -195,6 +229,71 @@ impl PmdkRules {
             Arg::Value(_) => {}
             Arg::Pm(start) => self.cover(index, name, start, start + len),
         }
+    }
+
+    /// An add of [start, end) by thread `tid`: the transactions of other threads open now
+    /// must not have added any of it (rule 5: they are not independent).
+    fn overlapping_add(
+        &self,
+        (tid, index): (u32, u64),
+        (start, end): (u64, u64),
+        meta: &Meta,
+        out: &mut Vec<Breach>,
+    ) {
+        let mut others: Vec<(u32, &Tx)> = self
+            .txs
+            .iter()
+            .filter(|(&t, tx)| t != tid && tx.depth > 0)
+            .map(|(&t, tx)| (t, tx))
+            .collect();
+        others.sort_unstable_by_key(|(t, _)| *t);
+        for (other, tx) in others {
+            let Some(i) = tx.added.iter().position(|&(s, e)| s < end && start < e) else {
+                continue;
+            };
+            let ((s, e), added) = (tx.added[i], tx.added_at[i]);
+            let (from, to) = (start.max(s), end.min(e));
+            out.push(Breach {
+                kind: super::patterns::Kind::TxOverlappingAdd,
+                addr: Some(from),
+                meta: call_site(meta),
+                detail: format!(
+                    "thread {tid} adds {} bytes at {} that thread {other}'s open transaction \
+                     (begun at entry {}) added at entry {added}: serialise the two \
+                     transactions (pmemobj_mutex_lock, or TX_BEGIN_PARAM with TX_PARAM_MUTEX) \
+                     before this add (entry {index})",
+                    to - from,
+                    in_pool(self.pool, from),
+                    tx.begun
+                ),
+            });
+            return;
+        }
+    }
+
+    /// The return of a traced call to thread `tid`: an object allocated in its
+    /// transaction is the transaction's to write.
+    pub fn returned(&mut self, tid: u32, name: &str, value: &Arg) {
+        if let Some(object) = self.objects.returned(tid, name, value) {
+            self.txs.entry(tid).or_default().allocated.push(object);
+        }
+    }
+
+    /// Any store, the library's and the kernel's too: it initialises new objects.
+    pub fn stored(&mut self, addr: u64, len: u64) {
+        self.objects.stored(addr, len);
+    }
+
+    /// Whether loads are judged now: only while a committed transaction's free is known.
+    pub fn watches_loads(&self) -> bool {
+        self.objects.has_freed()
+    }
+
+    /// An application load (traces recorded with `--reads`).
+    pub fn load(&self, addr: u64, len: u64, meta: &Meta, out: &mut Vec<Breach>) {
+        let pool = self.pool;
+        let at = |a| in_pool(pool, a);
+        self.objects.accessed((addr, len, false), meta, at, out);
     }
 
     /// A persist call's range: its bytes are covered, and the lines it touched are judged
@@ -222,15 +321,24 @@ impl PmdkRules {
         meta: &Meta,
         out: &mut Vec<Breach>,
     ) {
+        let pool = self.pool;
+        self.objects
+            .accessed((addr, len, true), meta, |a| in_pool(pool, a), out);
         let tx = self.txs.entry(tid).or_default();
         if tx.work {
-            let missing = uncovered(addr, addr + len, &tx.added);
+            let end = addr + len;
+            let ranges = || tx.added.iter().chain(&tx.allocated);
+            // nearly always one range holds the whole store: no need to cut it up
+            if ranges().any(|&(s, e)| s <= addr && end <= e) {
+                return;
+            }
+            let missing: Vec<(u64, u64)> = uncovered(addr, end, &tx.added)
+                .into_iter()
+                .flat_map(|(s, e)| uncovered(s, e, &tx.allocated))
+                .collect();
             if let Some(&(start, end)) = missing.first() {
                 let bytes: u64 = missing.iter().map(|(s, e)| e - s).sum();
-                let at = match tx.pool {
-                    Some(pool) if start >= pool => format!("pool+{:#x}", start - pool),
-                    _ => format!("{start:#x}"),
-                };
+                let at = in_pool(tx.pool, start);
                 out.push(Breach {
                     kind: super::patterns::Kind::TxUnloggedStore,
                     addr: Some(start),
@@ -280,7 +388,7 @@ impl PmdkRules {
 }
 
 /// The parts of [start, end) outside every range of `added`.
-fn uncovered(start: u64, end: u64, added: &[(u64, u64)]) -> Vec<(u64, u64)> {
+pub(crate) fn uncovered(start: u64, end: u64, added: &[(u64, u64)]) -> Vec<(u64, u64)> {
     let mut parts = vec![(start, end)];
     for &(a, b) in added {
         parts = parts

@@ -1180,9 +1180,10 @@ fn profile_by_process_gives_each_of_two_concurrent_writers_its_bytes() {
 }
 
 /// PMDK's rules (docs/analysis.md) on a real libpmemobj program traced with
-/// `--trace-calls pmdk`: each bug of the `buggy` mode is flagged by its rule at its
-/// function, and the `correct` mode, the same functions done right, has no finding of
-/// them (the library's own stores are not judged).
+/// `--trace-calls pmdk --reads`: each bug of the `buggy` mode is flagged by its rule, once,
+/// at its function (the two-thread one needs the trace's thread ids, the allocation and
+/// free ones the calls' return entries), and the `correct` mode, the same functions done
+/// right, has no finding of them (the library's own stores are not judged).
 #[test]
 fn pmdk_rules_flag_each_bug_at_its_function_and_nothing_in_the_correct_program() {
     if !vm_ready("pmdk_rules_flag_each_bug_at_its_function_and_nothing_in_the_correct_program") {
@@ -1202,31 +1203,40 @@ fn pmdk_rules_flag_each_bug_at_its_function_and_nothing_in_the_correct_program()
             "--cmd",
             &format!("pmdk-rules /mnt/pool {mode}"),
             "--stack-traces",
+            "--reads",
             "--trace-calls",
             "pmdk",
             "-o",
             trace.to_str().unwrap(),
         ]);
-        assert_eq!(
-            traced.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&traced.stderr)
-        );
-        let fail_on = "tx-unlogged-store,flush-not-pm,persist-short";
-        let out = persim(&["analyze", trace.to_str().unwrap(), "--fail-on", fail_on]);
+        let stderr = String::from_utf8_lossy(&traced.stderr);
+        assert_eq!(traced.status.code(), Some(0), "{stderr}");
+        assert!(!stderr.contains("records no threads"), "{stderr}");
+        let fail_on = RULES.map(|(kind, _)| kind).join(",");
+        let out = persim(&["analyze", trace.to_str().unwrap(), "--fail-on", &fail_on]);
         (
             out.status.code(),
             String::from_utf8_lossy(&out.stdout).into_owned(),
         )
     };
-    let (code, text) = analyze("buggy");
-    assert_eq!(code, Some(1), "{text}");
-    for (kind, function) in [
-        ("tx-unlogged-store", "tx_update"),
+    const RULES: [(&str, &str); 6] = [
+        ("tx-unlogged-store", "tx_update+"),
         ("flush-not-pm", "persist_stack+"),
         ("persist-short", "persist_short+"),
-    ] {
+        ("tx-uninitialised-alloc", "new_record+"),
+        ("use-after-free", "drop_record+"),
+        ("tx-overlapping-add", "add_total+"),
+    ];
+    let count = |text: &str, kind: &str| -> Option<u64> {
+        let line = text
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(kind))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    };
+    let (code, text) = analyze("buggy");
+    assert_eq!(code, Some(1), "{text}");
+    for (kind, function) in RULES {
+        assert_eq!(count(&text, kind), Some(1), "{kind}:\n{text}");
         assert!(
             text.lines()
                 .any(|l| l.starts_with(&format!("{kind} at pc=")) && l.contains(function)),

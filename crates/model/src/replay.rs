@@ -246,7 +246,11 @@ impl Replay {
                 self.check_pm(*addr, *len)?;
                 self.runtime.add(*addr, *len);
             }
-            Op::Read { .. } | Op::BlkRead { .. } | Op::Hypercall(_) | Op::Call { .. } => {}
+            Op::Read { .. }
+            | Op::BlkRead { .. }
+            | Op::Hypercall(_)
+            | Op::Call { .. }
+            | Op::Return { .. } => {}
         }
         self.index += 1;
         Ok(())

@@ -1,8 +1,9 @@
 //! Recording calls of named functions (`persim_abi::calls`, docs/tracer.md "Library
-//! calls"): which translated instruction starts a traced function, and what its arguments
-//! are. QEMU-independent; the glue reads the registers and translates the addresses.
+//! calls"): which translated instruction starts a traced function, what its arguments
+//! are, and which `ret` is its return. QEMU-independent; the glue reads the registers and
+//! translates the addresses.
 
-use persim_abi::calls::{ArgRole, TracedFunction};
+use persim_abi::calls::{ArgRole, ReturnRole, TracedFunction};
 use std::collections::HashMap;
 
 const PAGE: u64 = 4096;
@@ -48,6 +49,27 @@ impl CallTable {
         &self.functions[function].name
     }
 
+    /// Whether any function's return is recorded: only then are `ret`s watched.
+    pub fn watches_returns(&self) -> bool {
+        self.functions
+            .iter()
+            .any(|f| f.returns != ReturnRole::Ignored)
+    }
+
+    pub fn returns(&self, function: usize) -> ReturnRole {
+        self.functions[function].returns
+    }
+
+    /// The value a return of `function` in address space `cr3` records, from rax and rdx:
+    /// a returned PMEMoid's offset (rdx) becomes the object's address.
+    pub fn return_value(&self, function: usize, cr3: u64, rax: u64, rdx: u64) -> u64 {
+        match (self.functions[function].returns, self.pools.get(&cr3)) {
+            (ReturnRole::Oid, Some(&pool)) if rdx != 0 => pool.wrapping_add(rdx),
+            (ReturnRole::Oid, _) => rdx,
+            (ReturnRole::Value | ReturnRole::Ignored, _) => rax,
+        }
+    }
+
     /// The argument values of a call of `function` in address space `cr3`, from the
     /// argument registers: a PMEMoid's offset becomes the object's address (the pool's
     /// base plus the offset), and a pool argument sets the base.
@@ -71,6 +93,53 @@ impl CallTable {
     }
 }
 
+/// A user stack: its address space (cr3) and thread pointer (fs_base), as the shadow
+/// stacks name it.
+pub type UserStack = (u64, u64);
+
+/// The calls whose return is awaited: each by the stack slot its return address is in,
+/// which the `ret` that returns from it pops. Nested and recursive calls have slots of
+/// their own, and threads stacks of their own. A call left by `longjmp` (as
+/// `pmemobj_tx_abort` does) is forgotten when its stack moves above its slot.
+#[derive(Default)]
+pub struct PendingReturns {
+    pending: Vec<(UserStack, u64, usize)>,
+}
+
+/// Calls awaited at most: deeper recursion than this loses its outermost returns.
+const MAX_PENDING: usize = 256;
+
+impl PendingReturns {
+    /// A call of `function` on `stack` whose return address is at `slot`.
+    pub fn called(&mut self, stack: UserStack, slot: u64, function: usize) {
+        // what was awaited on this stack at or below the slot was left without a return
+        self.pending.retain(|&(s, at, _)| s != stack || at > slot);
+        if self.pending.len() == MAX_PENDING {
+            self.pending.remove(0);
+        }
+        self.pending.push((stack, slot, function));
+    }
+
+    /// A `ret` on `stack` that pops `slot`: the function it returns from, if awaited.
+    pub fn returning(&mut self, stack: UserStack, slot: u64) -> Option<usize> {
+        let mut function = None;
+        self.pending.retain(|&(s, at, f)| {
+            if s != stack || at > slot {
+                return true;
+            }
+            if at == slot {
+                function = Some(f);
+            }
+            false
+        });
+        function
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
+}
+
 /// Whether an argument's value may be a user address worth translating.
 pub fn may_be_address(value: u64) -> bool {
     (PAGE..USER_END).contains(&value)
@@ -86,6 +155,7 @@ mod tests {
             page_offset,
             args: 4,
             role,
+            returns: ReturnRole::Oid,
             code: code.to_vec(),
         }
     }
@@ -133,5 +203,60 @@ mod tests {
         assert_eq!(table.arguments(1, cr3, [0, 0, 8, 16, 0, 0]), [0, 0, 8, 16]);
         assert_eq!(table.arguments(1, other, [7, 0x400, 8, 16, 0, 0])[1], 0x400);
         assert!(may_be_address(0x7f00_0000_0400) && !may_be_address(40));
+    }
+
+    #[test]
+    fn a_returned_oid_is_the_object_and_a_returned_value_is_rax() {
+        let mut table = CallTable::new(vec![
+            function("begin", 0, ArgRole::Pool, &[0xc3]),
+            TracedFunction {
+                returns: ReturnRole::Value,
+                ..function("direct", 0, ArgRole::Oid, &[0xc3])
+            },
+        ]);
+        assert!(table.watches_returns());
+        let cr3 = 0x1000;
+        // no pool known yet: the offset as it is
+        assert_eq!(table.return_value(0, cr3, 0xabc, 0x400), 0x400);
+        table.arguments(0, cr3, [0x7f00_0000_0000, 0, 0, 0, 0, 0]);
+        assert_eq!(table.return_value(0, cr3, 0xabc, 0x400), 0x7f00_0000_0400);
+        assert_eq!(table.return_value(0, cr3, 0xabc, 0), 0, "OID_NULL");
+        assert_eq!(table.return_value(1, cr3, 0xabc, 0x400), 0xabc);
+        let ignored = TracedFunction {
+            returns: ReturnRole::Ignored,
+            ..function("persist", 0, ArgRole::Plain, &[0xc3])
+        };
+        assert!(!CallTable::new(vec![ignored]).watches_returns());
+    }
+
+    #[test]
+    fn a_return_is_the_ret_through_its_calls_slot_on_its_own_stack() {
+        let (main, worker) = ((0x1000, 0x7000), (0x1000, 0x8000));
+        let mut p = PendingReturns::default();
+        // nested: an outer call, and an inner one further down the same stack
+        p.called(main, 0x7ff0, 0);
+        p.called(main, 0x7f00, 1);
+        // another thread's call at a lower address does not end main's
+        p.called(worker, 0x6000, 2);
+        // a ret of an untraced function in between is none of theirs
+        assert_eq!(p.returning(main, 0x7e00), None);
+        assert_eq!(p.returning(main, 0x7f00), Some(1));
+        assert_eq!(p.returning(worker, 0x6000), Some(2));
+        assert_eq!(p.returning(main, 0x7ff0), Some(0));
+        assert!(p.is_empty());
+        // recursion: the same function twice, each return its own
+        p.called(main, 0x7ff0, 0);
+        p.called(main, 0x7fa0, 0);
+        assert_eq!(p.returning(main, 0x7fa0), Some(0));
+        assert_eq!(p.returning(main, 0x7ff0), Some(0));
+        // longjmp past a call: a ret above its slot forgets it
+        p.called(main, 0x7f00, 1);
+        assert_eq!(p.returning(main, 0x7f80), None);
+        assert!(p.is_empty());
+        // a new call through the slot of one never returned replaces it
+        p.called(main, 0x7f00, 1);
+        p.called(main, 0x7f00, 0);
+        assert_eq!(p.returning(main, 0x7f00), Some(0));
+        assert!(p.is_empty());
     }
 }

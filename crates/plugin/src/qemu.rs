@@ -1,7 +1,7 @@
 //! The plugin's interface to QEMU: installation, translation-time instrumentation and
 //! the execution-time callbacks that feed the [`Tracer`].
 
-use crate::calls::{self, CallTable};
+use crate::calls::{self, CallTable, PendingReturns};
 use crate::counter::{maps_user_pm, Counter, CounterNext};
 use crate::decode::{classify, stores_to_stack_only, Class, MemOperand, Segment};
 use crate::hypercall::{self, Call};
@@ -10,9 +10,10 @@ use crate::physical::{self, PhysMemory};
 use crate::stack::{self, ShadowStacks, StackKey};
 use crate::task::{TaskLayout, TaskWatch, TASK_SEARCHED};
 use crate::tracer::{Next, Store, Tracer};
+use persim_abi::calls::ReturnRole;
 use persim_abi::machine::DIRECT_MAP_BASE;
 use persim_abi::{Counts, PluginArgs, Stacks};
-use persim_trace::{FenceKind, FlushKind, Hypercall};
+use persim_trace::{Arg, FenceKind, FlushKind, Hypercall};
 use qemu_plugin::plugin::{HasCallbacks, Register};
 use qemu_plugin::sys::{
     qemu_plugin_read_memory_vaddr, qemu_plugin_read_register, qemu_plugin_reg_descriptor,
@@ -40,6 +41,8 @@ static STATE: OnceLock<Mutex<State>> = OnceLock::new();
 static TASKS: TaskWatch = TaskWatch::new();
 /// The registers the shadow call stacks read (`stacks=shadow`), once known.
 static SHADOW_REGISTERS: OnceLock<ShadowRegisters> = OnceLock::new();
+/// A traced call's return is awaited: until one is, a user `ret` costs no lock.
+static AWAITING_RETURN: AtomicBool = AtomicBool::new(false);
 
 thread_local! {
     /// The shadow call stacks, apart from the state and per vCPU thread without a lock:
@@ -65,9 +68,9 @@ struct State {
     /// With an NVMe namespace (`blk_size`): its commands, from the driver's register
     /// stores, and the guest memory they name.
     nvme: Option<(NvmeDecoder, GuestMemory)>,
-    /// With `calls=PATH`: the functions whose calls are recorded, and the guest memory
-    /// their code and page tables are read through.
-    calls: Option<(CallTable, GuestMemory)>,
+    /// With `calls=PATH`: the functions whose calls are recorded, the guest memory their
+    /// code and page tables are read through, and the calls whose return is awaited.
+    calls: Option<(CallTable, GuestMemory, PendingReturns)>,
 }
 
 /// The name of the NVMe controller's register region in QEMU's memory map.
@@ -427,7 +430,11 @@ impl Register for PersimPlugin {
                             "persim-plugin: calls: {e}"
                         )))
                     })?;
-                Some((CallTable::new(table), GuestMemory::new()))
+                Some((
+                    CallTable::new(table),
+                    GuestMemory::new(),
+                    PendingReturns::default(),
+                ))
             }
             None => None,
         };
@@ -516,14 +523,16 @@ extern "C" fn on_reset(id: PluginId) {
 }
 
 extern "C" fn on_translate(_id: PluginId, tb: *mut qemu_plugin_tb) {
-    let (tracing, reads, stacks, counting) = {
+    let (tracing, reads, stacks, counting, returns) = {
         let s = state();
         let counting = s.counter.as_ref().is_some_and(Counter::counting);
+        let returns = s.calls.as_ref().is_some_and(|c| c.0.watches_returns());
         (
             s.tracer.tracing(),
             s.tracer.reads(),
             s.tracer.stacks(),
             counting,
+            returns,
         )
     };
     let raw_tb = tb;
@@ -562,6 +571,12 @@ extern "C" fn on_translate(_id: PluginId, tb: *mut qemu_plugin_tb) {
             if let Some(function) = traced_function(pc) {
                 insn.register_execute_callback_flags(
                     move |_| on_call(pc, function),
+                    CallbackFlags::QEMU_PLUGIN_CB_R_REGS,
+                );
+            }
+            if returns && class == Class::Ret {
+                insn.register_execute_callback_flags(
+                    |_| on_ret(),
                     CallbackFlags::QEMU_PLUGIN_CB_R_REGS,
                 );
             }
@@ -875,12 +890,17 @@ fn on_flush(pc: u64, len: u64, kind: FlushKind, operand: MemOperand) {
 /// The traced function that starts at user address `pc` (at translation time).
 fn traced_function(pc: u64) -> Option<usize> {
     let mut s = state();
-    let (table, memory) = s.calls.as_mut()?;
+    let (table, memory, _) = s.calls.as_mut()?;
     table.function_at(pc, |buf| memory.read_vaddr(pc, buf))
 }
 
+const RAX: u8 = 0;
+const RDX: u8 = 2;
+const RSP: u8 = 4;
+
 /// The first instruction of a traced function: a call entry with its arguments, those
-/// that point into PM translated through the process's page tables.
+/// that point into PM translated through the process's page tables; and, if its return
+/// is recorded, the slot of its return address (at the stack pointer now) is awaited.
 fn on_call(pc: u64, function: usize) {
     const ARGUMENT_REGISTERS: [u8; 6] = [7, 6, 2, 1, 8, 9];
     let mut s = state();
@@ -890,22 +910,63 @@ fn on_call(pc: u64, function: usize) {
         registers,
         ..
     } = &mut *s;
-    let Some((table, memory)) = calls else {
+    let Some((table, memory, pending)) = calls else {
         return;
     };
     let cr3 = registers.cr3.as_ref().map_or(0, read_u64);
     let values = table.arguments(function, cr3, ARGUMENT_REGISTERS.map(|r| registers.gpr(r)));
     let args = values
         .into_iter()
-        .map(|v| {
-            let paddr = calls::may_be_address(v)
-                .then(|| physical::translate(memory, cr3, v))
-                .flatten()
-                .map(|(paddr, _)| paddr);
-            tracer.arg(v, paddr)
-        })
+        .map(|v| translated_arg(tracer, memory, cr3, v))
         .collect();
     tracer.call(pc, table.name(function), args);
+    if table.returns(function) != ReturnRole::Ignored {
+        let fs_base = registers.segment_base(Segment::Fs);
+        pending.called((cr3, fs_base), registers.gpr(RSP), function);
+        AWAITING_RETURN.store(true, Ordering::Relaxed);
+    }
+}
+
+/// A user `ret`, before it pops its return address: the return entry of the traced call
+/// whose return address is in that slot, if one is awaited.
+fn on_ret() {
+    if !AWAITING_RETURN.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut s = state();
+    let State {
+        tracer,
+        calls,
+        registers,
+        ..
+    } = &mut *s;
+    let Some((table, memory, pending)) = calls else {
+        return;
+    };
+    let cr3 = registers.cr3.as_ref().map_or(0, read_u64);
+    let stack = (cr3, registers.segment_base(Segment::Fs));
+    let slot = registers.gpr(RSP);
+    let returned = pending.returning(stack, slot);
+    AWAITING_RETURN.store(!pending.is_empty(), Ordering::Relaxed);
+    let Some(function) = returned else {
+        return;
+    };
+    let mut to = [0u8; 8];
+    if !memory.read_vaddr(slot, &mut to) {
+        return;
+    }
+    let value = table.return_value(function, cr3, registers.gpr(RAX), registers.gpr(RDX));
+    let value = translated_arg(tracer, memory, cr3, value);
+    tracer.ret(u64::from_le_bytes(to), table.name(function), value);
+}
+
+/// A call's argument or return value: a PM offset where it is a user address in PM.
+fn translated_arg(tracer: &Tracer, memory: &mut GuestMemory, cr3: u64, value: u64) -> Arg {
+    let paddr = calls::may_be_address(value)
+        .then(|| physical::translate(memory, cr3, value))
+        .flatten()
+        .map(|(paddr, _)| paddr);
+    tracer.arg(value, paddr)
 }
 
 fn on_cpuid(pc: u64) {

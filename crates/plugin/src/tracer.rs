@@ -283,6 +283,19 @@ impl Tracer {
         self.emit(Op::Call { name, args }, pc);
     }
 
+    /// The return of a traced call to `to` (its caller's return address), recorded as an
+    /// entry of the caller's: at the `ret`, the stack still holds the callee's frame.
+    pub fn ret(&mut self, to: u64, name: &str, value: Arg) {
+        let name = name.to_owned();
+        if let Some(mut entry) = self.entry(Op::Return { name, value }, to) {
+            if entry.meta.stack.first() == Some(&to) {
+                entry.meta.stack.remove(0);
+            }
+            self.end_string_write();
+            self.send(entry);
+        }
+    }
+
     /// Where a call's argument points: its PM offset if `paddr` (its translation) is in PM.
     pub fn arg(&self, value: u64, paddr: Option<u64>) -> Arg {
         match paddr.and_then(|p| self.pm_offset(p)) {
@@ -634,6 +647,28 @@ mod tests {
                 ]
             }
         );
+    }
+
+    #[test]
+    fn a_return_is_the_callers_entry_without_the_callees_frame() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = tracer(&dir);
+        // at the ret, the shadow stack's innermost frame is the one it returns through
+        t.set_stack_source(Box::new(|_| vec![0x5555_0234, 0x5555_0100]));
+        t.hypercall(Hypercall::Start, 0).unwrap();
+        let value = t.arg(0x7f00_0000_1010, Some(BASE + 0x1010));
+        t.ret(0x5555_0234, "pmemobj_tx_alloc", value);
+        t.hypercall(Hypercall::Success, 5).unwrap();
+        let (_, entries) = persim_trace::read_all(&dir.path().join("t")).unwrap();
+        assert_eq!(
+            entries[1].op,
+            Op::Return {
+                name: "pmemobj_tx_alloc".into(),
+                value: Arg::Pm(0x1010)
+            }
+        );
+        assert_eq!(entries[1].meta.pc, Some(0x5555_0234));
+        assert_eq!(entries[1].meta.stack, [0x5555_0100]);
     }
 
     #[test]

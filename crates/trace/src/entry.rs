@@ -73,6 +73,13 @@ pub enum Op {
         name: String,
         args: Vec<Arg>,
     },
+    /// The return of a traced call (`--trace-calls`): the function's return value (rax;
+    /// a returned `PMEMoid`'s object address), recorded at the instruction it returns to,
+    /// so the entry's pc is the caller's return address and its stack the caller's.
+    Return {
+        name: String,
+        value: Arg,
+    },
 }
 
 /// An argument of a recorded call.
@@ -132,6 +139,15 @@ pub const MAX_CALL_NAME_LEN: usize = 128;
 /// Most arguments a call entry holds: the six integer argument registers of x86-64.
 pub const MAX_CALL_ARGS: usize = 6;
 
+/// A call's or return's function name: what both encodings can delimit.
+fn valid_function_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_CALL_NAME_LEN
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && b != b'#' && b != b'@')
+}
+
 impl Entry {
     /// Checks the limits every encoding relies on; the error says which one is broken.
     pub(crate) fn validate(&self) -> Result<(), String> {
@@ -160,26 +176,16 @@ impl Entry {
                     Ok(())
                 }
             }
-            Op::Call { name, args } => {
-                if name.is_empty()
-                    || name.len() > MAX_CALL_NAME_LEN
-                    || !name
-                        .bytes()
-                        .all(|b| b.is_ascii_graphic() && b != b'#' && b != b'@')
-                {
-                    Err(format!(
-                        "a called function's name is 1..={MAX_CALL_NAME_LEN} printable ASCII \
-                         characters other than `#` and `@`, not {name:?}"
-                    ))
-                } else if args.len() > MAX_CALL_ARGS {
-                    Err(format!(
-                        "a call has at most {MAX_CALL_ARGS} arguments, not {}",
-                        args.len()
-                    ))
-                } else {
-                    Ok(())
-                }
+            Op::Call { name, .. } | Op::Return { name, .. } if !valid_function_name(name) => {
+                Err(format!(
+                    "a called function's name is 1..={MAX_CALL_NAME_LEN} printable ASCII \
+                     characters other than `#` and `@`, not {name:?}"
+                ))
             }
+            Op::Call { args, .. } if args.len() > MAX_CALL_ARGS => Err(format!(
+                "a call has at most {MAX_CALL_ARGS} arguments, not {}",
+                args.len()
+            )),
             _ => Ok(()),
         }?;
         if self.meta.stack.len() > MAX_STACK_DEPTH {

@@ -3,7 +3,7 @@
 use std::io::Cursor;
 
 use persim_trace::{
-    Entry, FenceKind, FlushKind, Header, Hypercall, Meta, Op, Reader, Task, TraceErrorKind,
+    Arg, Entry, FenceKind, FlushKind, Header, Hypercall, Meta, Op, Reader, Task, TraceErrorKind,
 };
 
 fn parse(text: &str) -> (Header, Vec<Entry>) {
@@ -181,6 +181,34 @@ fn writes_the_documented_line_forms() {
 }
 
 #[test]
+fn a_call_and_its_return_read_and_write_in_the_documented_forms() {
+    let call = "call pmemobj_tx_alloc 0x28 0x1 @ pc=0x7ffff7f1a2b0 stack=0x555555555234";
+    let ret = "return pmemobj_tx_alloc pm:0x3c0540 @ pc=0x555555555234";
+    let (_, entries) = parse(&format!("{call}\n{ret}\nreturn pmem_drain 0x0\n"));
+    let ops: Vec<Op> = entries.iter().map(|e| e.op.clone()).collect();
+    assert_eq!(
+        ops,
+        [
+            Op::Call {
+                name: "pmemobj_tx_alloc".into(),
+                args: vec![Arg::Value(0x28), Arg::Value(1)],
+            },
+            Op::Return {
+                name: "pmemobj_tx_alloc".into(),
+                value: Arg::Pm(0x3c_0540),
+            },
+            Op::Return {
+                name: "pmem_drain".into(),
+                value: Arg::Value(0),
+            },
+        ]
+    );
+    assert_eq!(entries[0].to_string(), call);
+    assert_eq!(entries[1].to_string(), ret);
+    assert_eq!(entries[1].meta.pc, Some(0x5555_5555_5234));
+}
+
+#[test]
 fn without_a_header_line_the_header_is_zero() {
     let (header, entries) = parse("# just a comment\nfence sfence\n");
     assert_eq!(header, Header::default());
@@ -216,6 +244,12 @@ fn every_kind_of_bad_line_is_reported() {
         ("fence lfence", "unknown fence kind `lfence`"),
         ("hypercall reboot", "unknown hypercall `reboot`"),
         ("hypercall checkpoint", "`hypercall` is missing its number"),
+        ("return pmem_drain", "`return` is missing its value"),
+        (
+            "return f pm:0x40 0x1",
+            "unexpected `0x1` after the `return` entry",
+        ),
+        ("return fé 0x0", "a called function's name is"),
         (
             "blkflush now",
             "unexpected `now` after the `blkflush` entry",

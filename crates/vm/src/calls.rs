@@ -3,7 +3,7 @@
 //! and their shared libraries, with its offset in its page and its first bytes.
 
 use crate::error::VmError;
-use persim_abi::calls::{ArgRole, TracedFunction, CODE_BYTES, PMDK, PMDK_SET};
+use persim_abi::calls::{ArgRole, ReturnRole, TracedFunction, CODE_BYTES, PMDK, PMDK_SET};
 use std::path::{Path, PathBuf};
 
 /// Argument registers recorded for a function named by the user (its arity is unknown).
@@ -12,12 +12,16 @@ const ALL_ARGS: u8 = 6;
 /// The functions `names` asks for (`pmdk` for the built-in set) in `files`. A name of the
 /// built-in set that no file has is left out; any other is an error.
 pub(crate) fn resolve(names: &[String], files: &[PathBuf]) -> Result<Vec<TracedFunction>, VmError> {
-    let mut wanted: Vec<(&str, u8, ArgRole, bool)> = Vec::new();
+    let mut wanted: Vec<(&str, u8, ArgRole, ReturnRole, bool)> = Vec::new();
     for name in names {
         if name == PMDK_SET {
-            wanted.extend(PMDK.iter().map(|&(n, args, role)| (n, args, role, false)));
+            wanted.extend(
+                PMDK.iter()
+                    .map(|&(n, args, role, returns)| (n, args, role, returns, false)),
+            );
         } else {
-            wanted.push((name, ALL_ARGS, ArgRole::Plain, true));
+            // its return type is unknown too: rax, which is what a C function returns
+            wanted.push((name, ALL_ARGS, ArgRole::Plain, ReturnRole::Value, true));
         }
     }
     let elves: Vec<(PathBuf, Vec<u8>)> = files
@@ -25,7 +29,7 @@ pub(crate) fn resolve(names: &[String], files: &[PathBuf]) -> Result<Vec<TracedF
         .filter_map(|f| std::fs::read(f).ok().map(|data| (f.clone(), data)))
         .collect();
     let mut table = Vec::new();
-    for (name, args, role, required) in wanted {
+    for (name, args, role, returns, required) in wanted {
         if table.iter().any(|f: &TracedFunction| f.name == name) {
             continue;
         }
@@ -49,6 +53,7 @@ pub(crate) fn resolve(names: &[String], files: &[PathBuf]) -> Result<Vec<TracedF
                 page_offset: (address % 4096) as u16,
                 args,
                 role,
+                returns,
                 code,
             });
         }

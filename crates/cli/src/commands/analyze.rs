@@ -25,6 +25,12 @@ use std::path::PathBuf;
 ///   flush-not-pm           pmem_persist/pmemobj_persist of an address outside PM
 ///   persist-short          stored bytes of a line that a persist call covered only
 ///                          in part (its size is too small)
+///   tx-uninitialised-alloc bytes of an object allocated in a transaction never stored
+///                          before its commit (or use pmemobj_tx_zalloc)
+///   use-after-free         a load (traces with --reads) or store to an object that a
+///                          committed transaction freed
+///   tx-overlapping-add     two threads' open transactions adding the same bytes (needs
+///                          the trace's thread ids)
 ///
 /// Each finding names its trace entry (see `persim debug lines|at`), address and cache
 /// line, and the program counter behind it; findings are counted per call site.

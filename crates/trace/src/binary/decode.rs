@@ -204,6 +204,10 @@ impl BinaryReader {
             },
             tags::BLK_FLUSH => Op::BlkFlush,
             tags::CALL => self.call()?,
+            tags::RETURN => Op::Return {
+                name: self.function_name()?,
+                value: self.arg()?,
+            },
             _ => return Err(format!("unknown tag {tag:#04x}")),
         };
         let meta = if tag & tags::META != 0 {
@@ -216,15 +220,29 @@ impl BinaryReader {
         Ok(Some(entry))
     }
 
-    fn call(&mut self) -> Result<Op, String> {
+    fn function_name(&mut self) -> Result<String, String> {
         let len = self.stream.uvarint()?;
         if len == 0 || len > MAX_CALL_NAME_LEN as u64 {
             return Err(format!(
                 "call name length {len} is outside 1..={MAX_CALL_NAME_LEN}"
             ));
         }
-        let name = String::from_utf8(self.stream.bytes(len as usize)?)
-            .map_err(|_| "a call's name is not UTF-8".to_owned())?;
+        String::from_utf8(self.stream.bytes(len as usize)?)
+            .map_err(|_| "a call's name is not UTF-8".to_owned())
+    }
+
+    fn arg(&mut self) -> Result<Arg, String> {
+        let kind = self.stream.byte()?;
+        let value = self.stream.uvarint()?;
+        match kind {
+            tags::ARG_VALUE => Ok(Arg::Value(value)),
+            tags::ARG_PM => Ok(Arg::Pm(value)),
+            _ => Err(format!("unknown call argument kind {kind}")),
+        }
+    }
+
+    fn call(&mut self) -> Result<Op, String> {
+        let name = self.function_name()?;
         let count = self.stream.uvarint()?;
         if count > MAX_CALL_ARGS as u64 {
             return Err(format!(
@@ -232,15 +250,7 @@ impl BinaryReader {
             ));
         }
         let args = (0..count)
-            .map(|_| {
-                let kind = self.stream.byte()?;
-                let value = self.stream.uvarint()?;
-                match kind {
-                    tags::ARG_VALUE => Ok(Arg::Value(value)),
-                    tags::ARG_PM => Ok(Arg::Pm(value)),
-                    _ => Err(format!("unknown call argument kind {kind}")),
-                }
-            })
+            .map(|_| self.arg())
             .collect::<Result<_, String>>()?;
         Ok(Op::Call { name, args })
     }

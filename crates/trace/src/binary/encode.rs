@@ -126,17 +126,16 @@ fn encode_entry(buf: &mut Vec<u8>, base: &mut DeltaBase, entry: &Entry) {
         Op::BlkFlush => buf.push(tags::BLK_FLUSH | meta_flag),
         Op::Call { name, args } => {
             buf.push(tags::CALL | meta_flag);
-            put_uvarint(buf, name.len() as u64);
-            buf.extend_from_slice(name.as_bytes());
+            put_name(buf, name);
             put_uvarint(buf, args.len() as u64);
             for arg in args {
-                let (kind, value) = match arg {
-                    Arg::Value(v) => (tags::ARG_VALUE, v),
-                    Arg::Pm(offset) => (tags::ARG_PM, offset),
-                };
-                buf.push(kind);
-                put_uvarint(buf, *value);
+                put_arg(buf, arg);
             }
+        }
+        Op::Return { name, value } => {
+            buf.push(tags::RETURN | meta_flag);
+            put_name(buf, name);
+            put_arg(buf, value);
         }
     }
     if meta_flag != 0 {
@@ -211,4 +210,20 @@ pub fn write_binary_file(
         Some(e) => Err(e),
         None => written.map(|()| count).map_err(crate::TraceError::from),
     }
+}
+
+/// A call's or return's function name: its length, then its bytes.
+fn put_name(buf: &mut Vec<u8>, name: &str) {
+    put_uvarint(buf, name.len() as u64);
+    buf.extend_from_slice(name.as_bytes());
+}
+
+/// An argument or return value: its kind byte, then its value.
+fn put_arg(buf: &mut Vec<u8>, arg: &Arg) {
+    let (kind, value) = match arg {
+        Arg::Value(v) => (tags::ARG_VALUE, v),
+        Arg::Pm(offset) => (tags::ARG_PM, offset),
+    };
+    buf.push(kind);
+    put_uvarint(buf, *value);
 }

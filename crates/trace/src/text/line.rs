@@ -18,7 +18,7 @@ impl From<String> for ParseEntryError {
 }
 
 const KINDS: &str =
-    "write, ntwrite, read, flush, fence, hypercall, blkwrite, blkread, blkflush or call";
+    "write, ntwrite, read, flush, fence, hypercall, blkwrite, blkread, blkflush, call or return";
 
 impl FromStr for Entry {
     type Err = ParseEntryError;
@@ -51,6 +51,16 @@ fn parse_op<'a>(kind: &str, words: &mut impl Iterator<Item = &'a str>) -> Result
         return Ok(Op::Call {
             name: name.to_owned(),
             args: words.map(parse_arg).collect::<Result<_, _>>()?,
+        });
+    }
+    if kind == "return" {
+        let name = words
+            .next()
+            .ok_or("`return` is missing its function name")?;
+        let value = words.next().ok_or("`return` is missing its value")?;
+        return Ok(Op::Return {
+            name: name.to_owned(),
+            value: parse_arg(value)?,
         });
     }
     let mut next = |what: &str| {
@@ -273,14 +283,19 @@ impl fmt::Display for Op {
             Op::BlkFlush => f.write_str("blkflush"),
             Op::Call { name, args } => {
                 write!(f, "call {name}")?;
-                for arg in args {
-                    match arg {
-                        Arg::Value(v) => write!(f, " {v:#x}")?,
-                        Arg::Pm(offset) => write!(f, " pm:{offset:#x}")?,
-                    }
-                }
-                Ok(())
+                args.iter().try_for_each(|arg| write!(f, " {arg}"))
             }
+            Op::Return { name, value } => write!(f, "return {name} {value}"),
+        }
+    }
+}
+
+impl fmt::Display for Arg {
+    /// `pm:OFFSET` for an address in PM, else the value.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Arg::Value(v) => write!(f, "{v:#x}"),
+            Arg::Pm(offset) => write!(f, "pm:{offset:#x}"),
         }
     }
 }

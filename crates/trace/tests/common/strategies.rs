@@ -51,6 +51,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::BlkFlush),
         1 => ("[a-z_][a-z0-9_.]{0,20}", vec(arg(), 0..=6))
             .prop_map(|(name, args)| Op::Call { name, args }),
+        1 => ("[a-z_][a-z0-9_.]{0,20}", arg())
+            .prop_map(|(name, value)| Op::Return { name, value }),
     ]
 }
 
