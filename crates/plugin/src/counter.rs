@@ -29,8 +29,7 @@ pub struct Counter {
 #[derive(Debug, PartialEq, Eq)]
 pub enum CounterNext {
     Continue,
-    /// Counting starts: retranslate everything so it gets instrumented (and zero the
-    /// glue's counters).
+    /// Counting starts: zero the glue's counters.
     Start,
     /// Counting ended: write the glue's counts with [`Counter::finish`].
     Finish,
@@ -43,10 +42,6 @@ impl Counter {
             counting: false,
             nvme_bytes_written: 0,
         }
-    }
-
-    pub fn counting(&self) -> bool {
-        self.counting
     }
 
     pub fn hypercall(&mut self, call: Hypercall) -> CounterNext {
@@ -120,7 +115,7 @@ mod tests {
         };
         c.block(&[write(512)]); // before start: not counted
         assert_eq!(c.hypercall(Hypercall::Start), CounterNext::Start);
-        assert!(c.counting());
+        assert!(c.counting);
         c.block(&[write(4096), Op::BlkFlush, write(1024)]);
         assert_eq!(c.hypercall(Hypercall::Success), CounterNext::Finish);
         c.finish(Counts {
@@ -140,7 +135,7 @@ mod tests {
                 nvme_bytes_written: 5120,
             }
         );
-        assert!(!c.counting());
+        assert!(!c.counting);
         // the next run starts from zero
         assert_eq!(c.hypercall(Hypercall::Start), CounterNext::Start);
         c.block(&[write(512)]);

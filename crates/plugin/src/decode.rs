@@ -134,6 +134,24 @@ fn classify_opt(bytes: &[u8]) -> Option<Class> {
     }
 }
 
+/// The element size of a `rep movs`/`rep stos` (either rep prefix) with 64-bit addressing
+/// and no segment override, whose destination is `[rdi]`: the counting mode accounts
+/// these per execution (`crate::string_stores`). `None` for any other instruction.
+pub fn rep_string_store(bytes: &[u8]) -> Option<u64> {
+    let (p, i) = prefixes(bytes)?;
+    let rep = bytes[..i].iter().any(|b| matches!(b, 0xf2 | 0xf3));
+    if !rep || p.lock || p.addr32 || p.segment.is_some() {
+        return None;
+    }
+    match *bytes.get(i)? {
+        0xa4 | 0xaa => Some(1),
+        0xa5 | 0xab if p.rex & 0x08 != 0 => Some(8),
+        0xa5 | 0xab if p.opsize => Some(2),
+        0xa5 | 0xab => Some(4),
+        _ => None,
+    }
+}
+
 /// Whether every store of the instruction goes to the stack: `push` (of a register, an
 /// immediate or the flags), a near call (its return address), or a `mov` to a memory
 /// operand based on rsp alone (spills). The counting mode leaves these uninstrumented in
@@ -396,6 +414,22 @@ mod tests {
         ] {
             assert!(!stores_to_stack_only(bytes), "{bytes:02x?}");
         }
+    }
+
+    #[test]
+    fn rep_string_stores_and_their_element_sizes() {
+        assert_eq!(rep_string_store(&[0xf3, 0xa4]), Some(1)); // rep movsb
+        assert_eq!(rep_string_store(&[0xf3, 0xaa]), Some(1)); // rep stosb
+        assert_eq!(rep_string_store(&[0xf3, 0x48, 0xa5]), Some(8)); // rep movsq
+        assert_eq!(rep_string_store(&[0xf3, 0x48, 0xab]), Some(8)); // rep stosq
+        assert_eq!(rep_string_store(&[0xf3, 0xab]), Some(4)); // rep stosl
+        assert_eq!(rep_string_store(&[0x66, 0xf3, 0xab]), Some(2)); // rep stosw
+        assert_eq!(rep_string_store(&[0xf2, 0xa4]), Some(1)); // repne movsb repeats too
+        assert_eq!(rep_string_store(&[0xaa]), None); // stosb: one element, kept per store
+        assert_eq!(rep_string_store(&[0x67, 0xf3, 0xaa]), None); // edi: not accounted
+        assert_eq!(rep_string_store(&[0x64, 0xf3, 0xa4]), None);
+        assert_eq!(rep_string_store(&[0xf3, 0xa6]), None); // repe cmpsb stores nothing
+        assert_eq!(rep_string_store(&[0xf3, 0x0f, 0xb8, 0xc0]), None); // popcnt
     }
 
     #[test]

@@ -4,6 +4,8 @@
 //!
 //! Before `start` only `cpuid` is instrumented (to see the hypercall); at `start` the
 //! translation cache is flushed so that every block is retranslated with instrumentation.
+//! The counting mode (`count=on`) instruments from the moment QEMU loads it instead, and
+//! zeroes its counts at `start`.
 
 // Parts used only by the QEMU glue look unused in the unit-test build.
 #![cfg_attr(test, allow(dead_code))]
@@ -19,5 +21,6 @@ mod physical;
 #[cfg(not(test))]
 mod qemu;
 mod stack;
+mod string_stores;
 mod task;
 mod tracer;

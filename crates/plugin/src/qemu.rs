@@ -3,7 +3,7 @@
 
 use crate::calls::{self, CallTable, PendingReturns};
 use crate::counter::{maps_user_pm, Counter, CounterNext};
-use crate::decode::{classify, stores_to_stack_only, Class, MemOperand, Segment};
+use crate::decode::{classify, rep_string_store, stores_to_stack_only, Class, MemOperand, Segment};
 use crate::hypercall::{self, Call};
 use crate::nvme::NvmeDecoder;
 use crate::physical::{self, PhysMemory};
@@ -11,7 +11,7 @@ use crate::stack::{self, ShadowStacks, StackKey};
 use crate::task::{TaskLayout, TaskWatch, TASK_SEARCHED};
 use crate::tracer::{Next, Store, Tracer};
 use persim_abi::calls::ReturnRole;
-use persim_abi::machine::DIRECT_MAP_BASE;
+use persim_abi::machine::{DIRECT_MAP_BASE, DIRECT_MAP_SIZE};
 use persim_abi::{Counts, PluginArgs, Stacks};
 use persim_trace::{Arg, FenceKind, FlushKind, Hypercall};
 use qemu_plugin::plugin::{HasCallbacks, Register};
@@ -27,6 +27,8 @@ use qemu_plugin::{
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
+
+mod rep_stores;
 
 /// The PM range, readable without the lock: most stores go to DRAM and are rejected here.
 static PM_BASE: AtomicU64 = AtomicU64::new(0);
@@ -476,6 +478,11 @@ impl HasCallbacks for PersimPlugin {
             say("QEMU does not expose all general-purpose registers: flush addresses may be wrong");
         }
         let mut s = state();
+        if s.counter.is_some() {
+            if let Err(e) = rep_stores::init() {
+                say(e);
+            }
+        }
         const RBP: usize = 5;
         match s.tracer.stacks() {
             Stacks::Off => {}
@@ -525,7 +532,11 @@ extern "C" fn on_reset(id: PluginId) {
 extern "C" fn on_translate(_id: PluginId, tb: *mut qemu_plugin_tb) {
     let (tracing, reads, stacks, counting, returns) = {
         let s = state();
-        let counting = s.counter.as_ref().is_some_and(Counter::counting);
+        // The counting mode instruments from the moment QEMU loads it, not from `start`:
+        // retranslating everything at `start` and again at `success` was a fixed cost of
+        // the order of the workload's own (docs/performance.md, "Counting mode"). The counts
+        // are zeroed at `start`.
+        let counting = s.counter.is_some();
         let returns = s.calls.as_ref().is_some_and(|c| c.0.watches_returns());
         (
             s.tracer.tracing(),
@@ -553,15 +564,20 @@ extern "C" fn on_translate(_id: PluginId, tb: *mut qemu_plugin_tb) {
         }
         if counting && counts_stores(pc, &bytes) {
             // SAFETY: the instruction handle of this translation callback.
-            unsafe {
-                let raw_insn = qemu_plugin::sys::qemu_plugin_tb_get_insn(raw_tb, i);
-                qemu_plugin::sys::qemu_plugin_register_vcpu_mem_cb(
-                    raw_insn,
-                    Some(on_counted_store),
-                    CallbackFlags::QEMU_PLUGIN_CB_NO_REGS,
-                    MemRW::QEMU_PLUGIN_MEM_W,
-                    std::ptr::null_mut(),
-                );
+            let raw_insn = unsafe { qemu_plugin::sys::qemu_plugin_tb_get_insn(raw_tb, i) };
+            let accounted = accounts_executions(pc, &bytes)
+                .is_some_and(|size| rep_stores::instrument(raw_insn, size));
+            if !accounted {
+                // SAFETY: as above.
+                unsafe {
+                    qemu_plugin::sys::qemu_plugin_register_vcpu_mem_cb(
+                        raw_insn,
+                        Some(on_counted_store),
+                        CallbackFlags::QEMU_PLUGIN_CB_NO_REGS,
+                        MemRW::QEMU_PLUGIN_MEM_W,
+                        std::ptr::null_mut(),
+                    );
+                }
             }
         }
         if !tracing {
@@ -798,6 +814,17 @@ fn counts_stores(pc: u64, bytes: &[u8]) -> bool {
     }
 }
 
+/// The element size of a kernel `rep movs`/`rep stos` that the counting mode accounts per
+/// execution (`crate::string_stores`) rather than per stored element; never with
+/// `every_store=on`, the reference. User code keeps a callback per element: its page
+/// tables lack the direct map through which they would be read.
+fn accounts_executions(pc: u64, bytes: &[u8]) -> Option<u64> {
+    if EVERY_STORE.load(Ordering::Relaxed) || !is_kernel(pc) {
+        return None;
+    }
+    rep_string_store(bytes)
+}
+
 /// A kernel store of `value` that maps PM for user space: from now on user stores are
 /// instrumented too, after a retranslation (the user code runs only after the kernel has
 /// returned to it, which is many translation blocks after this store, and the reset takes
@@ -833,20 +860,26 @@ unsafe extern "C" fn on_counted_store(
         watch_user_mappings(info);
     }
     let info = MemoryInfo::from(info);
-    let Some(hwaddr) = info.hwaddr(vaddr) else {
-        return;
+    // The direct map is linear and holds no device registers: its physical address needs
+    // no look-up in QEMU's TLB (most kernel stores, PM's included, go through it).
+    let paddr = match vaddr.wrapping_sub(DIRECT_MAP_BASE) {
+        offset if offset < DIRECT_MAP_SIZE => offset,
+        _ => {
+            let Some(hwaddr) = info.hwaddr(vaddr) else {
+                return;
+            };
+            if hwaddr.is_io() {
+                return on_io_store(0, &hwaddr, &info);
+            }
+            hwaddr.hwaddr()
+        }
     };
-    if hwaddr.is_io() {
-        return on_io_store(0, &hwaddr, &info);
-    }
-    let paddr = hwaddr.hwaddr();
     if paddr.wrapping_sub(PM_BASE.load(Ordering::Relaxed)) < PM_SIZE.load(Ordering::Relaxed) {
         PM_STORED.fetch_add(1 << info.size_shift(), Ordering::Relaxed);
     }
 }
 
-/// A hypercall in counting mode: `start` zeroes the counts and retranslates everything
-/// with the counting instrumentation; `success`/`fail` writes the counts.
+/// A hypercall in counting mode: `start` zeroes the counts; `success`/`fail` writes them.
 fn on_counted_call(s: &mut State, call: persim_trace::Hypercall) {
     let Some(counter) = &mut s.counter else {
         return;
@@ -858,11 +891,11 @@ fn on_counted_call(s: &mut State, call: persim_trace::Hypercall) {
         CounterNext::Continue => {}
         CounterNext::Start => {
             *board.base.lock().unwrap() = board.sums();
+            rep_stores::forget();
             PM_STORED.store(0, Ordering::Relaxed);
-            // SAFETY: as at `start` in `on_cpuid`.
-            unsafe { qemu_plugin::sys::qemu_plugin_reset(s.id, Some(on_reset)) };
         }
         CounterNext::Finish => {
+            rep_stores::settle_all();
             let (kernel, user) = board.sums();
             let base = *board.base.lock().unwrap();
             let counts = Counts {
@@ -874,8 +907,6 @@ fn on_counted_call(s: &mut State, call: persim_trace::Hypercall) {
             if let Err(e) = counter.finish(counts) {
                 say(&e);
             }
-            // SAFETY: as at `start`: back to instrumenting `cpuid` only.
-            unsafe { qemu_plugin::sys::qemu_plugin_reset(s.id, Some(on_reset)) };
         }
     }
 }

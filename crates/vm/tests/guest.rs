@@ -799,9 +799,11 @@ fn bench_counting_overhead() {
 }
 
 /// The counting mode's reduced instrumentation (kernel stack stores and, until the kernel
-/// maps PM into user space, user stores left out) counts what instrumenting every store
-/// counts: on a workload whose user code stores to PM through a mapping made after
-/// `start` (pm-probe's `MAP_SYNC` file), and that writes files through the kernel.
+/// maps PM into user space, user stores left out; kernel `rep movs`/`rep stos` accounted
+/// per execution) counts what instrumenting every store counts: on a workload whose user
+/// code stores to PM through a mapping made after `start` (pm-probe's `MAP_SYNC` file),
+/// that writes files through the kernel, and that truncates one inside a block, whose
+/// tail the kernel zeroes in PM with `rep stos` (3,088 of its bytes).
 #[test]
 fn counting_only_the_stores_that_can_reach_pm_counts_every_pm_byte() {
     let test = "counting_only_the_stores_that_can_reach_pm_counts_every_pm_byte";
@@ -815,7 +817,8 @@ fn counting_only_the_stores_that_can_reach_pm_counts_every_pm_byte() {
     // jbd2's 5 s commit timer would land in one run's window and not the other's
     let workload = "mount -o remount,commit=600 /mnt || exit 1; \
         pm-probe /mnt/probe >/dev/null || exit 1; \
-        dd if=/dev/zero of=/mnt/f bs=64k count=4 conv=fsync 2>/dev/null || exit 1; echo done";
+        dd if=/dev/zero of=/mnt/f bs=64k count=4 conv=fsync 2>/dev/null || exit 1; \
+        truncate -s 1000 /mnt/f && sync || exit 1; echo done";
     let count = |every_store| {
         let mode = PluginMode::Count { every_store };
         time_workload(&artifacts, &ext4, mode, workload, "done")
