@@ -849,6 +849,12 @@ fn watch_user_mappings(info: qemu_plugin::sys::qemu_plugin_meminfo_t) {
     }
 }
 
+/// x86-64's mapping of the kernel image (`__START_KERNEL_map`) and the end of the modules'
+/// space after it (`MODULES_END`, 4-level paging): both hold memory from the page
+/// allocator or the kernel's load, never PM (ZONE_DEVICE pages) or a device's registers.
+const KERNEL_IMAGE_BASE: u64 = 0xffff_ffff_8000_0000;
+const MODULES_END: u64 = 0xffff_ffff_ff00_0000;
+
 /// Counting mode: a store, to PM (counted) or to a device (the NVMe decoder).
 unsafe extern "C" fn on_counted_store(
     _vcpu: std::ffi::c_uint,
@@ -861,9 +867,14 @@ unsafe extern "C" fn on_counted_store(
     }
     let info = MemoryInfo::from(info);
     // The direct map is linear and holds no device registers: its physical address needs
-    // no look-up in QEMU's TLB (most kernel stores, PM's included, go through it).
+    // no look-up in QEMU's TLB (most kernel stores, PM's included, go through it). The
+    // reference (`every_store=on`) looks every address up, so the exactness test checks
+    // these short cuts too.
+    let short_cuts = !EVERY_STORE.load(Ordering::Relaxed);
     let paddr = match vaddr.wrapping_sub(DIRECT_MAP_BASE) {
-        offset if offset < DIRECT_MAP_SIZE => offset,
+        offset if short_cuts && offset < DIRECT_MAP_SIZE => offset,
+        // The kernel image's and the modules' data are RAM, never PM nor a device.
+        _ if short_cuts && (KERNEL_IMAGE_BASE..MODULES_END).contains(&vaddr) => return,
         _ => {
             let Some(hwaddr) = info.hwaddr(vaddr) else {
                 return;
