@@ -221,7 +221,11 @@ static void pmt_count(struct pmt_count *c, size_t bytes)
 	atomic64_add(bytes, &c->bytes);
 }
 
-void pmt_limit_changed(void)
+/*
+ * Applies a changed limit or worker count to every region: waiters recheck the
+ * limit, workqueues take the count. Setting the unchanged one again is harmless.
+ */
+void pmt_settings_changed(void)
 {
 	int id;
 	struct pmt_region *r;
@@ -232,19 +236,6 @@ void pmt_limit_changed(void)
 		if (!r)
 			break;
 		wake_up_all(&r->wait);
-	}
-}
-
-void pmt_workers_changed(void)
-{
-	int id;
-	struct pmt_region *r;
-
-	for (id = 0; id < PMT_MAX_REGIONS; id++) {
-		/* pairs with pmt_region_of()'s release */
-		r = smp_load_acquire(&pmt_regions[id]);
-		if (!r)
-			break;
 		workqueue_set_max_active(r->wq, pmt_workers);
 	}
 }

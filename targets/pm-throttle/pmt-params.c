@@ -93,7 +93,7 @@ static int pmt_limit_set(const char *val, const struct kernel_param *kp)
 	int err = pmt_uint_set(val, kp, 1, 1024);
 
 	if (!err)
-		pmt_limit_changed();
+		pmt_settings_changed();
 	return err;
 }
 
@@ -109,7 +109,7 @@ static int pmt_workers_set(const char *val, const struct kernel_param *kp)
 	int err = pmt_uint_set(val, kp, 1, 512);
 
 	if (!err)
-		pmt_workers_changed();
+		pmt_settings_changed();
 	return err;
 }
 

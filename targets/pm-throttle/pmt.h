@@ -58,8 +58,7 @@ const char *pmt_mode_name(int mode);
 size_t pmt_copy(struct dax_device *dax_dev, void *addr, size_t bytes,
 		struct iov_iter *i);
 bool pmt_dax_layout_ok(void);
-void pmt_limit_changed(void);
-void pmt_workers_changed(void);
+void pmt_settings_changed(void);
 void pmt_regions_free(void);
 
 int pmt_sysfs_init(void);
