@@ -269,7 +269,7 @@ mod tests {
             [7, 0x400, 0, 0, 0, 0],
             header(object, 3 << 48 | 128),
         );
-        assert_eq!(freed, (vec![7, object], Some(112)));
+        assert_eq!(freed, (vec![7, object, 0, 0], Some(112)));
         // a legacy header's root_size (0) there, an unreadable header, OID_NULL: no size
         assert_eq!(
             table
@@ -283,7 +283,7 @@ mod tests {
         );
         assert_eq!(
             table.arguments(1, cr3, [0, 0, 0, 0, 0, 0], no_memory),
-            (vec![0, 0], None)
+            (vec![0, 0, 0, 0], None)
         );
     }
 
