@@ -2,15 +2,17 @@
  * Small libpmemobj programs for `persim analyze`'s PMDK rules (docs/analysis.md): each
  * rule's bug in a function of its own, and the same function done right.
  *
- *   pmdk-rules POOL init      create the pool
+ *   pmdk-rules POOL init      create the pool, with a record to drop later
  *   pmdk-rules POOL buggy     tx_update_unlogged: changes `count` in a transaction
  *                             without adding it (tx-unlogged-store); persist_stack:
  *                             pmemobj_persist of a stack variable (flush-not-pm);
  *                             persist_short: persists 16 of the record's 40 bytes
  *                             (persist-short); new_record: sets only the id of a
  *                             record it allocates (tx-uninitialised-alloc);
- *                             drop_record: reads a record after the transaction that
- *                             freed it (use-after-free, with --reads); add_total in two
+ *                             drop_record: reads the record init made after the
+ *                             transaction that freed it (use-after-free, with --reads;
+ *                             its allocation is not in the trace, so its size is the
+ *                             tracer's reading of libpmemobj's header); add_total in two
  *                             threads: both transactions add `total` while both are
  *                             open (tx-overlapping-add)
  *   pmdk-rules POOL correct   the same six, right
@@ -32,6 +34,7 @@ struct root {
 	uint64_t total;
 	uint64_t count;
 	struct record rec;
+	PMEMoid old;
 };
 
 void tx_update(PMEMobjpool *pop, struct root *r, int log_count)
@@ -90,16 +93,27 @@ __attribute__((noinline)) PMEMoid new_record(PMEMobjpool *pop, int whole)
 	return oid;
 }
 
-/* Frees a record and returns its length: the bug reads it after the free committed. */
-__attribute__((noinline)) uint64_t drop_record(PMEMobjpool *pop, PMEMoid oid, int right)
+/* Frees init's record and returns its length: the bug reads it after the free committed. */
+__attribute__((noinline)) uint64_t drop_record(PMEMobjpool *pop, struct root *r, int right)
 {
-	volatile struct record *rec = pmemobj_direct(oid);
+	volatile struct record *rec = pmemobj_direct(r->old);
 	uint64_t len = right ? rec->len : 0;
 
 	TX_BEGIN(pop) {
-		pmemobj_tx_free(oid);
+		pmemobj_tx_add_range_direct(&r->old, sizeof(r->old));
+		pmemobj_tx_free(r->old);
+		r->old = OID_NULL;
 	} TX_END
 	return right ? len : rec->len;
+}
+
+static void make_old_record(PMEMobjpool *pop, struct root *r)
+{
+	TX_BEGIN(pop) {
+		pmemobj_tx_add_range_direct(&r->old, sizeof(r->old));
+		r->old = pmemobj_tx_zalloc(sizeof(struct record), 1);
+		((struct record *)pmemobj_direct(r->old))->len = 3;
+	} TX_END
 }
 
 struct adder {
@@ -177,11 +191,12 @@ int main(int argc, char **argv)
 			tx_update_logged(pop, r);
 		persist_stack(pop, r, !buggy);
 		persist_short(pop, r, buggy ? 16 : sizeof(r->rec));
-		PMEMoid rec = new_record(pop, !buggy);
-
+		new_record(pop, !buggy);
 		printf("dropped a record of length %lu\n",
-		       (unsigned long)drop_record(pop, rec, !buggy));
+		       (unsigned long)drop_record(pop, r, !buggy));
 		two_adders(pop, r, buggy);
+	} else if (init) {
+		make_old_record(pop, r);
 	}
 	pmemobj_close(pop);
 	return 0;

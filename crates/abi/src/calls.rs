@@ -16,6 +16,10 @@ pub enum ArgRole {
     /// The first two arguments are a `PMEMoid` (pool uuid, offset): the second is recorded as
     /// the object's address (the thread's pool base plus the offset).
     Oid,
+    /// As [`ArgRole::Oid`], for an object being freed: the object's usable size, read from
+    /// libpmemobj's allocation header in front of it, is recorded as one more argument
+    /// (the rules need it when the object was allocated before the trace began).
+    FreedOid,
 }
 
 /// What the plugin records of a function's return (a `return` entry, docs/trace-format.md).
@@ -78,7 +82,7 @@ pub const PMDK: [(&str, u8, ArgRole, ReturnRole); 21] = [
     ("pmemobj_tx_alloc", 2, ArgRole::Plain, ReturnRole::Oid),
     ("pmemobj_tx_zalloc", 2, ArgRole::Plain, ReturnRole::Oid),
     ("pmemobj_tx_xalloc", 3, ArgRole::Plain, ReturnRole::Oid),
-    ("pmemobj_tx_free", 2, ArgRole::Oid, ReturnRole::Ignored),
+    ("pmemobj_tx_free", 2, ArgRole::FreedOid, ReturnRole::Ignored),
     ("pmemobj_persist", 3, ArgRole::Pool, ReturnRole::Ignored),
     ("pmemobj_flush", 3, ArgRole::Pool, ReturnRole::Ignored),
     ("pmemobj_direct", 2, ArgRole::Oid, ReturnRole::Value),
@@ -97,6 +101,7 @@ impl ArgRole {
             ArgRole::Plain => "-",
             ArgRole::Pool => "pool",
             ArgRole::Oid => "oid",
+            ArgRole::FreedOid => "freed-oid",
         }
     }
 }
@@ -143,10 +148,15 @@ pub fn parse_table(text: &str) -> Result<Vec<TracedFunction>, String> {
                 .and_then(|h| u16::from_str_radix(h, 16).ok())
                 .filter(|o| *o < 4096)
                 .ok_or_else(bad)?;
-            let role = [ArgRole::Plain, ArgRole::Pool, ArgRole::Oid]
-                .into_iter()
-                .find(|r| r.name() == role)
-                .ok_or_else(bad)?;
+            let role = [
+                ArgRole::Plain,
+                ArgRole::Pool,
+                ArgRole::Oid,
+                ArgRole::FreedOid,
+            ]
+            .into_iter()
+            .find(|r| r.name() == role)
+            .ok_or_else(bad)?;
             let returns = [ReturnRole::Ignored, ReturnRole::Value, ReturnRole::Oid]
                 .into_iter()
                 .find(|r| r.name() == returns)
@@ -189,6 +199,14 @@ mod tests {
                 args: 0,
                 role: ArgRole::Plain,
                 returns: ReturnRole::Oid,
+                code: vec![0xc3],
+            },
+            TracedFunction {
+                name: "pmemobj_tx_free".into(),
+                page_offset: 0x10,
+                args: 2,
+                role: ArgRole::FreedOid,
+                returns: ReturnRole::Ignored,
                 code: vec![0xc3],
             },
         ];

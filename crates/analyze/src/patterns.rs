@@ -209,8 +209,6 @@ struct LineState {
     awaiting: bool,
     /// The fence epoch this line was last flushed in.
     flush_epoch: u64,
-    /// Not durable bytes already reported at a barrier (reset by the next store).
-    reported: bool,
     /// Listed in `Scan::undurable`.
     undurable: bool,
     last_store: (u64, u64, Meta),
@@ -240,8 +238,9 @@ struct Scan<'a> {
     lines: LineTable<LineState>,
     /// Lines with something a fence makes durable.
     awaiting: Vec<u64>,
-    /// Lines that may hold bytes that are not durable: what a barrier looks at, so that
-    /// it costs the lines stored to since, not every line of the trace.
+    /// Lines stored to since the last barrier, the only ones that may hold bytes not
+    /// durable and not yet reported: what a barrier looks at, so that it costs the lines
+    /// stored to since, not every line of the trace (nor every line never persisted).
     undurable: Vec<u64>,
     /// A store or flush since the last fence.
     activity: bool,
@@ -334,7 +333,6 @@ impl<'a> Scan<'a> {
             let state = self.lines.get_or_default(line / LINE);
             let overwritten = state.not_durable() & mask;
             state.written = true;
-            state.reported = false;
             if !state.undurable {
                 state.undurable = true;
                 self.undurable.push(line);
@@ -431,20 +429,17 @@ impl<'a> Scan<'a> {
         self.report_breaches();
         let mut missing: Vec<(u64, u64, (u64, u64, Meta))> = Vec::new();
         let lines = &mut self.lines;
-        self.undurable.retain(|line| {
+        for line in self.undurable.drain(..) {
             let state = lines
                 .get_mut(line / LINE)
                 .expect("undurable lines are known");
-            if state.not_durable() == 0 {
-                state.undurable = false;
-                return false;
+            state.undurable = false;
+            if state.not_durable() != 0 {
+                // the next report of the line follows a store, which sets its own
+                let last = std::mem::take(&mut state.last_store);
+                missing.push((line, state.not_durable(), last));
             }
-            if !state.reported {
-                state.reported = true;
-                missing.push((*line, state.not_durable(), state.last_store.clone()));
-            }
-            true
-        });
+        }
         missing.sort_unstable_by_key(|m| m.0);
         for (_, mask, (store, addr, meta)) in missing {
             let detail = || {

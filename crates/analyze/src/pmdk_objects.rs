@@ -2,10 +2,12 @@
 //! "PMDK's rules"): bytes of a new object never stored before commit
 //! (`tx-uninitialised-alloc`, rule 3), and accesses to an object a committed transaction
 //! freed (`use-after-free`, rule 4). An allocation's object is its call's `return` entry;
-//! its size the call's first argument.
+//! its size the call's first argument. A freed object's size is the one the tracer read
+//! from its allocation header (the free's third argument), else its allocation's in the
+//! trace.
 
 use super::patterns::Kind;
-use super::pmdk_rules::{call_site, uncovered, Breach};
+use super::pmdk_rules::{call_site, Breach};
 use persim_trace::{Arg, Meta};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
@@ -41,7 +43,8 @@ struct Freed {
 #[derive(Default)]
 pub(crate) struct Objects {
     calls: FxHashMap<u32, AllocCall>,
-    /// The size of every object allocated in the trace, by its start: what a free frees.
+    /// The size of every object allocated in the trace, by its start: what a free frees
+    /// when the trace has no size for it.
     sizes: FxHashMap<u64, u64>,
     fresh: Vec<Fresh>,
     /// Freed in a transaction still open, by its thread and start.
@@ -64,7 +67,8 @@ impl Objects {
             "pmemobj_tx_xalloc" => value(2).is_some_and(|flags| flags & XALLOC_ZERO != 0),
             "pmemobj_tx_free" => {
                 if let Some(&Arg::Pm(start)) = args.get(1) {
-                    if let Some(&size) = self.sizes.get(&start) {
+                    let size = value(2).or_else(|| self.sizes.get(&start).copied());
+                    if let Some(size) = size {
                         let freed = Freed {
                             end: start + size,
                             free: index,
@@ -121,12 +125,8 @@ impl Objects {
     pub fn stored(&mut self, addr: u64, len: u64) {
         let end = addr + len;
         for f in &mut self.fresh {
-            if f.unstored.iter().any(|&(s, e)| addr < e && end > s) {
-                f.unstored = f
-                    .unstored
-                    .iter()
-                    .flat_map(|&(s, e)| uncovered(s, e, &[(addr, end)]))
-                    .collect();
+            if addr < f.end && end > f.start {
+                cut(&mut f.unstored, addr, end);
             }
         }
     }
@@ -212,5 +212,59 @@ impl Objects {
         self.fresh.retain(|f| f.tid != tid);
         self.freeing.retain(|(t, _, _)| *t != tid);
         self.calls.remove(&tid);
+    }
+}
+
+/// Takes [start, end) out of the ranges `parts`, in place: stores come by the million, and
+/// most touch no part or cut one.
+fn cut(parts: &mut Vec<(u64, u64)>, start: u64, end: u64) {
+    let mut i = 0;
+    while i < parts.len() {
+        let (s, e) = parts[i];
+        if end <= s || start >= e {
+            i += 1;
+            continue;
+        }
+        match (s < start, end < e) {
+            (true, true) => {
+                parts[i].1 = start;
+                parts.insert(i + 1, (end, e));
+                i += 2;
+            }
+            (true, false) => {
+                parts[i].1 = start;
+                i += 1;
+            }
+            (false, true) => {
+                parts[i].0 = end;
+                i += 1;
+            }
+            (false, false) => {
+                parts.remove(i);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pmdk_rules::uncovered;
+
+    #[test]
+    fn a_cut_takes_its_range_out_of_the_parts() {
+        let mut parts = vec![(0x10, 0x20), (0x30, 0x40)];
+        cut(&mut parts, 0x14, 0x18);
+        assert_eq!(parts, [(0x10, 0x14), (0x18, 0x20), (0x30, 0x40)]);
+        cut(&mut parts, 0x00, 0x12);
+        cut(&mut parts, 0x1c, 0x34);
+        assert_eq!(parts, [(0x12, 0x14), (0x18, 0x1c), (0x34, 0x40)]);
+        cut(&mut parts, 0x12, 0x40);
+        assert_eq!(parts, []);
+        for (s, e) in [(0x10, 0x20), (0x0, 0x8)] {
+            let mut parts = vec![(0x10, 0x20)];
+            cut(&mut parts, s, e);
+            assert_eq!(parts, uncovered(0x10, 0x20, &[(s, e)]));
+        }
     }
 }

@@ -364,6 +364,20 @@ fn pmdk_an_object_freed_by_a_committed_transaction_is_not_used() {
         let uaf = p.count(Kind::UseAfterFree);
         assert_eq!(uaf, 0, "{trace}\n{}", p.to_text(None));
     }
+    // an object allocated before the trace: its size is the one the tracer read from its
+    // allocation header, the free's third argument (the header's size wins over the
+    // allocation's, whose request it rounds up); without it the free is not judged
+    let sized = free.replace("pm:0x1100", "pm:0x1100 0x30");
+    let late = read.replace("0x1108 8", "0x1128 8");
+    for (trace, found) in [
+        (pmdk_tx(&sized, true, &late), 1),
+        (made.clone() + &pmdk_tx(&sized, true, &late), 1),
+        (pmdk_tx(free, true, &late), 0),
+    ] {
+        let p = scan(&trace, CacheMode::Volatile);
+        let uaf = p.count(Kind::UseAfterFree);
+        assert_eq!(uaf, found, "{trace}\n{}", p.to_text(None));
+    }
 }
 
 /// Rule 5: two threads' open transactions adding overlapping bytes; one after the other

@@ -1181,9 +1181,11 @@ fn profile_by_process_gives_each_of_two_concurrent_writers_its_bytes() {
 
 /// PMDK's rules (docs/analysis.md) on a real libpmemobj program traced with
 /// `--trace-calls pmdk --reads`: each bug of the `buggy` mode is flagged by its rule, once,
-/// at its function (the two-thread one needs the trace's thread ids, the allocation and
-/// free ones the calls' return entries), and the `correct` mode, the same functions done
-/// right, has no finding of them (the library's own stores are not judged).
+/// at its function (the two-thread one needs the trace's thread ids, the allocation one
+/// the calls' return entries, the free one the freed object's size that the tracer reads
+/// from libpmemobj's allocation header: the record was made in the untraced `init`), and
+/// the `correct` mode, the same functions done right, has no finding of them (the
+/// library's own stores are not judged).
 #[test]
 fn pmdk_rules_flag_each_bug_at_its_function_and_nothing_in_the_correct_program() {
     if !vm_ready("pmdk_rules_flag_each_bug_at_its_function_and_nothing_in_the_correct_program") {

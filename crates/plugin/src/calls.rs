@@ -72,8 +72,16 @@ impl CallTable {
 
     /// The argument values of a call of `function` in address space `cr3`, from the
     /// argument registers: a PMEMoid's offset becomes the object's address (the pool's
-    /// base plus the offset), and a pool argument sets the base.
-    pub fn arguments(&mut self, function: usize, cr3: u64, registers: [u64; 6]) -> Vec<u64> {
+    /// base plus the offset), and a pool argument sets the base. For an object being
+    /// freed, also its usable size (`read` reads guest memory at an address), if its
+    /// allocation header says.
+    pub fn arguments(
+        &mut self,
+        function: usize,
+        cr3: u64,
+        registers: [u64; 6],
+        read: impl FnMut(u64, &mut [u8]) -> bool,
+    ) -> (Vec<u64>, Option<u64>) {
         let f = &self.functions[function];
         let mut args = registers[..usize::from(f.args)].to_vec();
         match f.role {
@@ -81,16 +89,39 @@ impl CallTable {
             ArgRole::Pool => {
                 self.pools.insert(cr3, registers[0]);
             }
-            ArgRole::Oid => {
+            ArgRole::Oid | ArgRole::FreedOid => {
                 if let (Some(&pool), Some(off)) = (self.pools.get(&cr3), args.get_mut(1)) {
                     if *off != 0 {
                         *off = pool.wrapping_add(*off);
+                        if f.role == ArgRole::FreedOid {
+                            let size = usable_size(*off, read);
+                            return (args, size);
+                        }
                     }
                 }
             }
         }
-        args
+        (args, None)
     }
+}
+
+/// libpmemobj's compact allocation header, the 16 bytes in front of every object its
+/// built-in allocation classes make (PMDK 1.3 on): the block's size, header included, in
+/// the low 48 bits of its first word (flags above), then a word of the object's type.
+const HEADER: u64 = 16;
+const HEADER_SIZE_MASK: u64 = (1 << 48) - 1;
+
+/// The usable size of the libpmemobj object at `object`: its block's size less the
+/// header. None where the header cannot be read or holds no size beyond itself (a pool of
+/// PMDK before 1.3, whose 64-byte legacy header has other fields there, or a user's class
+/// without headers).
+fn usable_size(object: u64, mut read: impl FnMut(u64, &mut [u8]) -> bool) -> Option<u64> {
+    let mut word = [0u8; 8];
+    if !read(object.checked_sub(HEADER)?, &mut word) {
+        return None;
+    }
+    let block = u64::from_le_bytes(word) & HEADER_SIZE_MASK;
+    (block > HEADER).then(|| block - HEADER)
 }
 
 /// A user stack: its address space (cr3) and thread pointer (fs_base), as the shadow
@@ -189,20 +220,71 @@ mod tests {
             function("add", 0, ArgRole::Oid, &[0xc3]),
         ]);
         let (cr3, other) = (0x1000, 0x2000);
+        let args = |table: &mut CallTable, f: usize, cr3: u64, regs: [u64; 6]| {
+            table.arguments(f, cr3, regs, no_memory).0
+        };
         // before any pool is known the offset stays as it is
         assert_eq!(
-            table.arguments(1, cr3, [7, 0x400, 8, 16, 0, 0]),
+            args(&mut table, 1, cr3, [7, 0x400, 8, 16, 0, 0]),
             [7, 0x400, 8, 16]
         );
-        table.arguments(0, cr3, [0x7f00_0000_0000, 0, 0, 0, 0, 0]);
+        args(&mut table, 0, cr3, [0x7f00_0000_0000, 0, 0, 0, 0, 0]);
         assert_eq!(
-            table.arguments(1, cr3, [7, 0x400, 8, 16, 0, 0]),
+            args(&mut table, 1, cr3, [7, 0x400, 8, 16, 0, 0]),
             [7, 0x7f00_0000_0400, 8, 16]
         );
         // OID_NULL stays null; another process has its own pool
-        assert_eq!(table.arguments(1, cr3, [0, 0, 8, 16, 0, 0]), [0, 0, 8, 16]);
-        assert_eq!(table.arguments(1, other, [7, 0x400, 8, 16, 0, 0])[1], 0x400);
+        assert_eq!(args(&mut table, 1, cr3, [0, 0, 8, 16, 0, 0]), [0, 0, 8, 16]);
+        assert_eq!(
+            args(&mut table, 1, other, [7, 0x400, 8, 16, 0, 0])[1],
+            0x400
+        );
         assert!(may_be_address(0x7f00_0000_0400) && !may_be_address(40));
+    }
+
+    fn no_memory(_: u64, _: &mut [u8]) -> bool {
+        false
+    }
+
+    #[test]
+    fn a_freed_objects_size_is_its_compact_headers_block_size_less_the_header() {
+        let mut table = CallTable::new(vec![
+            function("begin", 0, ArgRole::Pool, &[0xc3]),
+            function("free", 0, ArgRole::FreedOid, &[0xc3]),
+        ]);
+        let cr3 = 0x1000;
+        table.arguments(0, cr3, [0x7f00_0000_0000, 0, 0, 0, 0, 0], no_memory);
+        // a 128-byte block with flags in the top bits: 112 usable bytes
+        let header = |at: u64, word: u64| {
+            move |addr: u64, buf: &mut [u8]| {
+                assert_eq!((addr, buf.len()), (at - 16, 8));
+                buf.copy_from_slice(&word.to_le_bytes());
+                true
+            }
+        };
+        let object = 0x7f00_0000_0400;
+        let freed = table.arguments(
+            1,
+            cr3,
+            [7, 0x400, 0, 0, 0, 0],
+            header(object, 3 << 48 | 128),
+        );
+        assert_eq!(freed, (vec![7, object, 0, 0], Some(112)));
+        // a legacy header's root_size (0) there, an unreadable header, OID_NULL: no size
+        assert_eq!(
+            table
+                .arguments(1, cr3, [7, 0x400, 0, 0, 0, 0], header(object, 0))
+                .1,
+            None
+        );
+        assert_eq!(
+            table.arguments(1, cr3, [7, 0x400, 0, 0, 0, 0], no_memory).1,
+            None
+        );
+        assert_eq!(
+            table.arguments(1, cr3, [0, 0, 0, 0, 0, 0], no_memory),
+            (vec![0, 0, 0, 0], None)
+        );
     }
 
     #[test]
@@ -218,7 +300,7 @@ mod tests {
         let cr3 = 0x1000;
         // no pool known yet: the offset as it is
         assert_eq!(table.return_value(0, cr3, 0xabc, 0x400), 0x400);
-        table.arguments(0, cr3, [0x7f00_0000_0000, 0, 0, 0, 0, 0]);
+        table.arguments(0, cr3, [0x7f00_0000_0000, 0, 0, 0, 0, 0], no_memory);
         assert_eq!(table.return_value(0, cr3, 0xabc, 0x400), 0x7f00_0000_0400);
         assert_eq!(table.return_value(0, cr3, 0xabc, 0), 0, "OID_NULL");
         assert_eq!(table.return_value(1, cr3, 0xabc, 0x400), 0xabc);

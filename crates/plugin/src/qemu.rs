@@ -940,31 +940,58 @@ const RAX: u8 = 0;
 const RDX: u8 = 2;
 const RSP: u8 = 4;
 
+/// What a call or return entry is made of: the state's parts it uses, and the running
+/// address space (cr3).
+struct CallSite<'a> {
+    tracer: &'a mut Tracer,
+    table: &'a mut CallTable,
+    memory: &'a mut GuestMemory,
+    pending: &'a mut PendingReturns,
+    registers: &'a Registers,
+    cr3: u64,
+}
+
+impl State {
+    /// None without `calls=PATH`.
+    fn call_site(&mut self) -> Option<CallSite<'_>> {
+        let (table, memory, pending) = self.calls.as_mut()?;
+        let cr3 = self.registers.cr3.as_ref().map_or(0, read_u64);
+        Some(CallSite {
+            tracer: &mut self.tracer,
+            table,
+            memory,
+            pending,
+            registers: &self.registers,
+            cr3,
+        })
+    }
+}
+
 /// The first instruction of a traced function: a call entry with its arguments, those
-/// that point into PM translated through the process's page tables; and, if its return
-/// is recorded, the slot of its return address (at the stack pointer now) is awaited.
+/// that point into PM translated through the process's page tables (and a freed object's
+/// size after them); and, if its return is recorded, the slot of its return address (at
+/// the stack pointer now) is awaited.
 fn on_call(pc: u64, function: usize) {
     const ARGUMENT_REGISTERS: [u8; 6] = [7, 6, 2, 1, 8, 9];
     let mut s = state();
-    let State {
-        tracer,
-        calls,
-        registers,
-        ..
-    } = &mut *s;
-    let Some((table, memory, pending)) = calls else {
+    let Some(c) = s.call_site() else {
         return;
     };
-    let cr3 = registers.cr3.as_ref().map_or(0, read_u64);
-    let values = table.arguments(function, cr3, ARGUMENT_REGISTERS.map(|r| registers.gpr(r)));
-    let args = values
+    let registers = ARGUMENT_REGISTERS.map(|r| c.registers.gpr(r));
+    let memory = &mut *c.memory;
+    let (values, freed_size) = c.table.arguments(function, c.cr3, registers, |at, buf| {
+        memory.read_vaddr(at, buf)
+    });
+    let mut args: Vec<Arg> = values
         .into_iter()
-        .map(|v| translated_arg(tracer, memory, cr3, v))
+        .map(|v| translated_arg(c.tracer, memory, c.cr3, v))
         .collect();
-    tracer.call(pc, table.name(function), args);
-    if table.returns(function) != ReturnRole::Ignored {
-        let fs_base = registers.segment_base(Segment::Fs);
-        pending.called((cr3, fs_base), registers.gpr(RSP), function);
+    args.extend(freed_size.map(Arg::Value));
+    c.tracer.call(pc, c.table.name(function), args);
+    if c.table.returns(function) != ReturnRole::Ignored {
+        let fs_base = c.registers.segment_base(Segment::Fs);
+        c.pending
+            .called((c.cr3, fs_base), c.registers.gpr(RSP), function);
         AWAITING_RETURN.store(true, Ordering::Relaxed);
     }
 }
@@ -976,30 +1003,25 @@ fn on_ret() {
         return;
     }
     let mut s = state();
-    let State {
-        tracer,
-        calls,
-        registers,
-        ..
-    } = &mut *s;
-    let Some((table, memory, pending)) = calls else {
+    let Some(c) = s.call_site() else {
         return;
     };
-    let cr3 = registers.cr3.as_ref().map_or(0, read_u64);
-    let stack = (cr3, registers.segment_base(Segment::Fs));
-    let slot = registers.gpr(RSP);
-    let returned = pending.returning(stack, slot);
-    AWAITING_RETURN.store(!pending.is_empty(), Ordering::Relaxed);
+    let stack = (c.cr3, c.registers.segment_base(Segment::Fs));
+    let slot = c.registers.gpr(RSP);
+    let returned = c.pending.returning(stack, slot);
+    AWAITING_RETURN.store(!c.pending.is_empty(), Ordering::Relaxed);
     let Some(function) = returned else {
         return;
     };
     let mut to = [0u8; 8];
-    if !memory.read_vaddr(slot, &mut to) {
+    if !c.memory.read_vaddr(slot, &mut to) {
         return;
     }
-    let value = table.return_value(function, cr3, registers.gpr(RAX), registers.gpr(RDX));
-    let value = translated_arg(tracer, memory, cr3, value);
-    tracer.ret(u64::from_le_bytes(to), table.name(function), value);
+    let (rax, rdx) = (c.registers.gpr(RAX), c.registers.gpr(RDX));
+    let value = c.table.return_value(function, c.cr3, rax, rdx);
+    let value = translated_arg(c.tracer, c.memory, c.cr3, value);
+    c.tracer
+        .ret(u64::from_le_bytes(to), c.table.name(function), value);
 }
 
 /// A call's argument or return value: a PM offset where it is a user address in PM.
