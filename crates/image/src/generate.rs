@@ -6,8 +6,8 @@
 use crate::images_json::{ImageRecord, PointReads, PointRecord, PointSink};
 use crate::{Image, ImageError, ImageStore, DEFAULT_HASH_LEVEL};
 use persim_model::{
-    CacheMode, Config, CrashImages, FailureView, ModelError, Origin, ReadGuide, Replay, Sink,
-    Strategy,
+    CacheMode, Config, CrashImages, FailureKind, FailurePoint, FailureView, ModelError, Origin,
+    ReadGuide, Replay, Sink, Strategy,
 };
 use persim_trace::{Reader, Recording, TraceError};
 use std::collections::{BTreeMap, BTreeSet};
@@ -49,6 +49,8 @@ pub struct GenerateOptions {
     pub seed: u64,
     /// Only failure points from this checkpoint on; earlier entries are replayed only.
     pub from_checkpoint: Option<u64>,
+    /// Which failure points get images; the others are replayed only.
+    pub points: Points,
     pub hash_level: u32,
     /// Initial contents; None: TRACE.initial if it exists, else zeros.
     pub initial: Option<PathBuf>,
@@ -56,8 +58,8 @@ pub struct GenerateOptions {
     pub store: Option<PathBuf>,
     /// Keep every image's contents as hex (for `persim images --json --hex`).
     pub hex: bool,
-    /// Write the images with these hashes (hex) into a directory as `<hash>.img`.
-    pub materialise: Option<(BTreeSet<String>, PathBuf)>,
+    /// Write images into a directory as `<hash>.img`.
+    pub materialise: Option<Materialise>,
     /// How the `reads` strategy learns what recovery reads.
     pub guidance: Guidance,
 }
@@ -72,12 +74,57 @@ impl Default for GenerateOptions {
             max_images: Config::DEFAULT_MAX_IMAGES,
             seed: 0,
             from_checkpoint: None,
+            points: Points::All,
             hash_level: DEFAULT_HASH_LEVEL,
             initial: None,
             store: None,
             hex: false,
             materialise: None,
             guidance: Guidance::Unguided,
+        }
+    }
+}
+
+/// Image files a generation writes.
+#[derive(Clone, Debug)]
+pub struct Materialise {
+    pub dir: PathBuf,
+    /// The hashes (hex) of the images to write; None: every image made.
+    pub hashes: Option<BTreeSet<String>>,
+}
+
+/// The failure points that get images. Making a point's images costs a copy, a hash and
+/// (under `reads`) its fully persisted image; on a long trace that is most of the work,
+/// so a caller that needs a few points names them.
+#[derive(Clone, Debug, Default)]
+pub enum Points {
+    #[default]
+    All,
+    /// Those of these kinds (`End`: the trace's end; `Checkpoint`: each checkpoint's
+    /// hypercall).
+    Kinds(Vec<FailureKind>),
+    /// Those at these trace indices. Under `reads` a point's split depends on the read set
+    /// of the points before it: `recorded` holds each point's fully persisted image's hash
+    /// as the run's index recorded it, so the points between need no image.
+    At {
+        indices: Arc<BTreeSet<u64>>,
+        recorded: Arc<BTreeMap<u64, String>>,
+    },
+}
+
+impl Points {
+    fn includes(&self, point: &FailurePoint) -> bool {
+        match self {
+            Points::All => true,
+            Points::Kinds(kinds) => kinds.contains(&point.kind),
+            Points::At { indices, .. } => indices.contains(&point.index),
+        }
+    }
+
+    fn recorded(&self, index: u64) -> Option<&String> {
+        match self {
+            Points::At { recorded, .. } => recorded.get(&index),
+            _ => None,
         }
     }
 }
@@ -282,6 +329,7 @@ pub fn generate_images(
         hex: opts.hex,
         materialise: opts.materialise.as_ref(),
         from_checkpoint: opts.from_checkpoint,
+        chosen: &opts.points,
         guidance: &opts.guidance,
         guide: ReadGuide::default(),
         sink,
@@ -397,9 +445,10 @@ struct Materialiser<'a> {
     persisted: Image,
     store: Option<ImageStore>,
     hex: bool,
-    materialise: Option<&'a (BTreeSet<String>, PathBuf)>,
+    materialise: Option<&'a Materialise>,
     /// Failure points before this checkpoint (`None` sorts first) are skipped.
     from_checkpoint: Option<u64>,
+    chosen: &'a Points,
     guidance: &'a Guidance,
     guide: ReadGuide,
     sink: &'a mut dyn PointSink,
@@ -420,6 +469,10 @@ impl Sink for Materialiser<'_> {
 
     fn failure_point(&mut self, view: &FailureView<'_>) -> io::Result<()> {
         if view.point.checkpoint < self.from_checkpoint {
+            return Ok(());
+        }
+        if !self.chosen.includes(&view.point) {
+            self.follow(view);
             return Ok(());
         }
         let lines = view.pending_lines().len();
@@ -454,9 +507,10 @@ impl Sink for Materialiser<'_> {
                 }
                 None => contents.hash().to_hex().to_string(),
             };
-            if let Some((wanted, dir)) = self.materialise {
+            if let Some(Materialise { dir, hashes }) = self.materialise {
                 let path = ImageStore::image_file(dir, &hash);
-                if wanted.contains(&hash) && !path.exists() {
+                let wanted = hashes.as_ref().is_none_or(|h| h.contains(&hash));
+                if wanted && !path.exists() {
                     contents.write_to(&path)?;
                 }
             }
@@ -514,11 +568,7 @@ impl Materialiser<'_> {
             Guidance::ReadSets(sets, nt_at) => (sets, nt_at),
         };
         let (sets, nt_at) = sets;
-        let mut fully_persisted = self.persisted.clone();
-        view.apply(&view.fully_persisted(), |offset, bytes| {
-            fully_persisted.write(offset, bytes)
-        });
-        let hash = fully_persisted.hash().to_hex().to_string();
+        let hash = self.fully_persisted_hash(view);
         let read = sets.get(&hash).and_then(Option::as_deref);
         let lines = self.guide.split(view, read);
         let nt_prefixes = nt_at.includes(view.point.index);
@@ -531,6 +581,30 @@ impl Materialiser<'_> {
             nt_images: Vec::new(),
         };
         (crash, Some(reads))
+    }
+}
+
+impl Materialiser<'_> {
+    /// A failure point without images: under `reads` the guide still learns its
+    /// recovery's read set, from the hash the run recorded or else from its fully
+    /// persisted image.
+    fn follow(&mut self, view: &FailureView<'_>) {
+        let Guidance::ReadSets(sets, _) = self.guidance else {
+            return;
+        };
+        let hash = match self.chosen.recorded(view.point.index) {
+            Some(hash) => hash.clone(),
+            None => self.fully_persisted_hash(view),
+        };
+        self.guide.learn(sets.get(&hash).and_then(Option::as_deref));
+    }
+
+    fn fully_persisted_hash(&self, view: &FailureView<'_>) -> String {
+        let mut fully_persisted = self.persisted.clone();
+        view.apply(&view.fully_persisted(), |offset, bytes| {
+            fully_persisted.write(offset, bytes)
+        });
+        fully_persisted.hash().to_hex().to_string()
     }
 }
 

@@ -6,6 +6,7 @@
 mod diff;
 mod error;
 mod fault;
+mod fully_persisted;
 mod generate;
 mod hash_tree;
 mod image;
@@ -16,9 +17,10 @@ mod tree;
 
 pub use error::ImageError;
 pub use fault::{plan_faults, Fault, FaultKind, UnknownFaultKind, PAGE};
+pub use fully_persisted::{fully_persisted_images, FullyPersistedImages};
 pub use generate::{
-    generate_images, GenerateError, GenerateOptions, Generated, Guidance, NtPrefixesAt, Progress,
-    ReadSets,
+    generate_images, GenerateError, GenerateOptions, Generated, Guidance, Materialise,
+    NtPrefixesAt, Points, Progress, ReadSets,
 };
 pub use image::{Image, DEFAULT_HASH_LEVEL, MAX_HASH_LEVEL};
 pub use images_json::{

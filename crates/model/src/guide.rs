@@ -62,10 +62,16 @@ impl ReadGuide {
                 out.from_previous.push(line.line);
             }
         }
+        self.learn(read);
+        out
+    }
+
+    /// Takes the read set of a failure point whose split is not needed (its images are
+    /// not made), for the next point's split.
+    pub fn learn(&mut self, read: Option<&[u64]>) {
         if let Some(read) = read {
             self.previous = Some(read.to_vec());
         }
-        out
     }
 }
 

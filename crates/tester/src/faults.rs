@@ -26,8 +26,8 @@ use persim_analyze::{
     FaultOutcome, FaultSummary, FaultTally, Written, WrittenClass,
 };
 use persim_image::{
-    generate_images, plan_faults, Fault, FaultKind, GenerateOptions, Guidance, Image, ImageStore,
-    ImagesIndex, PointRecord, PointSink,
+    fully_persisted_images, plan_faults, Fault, FaultKind, GenerateOptions, Image, ImageStore,
+    ImagesIndex, Progress,
 };
 use persim_model::{unknown_name, FailureKind, Named, UnknownName};
 use persim_state::Recovered;
@@ -36,6 +36,7 @@ use persim_trace::{Reader, Symbols};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use strum::{Display, EnumString, IntoStaticStr, VariantNames};
 
@@ -121,6 +122,8 @@ pub struct FaultOptions {
     pub count: usize,
     pub seed: u64,
     pub at: FaultsAt,
+    /// Only PM bytes in this range (`--range`): of the place's bytes, those in it.
+    pub range: Option<Range<u64>>,
     /// The function-name prefixes of data stores (the VM configuration's
     /// `fault_data_writers`, or the default rule).
     pub data_writers: Vec<String>,
@@ -248,6 +251,14 @@ pub fn run_faults(
     let dir = FaultsDir(out.to_path_buf());
     let header = Reader::open(run.trace().as_path())?.header();
     let (pm_len, image_len) = (header.pm_size, header.pm_size + header.blk_size);
+    if let Some(range) = opts.range.as_ref().filter(|r| r.end > pm_len) {
+        bail!(
+            "--range {:#x}:{:#x} ends beyond the run's PM of {pm_len:#x} bytes: give a range \
+             inside it",
+            range.start,
+            range.end - range.start
+        );
+    }
     let symbols = Symbols::of_trace(&run.trace());
     let written = Written::of_trace(
         Reader::open(run.trace().as_path())?,
@@ -261,7 +272,7 @@ pub fn run_faults(
         ..PipelineOptions::default()
     };
     observer.event(&Event::Replaying(Pass::Faults));
-    let bases = base_images(run, &pipeline, opts.at, &dir.base())?;
+    let bases = base_images(run, &pipeline, opts.at, &dir.base(), observer)?;
     // The uncorrupted states: the run's, or recovered here.
     let unknown: Vec<(String, PathBuf)> = bases
         .iter()
@@ -304,6 +315,10 @@ pub fn run_faults(
                 FaultPlace::Metadata => written.ranges(WrittenClass::Metadata),
                 FaultPlace::Data => written.ranges(WrittenClass::Data),
                 FaultPlace::Any => std::iter::once(0..pm_len).collect(),
+            };
+            let targets = match &opts.range {
+                Some(range) => within(&targets, range),
+                None => targets,
             };
             for &kind in &opts.kinds {
                 let seed = opts.seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
@@ -437,6 +452,14 @@ fn judge(
     }
 }
 
+/// The parts of `ranges` inside `limit`.
+fn within(ranges: &[Range<u64>], limit: &Range<u64>) -> Vec<Range<u64>> {
+    (ranges.iter())
+        .map(|r| r.start.max(limit.start)..r.end.min(limit.end))
+        .filter(|r| r.start < r.end)
+        .collect()
+}
+
 fn first_lines(text: &str) -> String {
     let mut kept: Vec<&str> = text.lines().take(DIFF_LINES).collect();
     if text.lines().nth(DIFF_LINES).is_some() {
@@ -502,110 +525,64 @@ fn base_images(
     pipeline: &PipelineOptions,
     at: FaultsAt,
     out: &Path,
+    observer: &mut dyn Observer,
 ) -> Result<Vec<Base>> {
-    let chosen: Vec<(String, String)> = match at {
-        FaultsAt::FailurePoints => {
-            let index = ImagesIndex::read(&run.images_index()).with_context(|| {
-                format!(
-                    "--at failure-points needs the run's crash images (images.json): finish \
-                     `persim run --out {}` first",
-                    run.root().display()
-                )
-            })?;
-            index
-                .images
-                .keys()
-                .map(|h| (h.clone(), h.clone()))
-                .collect()
-        }
-        FaultsAt::Final | FaultsAt::EachCheckpoint => {
-            let mut points = FullyPersisted::default();
-            let options = GenerateOptions {
-                guidance: Guidance::FullyPersisted,
-                store: None,
-                from_checkpoint: None,
-                ..generate_options(pipeline, PathBuf::new())
-            };
-            generate_images(&options, &run.trace(), |_| Ok(()), &mut points, &mut |_| {})?;
-            let last = points.last.context("the trace has no failure point")?;
-            let mut chosen = Vec::new();
-            if at == FaultsAt::EachCheckpoint {
-                for (checkpoint, hash) in points.checkpoints {
-                    chosen.push((format!("checkpoint {checkpoint}"), hash));
-                }
-            }
-            chosen.push(("final".to_owned(), last));
-            chosen
-        }
+    let kinds: &[FailureKind] = match at {
+        FaultsAt::FailurePoints => return crash_images(run, out),
+        FaultsAt::Final => &[FailureKind::End],
+        FaultsAt::EachCheckpoint => &[FailureKind::Checkpoint, FailureKind::End],
     };
-    let hashes: Vec<String> = chosen
-        .iter()
-        .map(|(_, hash)| hash.clone())
-        .collect::<BTreeSet<_>>()
-        .into_iter()
+    // Only these points' fully persisted images: one replay, not an image at every point.
+    let options = GenerateOptions {
+        from_checkpoint: None,
+        ..generate_options(pipeline, PathBuf::new())
+    };
+    let made = fully_persisted_images(&options, &run.trace(), kinds, out, &mut |p| {
+        observer.event(&Event::replayed(p))
+    })?;
+    observer.event(&Event::replayed(Progress {
+        entries: made.generated.entries,
+        failure_points: made.generated.failure_points,
+        images: made.generated.images.len(),
+    }));
+    let end = made.end.context("the trace has no end")?;
+    let mut chosen: Vec<(String, String)> = (made.checkpoints.into_iter())
+        .map(|(checkpoint, hash)| (format!("checkpoint {checkpoint}"), hash))
         .collect();
-    let missing: Vec<String> = (hashes.iter())
+    chosen.push(("final".to_owned(), end));
+    Ok(with_saved_states(run, chosen))
+}
+
+/// The run's crash images, those not in `out` yet materialised there.
+fn crash_images(run: &RunDir, out: &Path) -> Result<Vec<Base>> {
+    let index = ImagesIndex::read(&run.images_index()).with_context(|| {
+        format!(
+            "--at failure-points needs the run's crash images (images.json): finish \
+             `persim run --out {}` first",
+            run.root().display()
+        )
+    })?;
+    let missing: Vec<String> = (index.images.keys())
         .filter(|h| !ImageStore::image_file(out, h).is_file())
         .cloned()
         .collect();
     if !missing.is_empty() {
-        materialise_images_for(run, pipeline, at, &missing, out)?;
+        materialise_images(run, &missing, out)?;
     }
-    Ok(chosen
+    let chosen = index.images.into_keys().map(|h| (h.clone(), h)).collect();
+    Ok(with_saved_states(run, chosen))
+}
+
+/// The images (label, hash) with their states, if the run saved them.
+fn with_saved_states(run: &RunDir, chosen: Vec<(String, String)>) -> Vec<Base> {
+    chosen
         .into_iter()
         .map(|(label, hash)| Base {
             saved: read_state(&run.state(&hash)),
             label,
             hash,
         })
-        .collect())
-}
-
-/// Writes the images `hashes` of the run as `<hash>.img` in `out`: its crash images, or
-/// fully persisted images (another replay).
-fn materialise_images_for(
-    run: &RunDir,
-    pipeline: &PipelineOptions,
-    at: FaultsAt,
-    hashes: &[String],
-    out: &Path,
-) -> Result<()> {
-    if at == FaultsAt::FailurePoints {
-        materialise_images(run, hashes, out)?;
-        return Ok(());
-    }
-    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
-    let options = GenerateOptions {
-        guidance: Guidance::FullyPersisted,
-        store: None,
-        from_checkpoint: None,
-        materialise: Some((hashes.iter().cloned().collect(), out.to_path_buf())),
-        ..generate_options(pipeline, PathBuf::new())
-    };
-    generate_images(&options, &run.trace(), |_| Ok(()), &mut (), &mut |_| {})?;
-    Ok(())
-}
-
-/// The fully persisted image of each checkpoint's hypercall, and of the last failure point.
-#[derive(Default)]
-struct FullyPersisted {
-    checkpoints: BTreeMap<u64, String>,
-    last: Option<String>,
-}
-
-impl PointSink for FullyPersisted {
-    fn point(&mut self, point: &PointRecord) -> io::Result<()> {
-        let Some(image) = point.images.first() else {
-            return Ok(());
-        };
-        if let (FailureKind::Checkpoint, Some(checkpoint)) = (point.kind, point.checkpoint) {
-            self.checkpoints
-                .entry(checkpoint)
-                .or_insert_with(|| image.clone());
-        }
-        self.last = Some(image.clone());
-        Ok(())
-    }
+        .collect()
 }
 
 fn remove_dir(dir: &Path) -> Result<()> {

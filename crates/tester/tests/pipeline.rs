@@ -902,12 +902,7 @@ fn a_reference_is_traced_once_kept_in_the_run_directory_and_its_difference_is_a_
     assert_eq!(states.at.keys().copied().collect::<Vec<_>>(), [2]);
     assert_eq!(
         events.passes(),
-        [
-            Pass::Reference,
-            Pass::Reference,
-            Pass::Images,
-            Pass::Culprits
-        ]
+        [Pass::Reference, Pass::Images, Pass::Culprits]
     );
     let referenced = guest.reference.as_ref().unwrap();
     assert_eq!(

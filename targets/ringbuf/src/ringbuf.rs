@@ -202,6 +202,21 @@ impl<R: Region, A: PmAccess, const ALIGN: usize> RingBuf<R, A, ALIGN> {
                 None => free.push(index),
             }
         }
+        // A free chunk may start with a torn header (of a release or an append cut
+        // short): zeroed durably before any append, whose own header, torn over it by
+        // another crash, would mix with it into one that recovery calls damaged.
+        let torn: Vec<usize> = (free.iter())
+            .map(|&index| chunk_offset(index, chunk_size))
+            .filter(|&start| bytes[start..start + HEADER_LEN] != ZERO_HEADER)
+            .collect();
+        if !torn.is_empty() {
+            let base = region.base();
+            for &start in &torn {
+                // SAFETY: the region is ours alone, and the header lies inside it.
+                unsafe { access.store(base, start, &ZERO_HEADER) };
+            }
+            access.fence();
+        }
         let next_id = full.iter().map(|chunk| chunk.last_id).max().unwrap_or(0) + 1;
         Ok(Self::assemble(
             region, access, geometry, committers, free, full, next_id,

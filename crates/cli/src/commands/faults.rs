@@ -2,12 +2,14 @@
 //! each corrupted image recovered in the guest and judged (docs/faults.md).
 
 use crate::progress::Progress;
+use crate::size::parse_size;
 use crate::vm_args::VmArgs;
 use anyhow::{bail, Result};
 use clap::Args;
 use persim_analyze::DEFAULT_DATA_WRITERS;
 use persim_image::FaultKind;
 use persim_tester::{run_faults, FaultOptions, FaultPlace, FaultsAt, RunDir, TestCase, VmGuest};
+use std::ops::Range;
 use std::path::PathBuf;
 
 /// Inject media faults and scribbles into a finished run's PM images and judge recovery.
@@ -51,6 +53,12 @@ pub struct FaultsArgs {
         value_name = "WHERE"
     )]
     pub places: Vec<FaultPlace>,
+    /// Only PM bytes OFFSET..OFFSET+LEN (sizes as 0x1000, 4096 or 4K): with --where any,
+    /// that range; with the others, their bytes in it. Aims faults at a structure written
+    /// before the trace began, such as a PMDK pool's header written in the test's setup
+    /// (`grep -obUa PMEMOBJ RUN_DIR/trace.ptrace.initial`; docs/faults.md).
+    #[arg(long, value_name = "OFFSET:LEN", value_parser = parse_range)]
+    pub range: Option<Range<u64>>,
     /// Faults per kind, place and image (fewer when the place holds fewer distinct ones).
     #[arg(long, default_value_t = 20)]
     pub count: usize,
@@ -74,6 +82,21 @@ pub struct FaultsArgs {
     /// No progress lines on stderr.
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+/// `OFFSET:LEN` as a range of PM offsets.
+fn parse_range(text: &str) -> Result<Range<u64>, String> {
+    let (offset, len) = text
+        .split_once(':')
+        .ok_or_else(|| format!("'{text}' is not OFFSET:LEN (example: 0x200000:4K)"))?;
+    let (offset, len) = (parse_size(offset)?, parse_size(len)?);
+    let end = offset
+        .checked_add(len)
+        .ok_or_else(|| format!("'{text}' ends beyond 2^64"))?;
+    if len == 0 {
+        return Err(format!("'{text}' is empty: give a LEN above 0"));
+    }
+    Ok(offset..end)
 }
 
 /// Returns whether a fault was silent or crashed the guest.
@@ -102,6 +125,7 @@ pub fn run(args: &FaultsArgs) -> Result<bool> {
         count: args.count,
         seed: args.seed,
         at: args.at,
+        range: args.range.clone(),
         data_writers,
     };
     let guest = VmGuest::new(machine);

@@ -6,7 +6,7 @@ use anyhow::{bail, Result};
 use clap::Args;
 use persim_image::{
     generate_images, GenerateOptions, Generated, Guidance, ImagesJsonWriter, PointRecord,
-    PointSink, DEFAULT_HASH_LEVEL,
+    PointSink, Points, DEFAULT_HASH_LEVEL,
 };
 use persim_model::{CacheMode, Config, Strategy};
 use persim_tester::{recorded_guidance, Event, Observer, RunDir};
@@ -106,6 +106,7 @@ impl TryFrom<&ImagesArgs> for GenerateOptions {
             max_images: a.max_images,
             seed: a.seed,
             from_checkpoint: a.from_checkpoint,
+            points: Points::All,
             hash_level: a.hash_level,
             initial: a.initial.clone(),
             store: a.out.clone(),

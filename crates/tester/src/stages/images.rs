@@ -13,15 +13,16 @@ use crate::rundir::RunDir;
 use anyhow::{bail, Context, Result};
 use persim_image::{
     generate_images, GenerateOptions, Guidance, ImageStore, ImagesIndex, ImagesJsonWriter,
-    NtPrefixesAt, PointRecord, PointSink,
+    Materialise, NtPrefixesAt, PointRecord, PointSink, Points,
 };
 use persim_model::{Config, Strategy};
 use persim_trace::atomic_file::create_atomically;
 use persim_trace::disk_space;
 use std::cell::{Cell, RefCell};
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The options of a run's image generation into `store`.
 pub fn generate_options(p: &PipelineOptions, store: PathBuf) -> GenerateOptions {
@@ -230,9 +231,14 @@ pub fn materialise_images(dir: &RunDir, hashes: &[String], out: &Path) -> Result
         max_images: inputs.max_images,
         ..PipelineOptions::default()
     };
+    let wanted: BTreeSet<String> = hashes.iter().cloned().collect();
     let options = GenerateOptions {
         store: None,
-        materialise: Some((hashes.iter().cloned().collect(), out.to_path_buf())),
+        points: points_of(dir, &wanted),
+        materialise: Some(Materialise {
+            dir: out.to_path_buf(),
+            hashes: Some(wanted),
+        }),
         guidance: reads::recorded_guidance(dir)?,
         ..generate_options(&opts, PathBuf::new())
     };
@@ -250,4 +256,25 @@ pub fn materialise_images(dir: &RunDir, hashes: &[String], out: &Path) -> Result
         );
     }
     Ok(paths)
+}
+
+/// The failure points that made `hashes`, by the run's index; without one, every point.
+fn points_of(dir: &RunDir, hashes: &BTreeSet<String>) -> Points {
+    let Ok(index) = ImagesIndex::read(&dir.images_index()) else {
+        return Points::All;
+    };
+    let points = &index.failure_points;
+    Points::At {
+        indices: Arc::new(
+            (points.iter())
+                .filter(|p| p.images.iter().any(|h| hashes.contains(h)))
+                .map(|p| p.index)
+                .collect(),
+        ),
+        recorded: Arc::new(
+            (points.iter())
+                .filter_map(|p| Some((p.index, p.reads.as_ref()?.fully_persisted.clone())))
+                .collect(),
+        ),
+    }
 }

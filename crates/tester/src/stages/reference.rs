@@ -7,12 +7,10 @@ use super::{generate_options, Run};
 use crate::progress::{Pass, Stage};
 use anyhow::{bail, Context, Result};
 use persim_analyze::ReferenceStates;
-use persim_image::{
-    generate_images, GenerateOptions, Guidance, ImageStore, PointRecord, PointSink,
-};
+use persim_image::{fully_persisted_images, ImageStore};
+use persim_model::FailureKind;
 use persim_trace::atomic_file::write_atomically;
 use std::collections::BTreeMap;
-use std::io;
 
 /// The reference's state at each checkpoint: recovered now, or read back; None without a
 /// reference.
@@ -46,42 +44,24 @@ pub(super) fn reference(run: &mut Run) -> Result<Option<ReferenceStates>> {
                 );
             }
         }
-        // Which image is each checkpoint's (a replay), then only those made (another).
-        let mut checkpoints = CheckpointImages::default();
-        let options = GenerateOptions {
-            guidance: Guidance::FullyPersisted,
-            store: None,
-            ..generate_options(run.opts, Default::default())
-        };
-        run.replaying(Pass::Reference);
-        generate_images(
-            &options,
-            recording.trace(),
-            |_| Ok(()),
-            &mut checkpoints,
-            &mut |_| {},
-        )?;
+        // The state after each operation: the fully persisted image at each checkpoint's
+        // hypercall from checkpoint 2 on.
         let images = dir.reference_images();
-        let options = GenerateOptions {
-            materialise: Some((checkpoints.0.values().cloned().collect(), images.clone())),
-            ..options
-        };
-        std::fs::create_dir_all(&images)
-            .with_context(|| format!("cannot create {}", images.display()))?;
         run.replaying(Pass::Reference);
-        generate_images(
-            &options,
+        let mut made = fully_persisted_images(
+            &generate_options(run.opts, Default::default()),
             recording.trace(),
-            |_| Ok(()),
-            &mut (),
+            &[FailureKind::Checkpoint],
+            &images,
             &mut |_| {},
         )?;
-        let paths: Vec<_> = (checkpoints.0.values())
+        let checkpoints: BTreeMap<u64, String> = made.checkpoints.split_off(&2);
+        let paths: Vec<_> = (checkpoints.values())
             .map(|hash| ImageStore::image_file(&images, hash))
             .collect();
         let recovered = reference.extract(test, &paths, false, &mut |_, _| {})?;
         let mut at = BTreeMap::new();
-        for ((&checkpoint, _), extracted) in checkpoints.0.iter().zip(recovered) {
+        for (&checkpoint, extracted) in checkpoints.keys().zip(recovered) {
             if extracted.state.is_error() {
                 let first = extracted.state.text().lines().next().unwrap_or("");
                 bail!(
@@ -108,20 +88,4 @@ pub(super) fn reference(run: &mut Run) -> Result<Option<ReferenceStates>> {
             .with_context(|| format!("cannot remove {}", images.display()))
     })?;
     dir.read_reference_states()
-}
-
-/// The fully persisted image of each checkpoint's first failure point (its hypercall)
-/// from checkpoint 2 on: the state after each operation.
-#[derive(Default)]
-struct CheckpointImages(BTreeMap<u64, String>);
-
-impl PointSink for CheckpointImages {
-    fn point(&mut self, point: &PointRecord) -> io::Result<()> {
-        if let (Some(checkpoint), Some(image)) = (point.checkpoint, point.images.first()) {
-            if checkpoint >= 2 {
-                self.0.entry(checkpoint).or_insert_with(|| image.clone());
-            }
-        }
-        Ok(())
-    }
 }
