@@ -60,7 +60,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "persim-analyze",
         ],
     ),
-    ("persim-subjects", &["persim-guest", "persim-ringbuf"]),
+    (
+        "persim-subjects",
+        &["persim-guest", "persim-ringbuf", "persim-zil-pmem"],
+    ),
     // The in-process crash-check harness of the ring buffer's and ZIL-PMEM's tests.
     (
         "persim-crash-check",

@@ -1252,3 +1252,75 @@ fn pmdk_rules_flag_each_bug_at_its_function_and_nothing_in_the_correct_program()
     let (code, text) = analyze("correct");
     assert_eq!(code, Some(0), "{text}");
 }
+
+/// The recovered state of image `hash` of a run whose test has its own state command.
+fn state_json(run: &Path, hash: &str) -> Value {
+    let recovered: Value =
+        serde_json::from_slice(&std::fs::read(run.join(format!("states/{hash}.json"))).unwrap())
+            .unwrap();
+    serde_json::from_str(recovered["dump"].as_str().unwrap()).unwrap()
+}
+
+/// ZIL-PMEM's key-value consumer across media (vm/zil-pmem.toml, docs/zil-pmem.md): the
+/// log in a MAP_SYNC file on PM, the store on the NVMe SSD. Recovery replays four logged
+/// puts, committing each to the disk with its resume point; a crash at any of its disk
+/// flushes and PM fences leaves images that all recover to the same map, the four puts
+/// with their values, and the replay's commits are disk writes of the trace.
+/// (`program-order` keeps it short; docs/results.md has the suite under `global-prefix`.)
+#[test]
+fn zil_pmem_recovery_of_logged_puts_gives_one_map_whatever_the_crash() {
+    let test = "zil_pmem_recovery_of_logged_puts_gives_one_map_whatever_the_crash";
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../vm/zil-pmem.toml");
+    if persim_vm::testing::vm_ready(test, &persim_vm::VmConfig::load(&config).unwrap()).is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let run = persim(&[
+        "run",
+        "--vm",
+        config.to_str().unwrap(),
+        "--test",
+        "zil-pmem/replay",
+        "--strategy",
+        "program-order",
+        "--out",
+        out.to_str().unwrap(),
+        "-q",
+    ]);
+    let r = report(&out);
+    assert_eq!(run.status.code(), Some(0), "{r}");
+    let interval = &r["checkpoints"][0];
+    let states = interval["states"].as_array().unwrap();
+    assert_eq!(
+        states.len(),
+        1,
+        "one map from every crash image: {interval}"
+    );
+    let images = states[0]["images"].as_array().unwrap();
+    assert!(images.len() > 1, "crashes inside the replay: {interval}");
+    let map = &state_json(&out, images[0].as_str().unwrap())["map"];
+    let puts: Vec<(&str, &str)> = map
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(key, value)| (key.as_str(), &value["head"].as_str().unwrap()[..4]))
+        .collect();
+    assert_eq!(
+        puts,
+        [
+            ("put-0001", "AAAA"),
+            ("put-0002", "BBBB"),
+            ("put-0003", "CCCC"),
+            ("put-0004", "DDDD")
+        ],
+        "{map}"
+    );
+    // Each replayed put is a commit record (ZILKVTXG) written to the disk and flushed.
+    let (_, entries) = persim_trace::read_all(&out.join("trace.ptrace")).unwrap();
+    let commits = entries
+        .iter()
+        .filter(|e| matches!(&e.op, persim_trace::Op::BlkWrite { data, .. } if data.starts_with(b"ZILKVTXG")))
+        .count();
+    assert!(commits >= 4, "{commits} commit records written to the disk");
+}

@@ -77,3 +77,43 @@ unsafe impl Region for SyncMapping {
         self.len
     }
 }
+
+/// Maps the whole file at `path` (on a DAX file system). Its pages are faulted in and the
+/// metadata those faults touch (timestamps) is synced here, so that nothing but the
+/// program's own stores happens between the checkpoints that follow.
+pub fn map_file(path: &str) -> Result<SyncMapping, String> {
+    map(open_file(path, false)?, path)
+}
+
+/// Creates the file at `path` with `len` zero bytes written and durable, so that stores
+/// through the mapping never allocate, and maps it as [`map_file`] does.
+pub fn create_mapped(path: &str, len: usize) -> Result<SyncMapping, String> {
+    let file = open_file(path, true)?;
+    std::io::Write::write_all(&mut &file, &vec![0; len])
+        .and_then(|()| file.sync_all())
+        .map_err(|e| format!("writing {path}: {e}"))?;
+    map(file, path)
+}
+
+fn open_file(path: &str, create: bool) -> Result<File, String> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(create)
+        .truncate(create)
+        .open(path)
+        .map_err(|e| format!("opening {path}: {e}"))
+}
+
+/// The mapping outlives `file`: the kernel keeps the file open while it is mapped.
+fn map(file: File, path: &str) -> Result<SyncMapping, String> {
+    let len = file
+        .metadata()
+        .map_err(|e| format!("reading {path}: {e}"))?
+        .len() as usize;
+    let mapping = SyncMapping::new(&file, len)?;
+    mapping.prefault();
+    file.sync_all()
+        .map_err(|e| format!("syncing {path}: {e}"))?;
+    Ok(mapping)
+}

@@ -3,18 +3,16 @@
 //! around each append, release chunks, and print what recovery finds as JSON (the state
 //! Persim compares across crash images).
 
-use lexopt::Arg::{Long, Short, Value as Operand};
-use lexopt::ValueExt;
 use persim_guest::command_line::parse_or_exit;
 use persim_guest::hypercall::{call, Operation};
 use persim_ringbuf::{
     dispatch, AccessKind, AccessVisitor, CorruptEntry, PmAccess, RingBuf, Strategy,
     SUPERBLOCK_SPACE,
 };
-use persim_subjects::dax::SyncMapping;
+use persim_subjects::dax::{create_mapped, map_file, SyncMapping};
+use persim_subjects::options::Options;
 use serde_json::{json, Value};
 use std::ffi::OsString;
-use std::fs::{File, OpenOptions};
 use std::process::ExitCode;
 
 const USAGE: &str = "\
@@ -40,6 +38,16 @@ FILE lies on a file system mounted with -o dax; it is mapped with MAP_SYNC.
 
 exit status: 0 done, 1 the log or FILE failed, 2 bad command line, 3 recover found
 damage (the state is printed all the same)";
+
+/// The options that take a value; `--checkpoints` is the one flag.
+const VALUED: [&str; 6] = [
+    "chunk-size",
+    "chunks",
+    "count",
+    "body-len",
+    "access",
+    "before",
+];
 
 /// One committer: the tool appends from one thread.
 const COMMITTERS: usize = 1;
@@ -94,7 +102,7 @@ enum Command {
 impl Command {
     /// The command on the command line, or `None` for `--help`.
     fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Command>, String> {
-        let Some((words, mut options)) = Options::parse(args)? else {
+        let Some((words, mut options)) = Options::parse(args, &VALUED, &["checkpoints"])? else {
             return Ok(None);
         };
         let (verb, file) = match <[String; 2]>::try_from(words) {
@@ -146,7 +154,7 @@ impl Command {
                 checkpoints,
                 access,
             } => (
-                open_mapped(&file)?,
+                map_file(&file)?,
                 Job::Append {
                     count,
                     body_len,
@@ -158,9 +166,9 @@ impl Command {
                 file,
                 before,
                 access,
-            } => (open_mapped(&file)?, Job::Release { before }, access),
+            } => (map_file(&file)?, Job::Release { before }, access),
             Command::Recover { file } => {
-                let state = recover_json(open_mapped(&file)?);
+                let state = recover_json(map_file(&file)?);
                 println!("{state}");
                 return Ok(damage(&state));
             }
@@ -171,140 +179,21 @@ impl Command {
     }
 }
 
-/// The options that take a value (after a space or `=`); `--checkpoints` is the one flag.
-const VALUED: [&str; 6] = [
-    "chunk-size",
-    "chunks",
-    "count",
-    "body-len",
-    "access",
-    "before",
-];
-
-/// `--name VALUE` pairs and `--flag`s, each usable once.
-struct Options(Vec<(String, Option<String>)>);
-
-impl Options {
-    /// The operands (command and FILE) and the options, or `None` for `--help`.
-    fn parse(
-        args: impl IntoIterator<Item = OsString>,
-    ) -> Result<Option<(Vec<String>, Options)>, String> {
-        let mut parser = lexopt::Parser::from_args(args);
-        let (mut words, mut parsed) = (Vec::new(), Vec::new());
-        while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
-            match arg {
-                Short('h') | Long("help") => return Ok(None),
-                Operand(word) => words.push(word.string().map_err(|e| e.to_string())?),
-                Long("checkpoints") => parsed.push(("--checkpoints".to_owned(), None)),
-                Long(name) if VALUED.contains(&name) => {
-                    let name = format!("--{name}");
-                    let value = parser
-                        .value()
-                        .map_err(|_| format!("{name} needs a value"))?
-                        .string()
-                        .map_err(|e| e.to_string())?;
-                    parsed.push((name, Some(value)));
-                }
-                other => return Err(other.unexpected().to_string()),
-            }
-        }
-        Ok(Some((words, Options(parsed))))
-    }
-
-    fn take(&mut self, name: &str) -> Option<Option<String>> {
-        let at = self.0.iter().position(|(n, _)| n == name)?;
-        Some(self.0.remove(at).1)
-    }
-
-    fn flag(&mut self, name: &str) -> bool {
-        self.take(name).is_some()
-    }
-
-    fn number<T: std::str::FromStr>(&mut self, name: &str) -> Result<T, String> {
-        let value = self
-            .take(name)
-            .flatten()
-            .ok_or_else(|| format!("{name} NUMBER is required"))?;
-        value
-            .parse()
-            .map_err(|_| format!("{name} `{value}` is not a non-negative integer"))
-    }
-
-    fn access(&mut self) -> Result<AccessKind, String> {
-        match self.take("--access").flatten() {
-            None => AccessKind::detect(Strategy::NonTemporal).map_err(|e| e.to_string()),
-            Some(name) => name
-                .parse()
-                .map_err(|_| format!("unknown --access `{name}`")),
-        }
-    }
-
-    /// Refuses options no command asked for.
-    fn finish(self) -> Result<(), String> {
-        match self.0.first() {
-            None => Ok(()),
-            Some((name, _)) => Err(format!("unknown option `{name}` for this command")),
-        }
-    }
-}
-
-/// The file and its MAP_SYNC mapping of `len` bytes.
-struct Mapped {
-    _file: File,
+/// Opens the log formatted in the mapping.
+fn open_log<A: PmAccess>(
     mapping: SyncMapping,
+    access: A,
+) -> Result<RingBuf<SyncMapping, A>, String> {
+    RingBuf::open(mapping, access, COMMITTERS).map_err(|e| format!("open: {e}"))
 }
 
-impl Mapped {
-    /// Opens the log formatted in the mapping.
-    fn open<A: PmAccess>(self, access: A) -> Result<RingBuf<SyncMapping, A>, String> {
-        RingBuf::open(self.mapping, access, COMMITTERS).map_err(|e| format!("open: {e}"))
-    }
-}
-
-fn open_file(path: &str, create: bool) -> Result<File, String> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(create)
-        .truncate(create)
-        .open(path)
-        .map_err(|e| format!("opening {path}: {e}"))
-}
-
-fn open_mapped(path: &str) -> Result<Mapped, String> {
-    map(open_file(path, false)?, path)
-}
-
-/// Maps the whole log file. Its pages are faulted in and the metadata those faults touch
-/// (timestamps) is synced here, so that nothing but the log's own stores happens between
-/// the checkpoints that follow.
-fn map(file: File, path: &str) -> Result<Mapped, String> {
-    let len = file
-        .metadata()
-        .map_err(|e| format!("reading {path}: {e}"))?
-        .len() as usize;
-    let mapping = SyncMapping::new(&file, len)?;
-    mapping.prefault();
-    file.sync_all()
-        .map_err(|e| format!("syncing {path}: {e}"))?;
-    Ok(Mapped {
-        _file: file,
-        mapping,
-    })
-}
-
-/// Creates the file for a log of `chunks` chunks with its blocks written and durable, so
-/// that appends never allocate, and maps it.
-fn create(path: &str, chunk_size: usize, chunks: usize) -> Result<Mapped, String> {
+/// Creates the file for a log of `chunks` chunks and maps it.
+fn create(path: &str, chunk_size: usize, chunks: usize) -> Result<SyncMapping, String> {
     let len = chunk_size
         .checked_mul(chunks)
         .and_then(|n| n.checked_add(SUPERBLOCK_SPACE))
         .ok_or("--chunk-size times --chunks is too large")?;
-    let file = open_file(path, true)?;
-    std::io::Write::write_all(&mut &file, &vec![0; len])
-        .and_then(|()| file.sync_all())
-        .map_err(|e| format!("writing {path}: {e}"))?;
-    map(file, path)
+    create_mapped(path, len)
 }
 
 /// What to do with the log once the access type is chosen.
@@ -325,7 +214,7 @@ enum Job {
 
 /// A job on the log in a mapping, run with the access `dispatch` picks.
 struct OnLog {
-    mapped: Mapped,
+    mapped: SyncMapping,
     job: Job,
 }
 
@@ -334,9 +223,8 @@ impl AccessVisitor for OnLog {
     fn visit<A: PmAccess + 'static>(self, access: A) -> Self::Output {
         match self.job {
             Job::Format { chunk_size, chunks } => {
-                let log =
-                    RingBuf::<_, _>::format(self.mapped.mapping, access, chunk_size, COMMITTERS)
-                        .map_err(|e| format!("format: {e}"))?;
+                let log = RingBuf::<_, _>::format(self.mapped, access, chunk_size, COMMITTERS)
+                    .map_err(|e| format!("format: {e}"))?;
                 let count = log.geometry().chunk_count;
                 if count != chunks {
                     return Err(format!("formatted {count} chunks, not {chunks}"));
@@ -347,7 +235,7 @@ impl AccessVisitor for OnLog {
                 body_len,
                 checkpoints,
             } => {
-                let log = self.mapped.open(access)?;
+                let log = open_log(self.mapped, access)?;
                 let checkpoint = |n: u64| {
                     if checkpoints {
                         call(Operation::Checkpoint(n));
@@ -362,7 +250,7 @@ impl AccessVisitor for OnLog {
                 checkpoint(count + 1);
             }
             Job::Release { before } => {
-                self.mapped.open(access)?.release(before);
+                open_log(self.mapped, access)?.release(before);
             }
         }
         Ok(())
@@ -371,8 +259,8 @@ impl AccessVisitor for OnLog {
 
 /// The state of the log as recovery sees it. Opening and recovering only read the region,
 /// so the eADR access (no special instructions) serves for any log.
-fn recover_json(mapped: Mapped) -> Value {
-    match RingBuf::<_, _>::open(mapped.mapping, persim_ringbuf::Eadr, COMMITTERS) {
+fn recover_json(mapped: SyncMapping) -> Value {
+    match RingBuf::<_, _>::open(mapped, persim_ringbuf::Eadr, COMMITTERS) {
         Ok(mut log) => {
             json!({ "entries": log.recover().map(|item| entry_json(&item)).collect::<Vec<_>>() })
         }
