@@ -107,7 +107,7 @@ mod tests {
         assert_eq!((end.generated.images.len(), files(&end_dir)), (1, 1));
         assert!(end.checkpoints.is_empty());
         let hash = end.end.unwrap();
-        let image = Image::from_file(&ImageStore::image_file(&end_dir, &hash), 0x1000).unwrap();
+        let image = Image::from_file(ImageStore::image_file(&end_dir, &hash), 0x1000).unwrap();
         let mut home = [0u8; 16];
         image.read(0x80, &mut home);
         assert_eq!(
