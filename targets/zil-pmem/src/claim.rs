@@ -31,7 +31,8 @@ pub struct Claim {
     /// The highest txg of any entry found: the consumer's next txg must be later, so that
     /// these entries are never claimed again once replayed.
     pub max_txg: u64,
-    /// The first entry whose dependency is missing (the dry run of replay's check).
+    /// Where replay must stop: a damaged entry header (then it applies nothing), or the
+    /// first entry whose dependency is missing (the dry run of replay's check).
     pub missing: Option<ReplayStop>,
     /// The positions of the valid entries of each chunk, in chunk order (those of synced
     /// txgs included): what a dump of the log shows.
@@ -42,13 +43,14 @@ pub struct Claim {
 impl Claim {
     /// The entries replay will apply, up to the first it must not.
     pub fn to_replay(&self) -> impl Iterator<Item = &ClaimedEntry> {
+        let damaged = matches!(self.missing, Some(ReplayStop::DamagedHeader { .. }));
         let stop = match &self.missing {
             Some(ReplayStop::MissingDependency { entry, .. }) => Some(*entry),
             _ => None,
         };
         self.entries
             .iter()
-            .filter(move |e| self.resume.is_none_or(|r| e.header.position > r))
+            .filter(move |e| !damaged && self.resume.is_none_or(|r| e.header.position > r))
             .take_while(move |e| stop.is_none_or(|s| e.header.position < s))
     }
 }
@@ -110,8 +112,10 @@ impl<R: Region, A: PmAccess> ZilPmem<R, A> {
         }
         let mut chunks = Chunks::default();
         let mut max_gen = 0;
+        let mut damaged = None;
         for chunk in all {
-            let found = self.scan_chunk(chunk, header);
+            let (found, damage) = self.scan_chunk(chunk, header);
+            damaged = damaged.or(damage);
             match found.iter().map(|e| e.header.txg).max() {
                 None => chunks.free.push(chunk),
                 Some(txg) => chunks.full.entry(txg).or_default().push(chunk),
@@ -130,7 +134,7 @@ impl<R: Region, A: PmAccess> ZilPmem<R, A> {
         // Committers take free chunks from the end: lowest index first.
         chunks.free.reverse();
         claim.entries.sort_by_key(|e| e.header.position);
-        claim.missing = missing_dependency(&claim);
+        claim.missing = damaged.or_else(|| missing_dependency(&claim));
         *lock(&self.chunks) = chunks;
         // New entries sort after every entry found, and depend on none of them.
         *lock(&self.gens) = Generations {
@@ -141,15 +145,22 @@ impl<R: Region, A: PmAccess> ZilPmem<R, A> {
     }
 
     /// The valid entries of `header`'s log in `chunk`, up to the first invalid header or
-    /// the chunk's end; an entry that ends exactly at the end is valid.
-    fn scan_chunk(&self, chunk: usize, header: &LogHeader) -> Vec<ClaimedEntry> {
+    /// the chunk's end (an entry that ends exactly at the end is valid), and that invalid
+    /// header if it is damage rather than a zeroed or torn slot.
+    fn scan_chunk(
+        &self,
+        chunk: usize,
+        header: &LogHeader,
+    ) -> (Vec<ClaimedEntry>, Option<ReplayStop>) {
         let chunk_size = self.geometry.chunk_size;
         let bytes = self.chunk_bytes(chunk);
         let mut found = Vec::new();
         let mut offset = 0;
         while offset + HEADER_SIZE <= chunk_size {
             let Some(entry) = EntryHeader::decode(&bytes[offset..]) else {
-                break;
+                let damage = EntryHeader::reserved_bytes_written(&bytes[offset..])
+                    .then_some(ReplayStop::DamagedHeader { chunk, offset });
+                return (found, damage);
             };
             let fits = entry.len as usize <= chunk_size - offset;
             if !fits || entry.pool_guid != header.pool_guid || entry.log_guid != header.log_guid {
@@ -162,7 +173,7 @@ impl<R: Region, A: PmAccess> ZilPmem<R, A> {
             });
             offset += entry.len as usize;
         }
-        found
+        (found, None)
     }
 
     fn chunk_bytes(&self, chunk: usize) -> &[u8] {
@@ -176,8 +187,8 @@ impl<R: Region, A: PmAccess> ZilPmem<R, A> {
     /// `apply(entry, header)` must make the entry's effect durable together with
     /// `header`, whose resume point names that entry, so that a crash during replay
     /// resumes after it. Stops before an entry whose body fails its checksum or whose
-    /// dependency is missing. On success, returns the header to store (logging again) and
-    /// allows appends.
+    /// dependency is missing, and applies nothing when claim found a damaged header. On
+    /// success, returns the header to store (logging again) and allows appends.
     pub fn replay<E>(
         &mut self,
         claim: &Claim,

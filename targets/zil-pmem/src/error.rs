@@ -100,6 +100,12 @@ pub enum ReplayStop {
         chunk: usize,
         offset: usize,
     },
+    #[error(
+        "the entry header at chunk {chunk}, offset {offset} has bytes a crash cannot leave: \
+         the PM media or a stray write damaged it, and the entry it held may come anywhere \
+         in replay order; replay applied nothing"
+    )]
+    DamagedHeader { chunk: usize, offset: usize },
 }
 
 /// Replay stopped: at an entry it must not apply, or because the consumer failed.

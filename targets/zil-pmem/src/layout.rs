@@ -139,11 +139,20 @@ impl EntryHeader {
         out
     }
 
+    /// Whether the header slot in `bytes` has a non-zero byte after its checksum. Every
+    /// slot claim reads was zeroed before its header was written, and a header has zeros
+    /// there, so no crash leaves such a slot: only damage (media, stray writes) does.
+    pub fn reserved_bytes_written(bytes: &[u8]) -> bool {
+        bytes[HEADER_FIELDS + 4..HEADER_SIZE]
+            .iter()
+            .any(|&b| b != 0)
+    }
+
     /// The header in `bytes`, or `None` for zeros, a torn write or garbage.
     pub fn decode(bytes: &[u8]) -> Option<Self> {
         let bytes = &bytes[..HEADER_SIZE];
         if crc32c::crc32c(&bytes[..HEADER_FIELDS]) != u32_at(bytes, HEADER_FIELDS)
-            || bytes[HEADER_FIELDS + 4..].iter().any(|&b| b != 0)
+            || Self::reserved_bytes_written(bytes)
         {
             return None;
         }

@@ -42,3 +42,42 @@ fn an_entry_whose_dependency_is_missing_is_never_replayed() {
     // Appends stay refused: the consumer must decide what to do with the log.
     assert!(log.append(1, 2, b"x", true).is_err());
 }
+
+#[test]
+fn a_flipped_reserved_bit_in_the_newest_header_is_damage_not_the_logs_end() {
+    let log = new_log(4096, 2, 1);
+    let a = log.append(1, 1, &body(1, 100), true).unwrap();
+    let b = log.append(1, 1, &body(2, 100), true).unwrap();
+    let mut region = log.into_region();
+    // Entry b's header is at offset 512 of chunk 0; its reserved bytes start at 124.
+    let reserved = SUPERBLOCK_SPACE + 512 + 200;
+    region.as_mut_slice()[reserved] ^= 0x10;
+    let (mut log, claim) = reopen(region, 0);
+    let expected = ReplayStop::DamagedHeader {
+        chunk: 0,
+        offset: 512,
+    };
+    assert_eq!(claim.missing, Some(expected.clone()));
+    // Entry a is intact, but the damaged header hid an entry of unknown order: nothing
+    // is applied rather than a prefix that may skip it.
+    let (applied, result) = replay_all(&mut log, &claim);
+    assert_eq!(applied, []);
+    assert!(matches!(result, Err(ReplayError::Stopped(stop)) if stop == expected));
+    assert!(expected.to_string().contains("damaged"));
+    assert_ne!(a, b);
+}
+
+#[test]
+fn a_zeroed_newest_header_is_the_logs_end_not_damage() {
+    let log = new_log(4096, 2, 1);
+    let a = log.append(1, 1, &body(1, 100), true).unwrap();
+    log.append(1, 1, &body(2, 100), true).unwrap();
+    let mut region = log.into_region();
+    // As if b's header never reached PM: its slot is still the zeroes a's append wrote.
+    region.as_mut_slice()[SUPERBLOCK_SPACE + 512..][..256].fill(0);
+    let (mut log, claim) = reopen(region, 0);
+    assert_eq!(claim.missing, None);
+    let (applied, result) = replay_all(&mut log, &claim);
+    assert_eq!(applied.iter().map(|(p, _)| *p).collect::<Vec<_>>(), [a]);
+    assert!(result.is_ok());
+}
