@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{persim, run_test, run_test_file, vm_ready};
+use common::{persim, run_on_vm, run_test, run_test_file, vm_ready};
 use serde_json::Value;
 use std::path::Path;
 
@@ -266,18 +266,12 @@ fn run_example(dir: &str, test: &str, strategy: &str, out: &Path) -> std::proces
     let example = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
         .join(dir);
-    persim(&[
-        "run",
-        "--vm",
-        example.join("vm.toml").to_str().unwrap(),
-        "--test",
+    run_on_vm(
+        &example.join("vm.toml"),
         example.join(format!("{test}.toml")).to_str().unwrap(),
-        "--strategy",
-        strategy,
-        "--out",
-        out.to_str().unwrap(),
-        "-q",
-    ])
+        out,
+        &["--strategy", strategy],
+    )
 }
 
 /// The worked example of suites/README.md, "Testing your own PM program", found by
@@ -799,16 +793,7 @@ fn a_cross_media_file_system_is_recovered_from_pm_and_disk_together() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../vm/ext4-pmjournal.toml");
-    let run = persim(&[
-        "run",
-        "--vm",
-        config.to_str().unwrap(),
-        "--test",
-        "hello-world",
-        "--out",
-        out.to_str().unwrap(),
-        "-q",
-    ]);
+    let run = run_on_vm(&config, "hello-world", &out, &[]);
     let printed = format!(
         "{}{}",
         String::from_utf8_lossy(&run.stdout),
@@ -922,18 +907,14 @@ fn block_durability_final_contents(
 ) -> (std::path::PathBuf, Vec<&'static str>, Value) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let out = dir.join(format!("{config}-{test}"));
-    let run = persim(&[
-        "run",
-        "--vm",
-        root.join(format!("vm/{config}.toml")).to_str().unwrap(),
-        "--test",
+    let run = run_on_vm(
+        &root.join(format!("vm/{config}.toml")),
         root.join(format!("examples/block-durability/{test}.toml"))
             .to_str()
             .unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "-q",
-    ]);
+        &out,
+        &[],
+    );
     assert_eq!(run.status.code(), Some(exit), "{config} {test}: {run:?}");
     let checkpoint = report(&out)["checkpoints"][0].clone();
     let image_of = |name: &Value| {
@@ -1108,18 +1089,7 @@ fn on_zfs_one_guest_recovers_every_image_of_a_test() {
     };
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let run = persim(&[
-        "run",
-        "--vm",
-        path.to_str().unwrap(),
-        "--test",
-        "append",
-        "-j",
-        "1",
-        "--out",
-        out.to_str().unwrap(),
-        "-q",
-    ]);
+    let run = run_on_vm(&path, "append", &out, &["-j", "1"]);
     let r = report(&out);
     assert_eq!(run.status.code(), Some(0), "{r}");
     let interval = &r["checkpoints"][0];
@@ -1276,18 +1246,12 @@ fn zil_pmem_recovery_of_logged_puts_gives_one_map_whatever_the_crash() {
     }
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let run = persim(&[
-        "run",
-        "--vm",
-        config.to_str().unwrap(),
-        "--test",
+    let run = run_on_vm(
+        &config,
         "zil-pmem/replay",
-        "--strategy",
-        "program-order",
-        "--out",
-        out.to_str().unwrap(),
-        "-q",
-    ]);
+        &out,
+        &["--strategy", "program-order"],
+    );
     let r = report(&out);
     assert_eq!(run.status.code(), Some(0), "{r}");
     let interval = &r["checkpoints"][0];

@@ -37,3 +37,17 @@ pub fn run_test(
     args.extend(["--out", out.to_str().unwrap(), "-q"]);
     persim(&args)
 }
+
+/// `persim run --vm CONFIG --test TEST` (a test file or a suite's test name) with `extra`
+/// arguments, into `out`.
+pub fn run_on_vm(
+    config: &std::path::Path,
+    test: &str,
+    out: &std::path::Path,
+    extra: &[&str],
+) -> std::process::Output {
+    let mut args = vec!["run", "--vm", config.to_str().unwrap(), "--test", test];
+    args.extend(extra);
+    args.extend(["--out", out.to_str().unwrap(), "-q"]);
+    persim(&args)
+}
