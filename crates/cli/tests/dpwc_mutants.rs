@@ -240,7 +240,12 @@ fn dpwc_mutant_5_free_before_flush_is_caught() {
 /// alone durable and alone lost, so `used` durable with one entry line missing is always
 /// among the images (deterministic, linear in the lines; docs/model.md).
 fn run_torn(config: &Path, out: &Path) -> (Option<i32>, Vec<String>) {
-    let (code, mut states) = run_test(config, "torn-entry", &["--strategy", "single-line"], out);
+    // `--reproducible`: guest time counts instructions, so the timer interrupts (fences to
+    // the model) land at the same instructions in every run, not wherever the host's load
+    // puts them; without it, in a fresh-clone CI run on 2026-11-27, an interrupt between
+    // the entry's copy and `used` hid mutant 6.
+    let options = ["--strategy", "single-line", "--reproducible"];
+    let (code, mut states) = run_test(config, "torn-entry", &options, out);
     assert_eq!(states.len(), 1, "{states:?}");
     (code, states.remove(0))
 }
