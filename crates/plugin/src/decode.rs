@@ -152,32 +152,75 @@ pub fn rep_string_store(bytes: &[u8]) -> Option<u64> {
     }
 }
 
-/// Whether every store of the instruction goes to the stack: `push` (of a register, an
-/// immediate or the flags), a near call (its return address), or a `mov` to a memory
-/// operand based on rsp alone (spills). The counting mode leaves these uninstrumented in
-/// the kernel, whose stacks are never PM (docs/performance.md, "Counting mode"). Other
-/// forms that store to the stack are not recognised: they only cost speed.
-pub fn stores_to_stack_only(bytes: &[u8]) -> bool {
-    stack_only(bytes).unwrap_or(false)
+/// Where an instruction's stores go, as far as its bytes tell (the counting mode leaves
+/// kernel stores that cannot reach PM or a device uninstrumented; docs/performance.md,
+/// "Counting mode"). Forms not recognised are `Anywhere`: they only cost speed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreTarget {
+    /// `push` (of a register, an immediate or the flags), a near call (its return
+    /// address), or a store to a memory operand based on rsp alone (spills).
+    Stack,
+    /// A store to a `%gs`-relative memory operand: in the kernel, per-CPU data.
+    PerCpu,
+    /// A store to an address fixed at translation time (RIP-relative, or absolute with
+    /// neither base nor index): a global variable.
+    Fixed(u64),
+    Anywhere,
 }
 
-fn stack_only(bytes: &[u8]) -> Option<bool> {
+/// The target of the stores of the instruction at `pc`, `len` bytes long.
+pub fn store_target(bytes: &[u8], pc: u64, len: u64) -> StoreTarget {
+    target(bytes, pc, len).unwrap_or(StoreTarget::Anywhere)
+}
+
+fn target(bytes: &[u8], pc: u64, len: u64) -> Option<StoreTarget> {
     let (p, i) = prefixes(bytes)?;
-    // fs/gs: not the stack; string stores are not these opcodes
-    if p.lock || p.segment.is_some() {
-        return Some(false);
-    }
     let op = *bytes.get(i)?;
     let rest = &bytes[i + 1..];
-    Some(match op {
-        0x50..=0x57 | 0x68 | 0x6a | 0x9c | 0xe8 => true,
+    let modrm_reg = |at: usize| rest.get(at).map(|m| (m >> 3) & 7);
+    // Opcodes whose only store is to their ModRM operand, and where that operand starts.
+    let operand_at = match op {
+        0x50..=0x57 | 0x68 | 0x6a | 0x9c | 0xe8 => return Some(StoreTarget::Stack),
         // call r/m and push r/m: they read the operand and store to the stack
-        0xff => matches!((*rest.first()? >> 3) & 7, 2 | 6),
-        0x88 | 0x89 | 0xc6 | 0xc7 if !p.addr32 => {
-            let operand = mem_operand(rest, &p);
-            operand.is_some_and(|o| o.base == Some(4) && o.index.is_none() && !o.rip_relative)
+        0xff if matches!(modrm_reg(0)?, 2 | 6) => return Some(StoreTarget::Stack),
+        // add, or, adc, sbb, and, sub, xor (and cmp) to r/m; group 1 with an immediate;
+        // xchg; mov; shifts and rotates; inc, dec, not, neg
+        0x00..=0x3f if op & 6 == 0 => 0,
+        0x80 | 0x81 | 0x83 | 0x86 | 0x87 | 0x88 | 0x89 | 0xc6 | 0xc7 => 0,
+        0xc0 | 0xc1 | 0xd0..=0xd3 => 0,
+        0xfe | 0xff if modrm_reg(0)? <= 1 => 0,
+        0xf6 | 0xf7 if matches!(modrm_reg(0)?, 2 | 3) => 0,
+        // setcc, cmpxchg, xadd, movnti, cmpxchg8b/16b (bts and its kin are left out: a
+        // register bit offset reaches beyond the operand)
+        0x0f => match *rest.first()? {
+            0x90..=0x9f | 0xb0 | 0xb1 | 0xc0 | 0xc1 | 0xc3 => 1,
+            0xc7 if modrm_reg(1)? == 1 => 1,
+            _ => return None,
+        },
+        _ => return None,
+    };
+    let operand = mem_operand(&rest[operand_at..], &p)?;
+    Some(match operand {
+        MemOperand {
+            segment: Some(Segment::Gs),
+            ..
+        } => StoreTarget::PerCpu,
+        MemOperand {
+            segment: Some(Segment::Fs),
+            ..
         }
-        _ => false,
+        | MemOperand { addr32: true, .. } => StoreTarget::Anywhere,
+        MemOperand {
+            base: Some(4),
+            index: None,
+            ..
+        } => StoreTarget::Stack,
+        MemOperand {
+            base: None,
+            index: None,
+            ..
+        } => StoreTarget::Fixed(operand.address(pc, len, |_| 0, |_| 0)),
+        _ => StoreTarget::Anywhere,
     })
 }
 
@@ -384,7 +427,9 @@ mod tests {
     }
 
     #[test]
-    fn stack_stores() {
+    fn store_targets() {
+        use StoreTarget::*;
+        let target = |bytes: &[u8]| store_target(bytes, 0x1000, bytes.len() as u64);
         for bytes in [
             &[0x55][..],                           // push %rbp
             &[0x41, 0x57],                         // push %r15
@@ -397,22 +442,50 @@ mod tests {
             &[0x48, 0x89, 0x44, 0x24, 0x08],       // mov %rax,0x8(%rsp)
             &[0xc7, 0x44, 0x24, 0x10, 1, 0, 0, 0], // movl $1,0x10(%rsp)
             &[0x88, 0x54, 0x24, 0x07],             // mov %dl,0x7(%rsp)
-        ] {
-            assert!(stores_to_stack_only(bytes), "{bytes:02x?}");
-        }
-        for bytes in [
-            &[0x48, 0x89, 0x07][..],               // mov %rax,(%rdi)
-            &[0x49, 0x89, 0x04, 0x24],             // mov %rax,(%r12)
-            &[0x48, 0x89, 0x04, 0x0c],             // mov %rax,(%rsp,%rcx,1)
-            &[0x48, 0x89, 0x45, 0x08],             // mov %rax,0x8(%rbp)
-            &[0x65, 0x48, 0x89, 0x04, 0x24],       // mov %rax,%gs:(%rsp)
-            &[0xf3, 0xab],                         // rep stos
-            &[0x48, 0x01, 0x04, 0x24],             // add %rax,(%rsp): not recognised
-            &[0x48, 0x89, 0xe5],                   // mov %rsp,%rbp: no store
-            &[0xff, 0x07],                         // incl (%rdi)
+            &[0x48, 0x01, 0x04, 0x24],             // add %rax,(%rsp)
             &[0xf0, 0x48, 0x0f, 0xb1, 0x0c, 0x24], // lock cmpxchg %rcx,(%rsp)
         ] {
-            assert!(!stores_to_stack_only(bytes), "{bytes:02x?}");
+            assert_eq!(target(bytes), Stack, "{bytes:02x?}");
+        }
+        for bytes in [
+            &[0x65, 0x48, 0x89, 0x04, 0x24][..], // mov %rax,%gs:(%rsp)
+            // addl $1,%gs:0x7e8a1234 (preempt_count_add)
+            &[0x65, 0x83, 0x04, 0x25, 0x34, 0x12, 0x8a, 0x7e, 0x01],
+            &[0x65, 0xff, 0x0d, 0x34, 0x12, 0, 0], // decl %gs:0x1234(%rip)
+            &[0x65, 0x48, 0x89, 0x07],             // mov %rax,%gs:(%rdi)
+            &[0x65, 0x48, 0x0f, 0xb1, 0x0a],       // cmpxchg %rcx,%gs:(%rdx)
+        ] {
+            assert_eq!(target(bytes), PerCpu, "{bytes:02x?}");
+        }
+        // mov %rax,0x10(%rip): the address is after the instruction
+        assert_eq!(
+            target(&[0x48, 0x89, 0x05, 0x10, 0, 0, 0]),
+            Fixed(0x1000 + 7 + 0x10)
+        );
+        // movl $1,-0x10(%rip): the immediate counts in the instruction's length
+        assert_eq!(
+            target(&[0xc7, 0x05, 0xf0, 0xff, 0xff, 0xff, 1, 0, 0, 0]),
+            Fixed(0x1000 + 10 - 0x10)
+        );
+        // mov %rax,0xffffffff82001000 (absolute, sign-extended)
+        assert_eq!(
+            target(&[0x48, 0x89, 0x04, 0x25, 0x00, 0x10, 0x00, 0x82]),
+            Fixed(0xffff_ffff_8200_1000)
+        );
+        for bytes in [
+            &[0x48, 0x89, 0x07][..],                     // mov %rax,(%rdi)
+            &[0x49, 0x89, 0x04, 0x24],                   // mov %rax,(%r12)
+            &[0x48, 0x89, 0x04, 0x0c],                   // mov %rax,(%rsp,%rcx,1)
+            &[0x48, 0x89, 0x45, 0x08],                   // mov %rax,0x8(%rbp)
+            &[0x48, 0x89, 0x04, 0xd5, 0, 0x10, 0, 0x82], // mov %rax,arr(,%rdx,8)
+            &[0x64, 0x48, 0x89, 0x07],                   // mov %rax,%fs:(%rdi)
+            &[0x67, 0x48, 0x89, 0x05, 0x10, 0, 0, 0],    // mov %rax,0x10(%eip)
+            &[0x65, 0x48, 0x0f, 0xab, 0x07],             // bts %rax,%gs:(%rdi)
+            &[0x65, 0xf3, 0xab],                         // rep stos: es:(%rdi)
+            &[0x48, 0x89, 0xe5],                         // mov %rsp,%rbp: no store
+            &[0xff, 0x07],                               // incl (%rdi)
+        ] {
+            assert_eq!(target(bytes), Anywhere, "{bytes:02x?}");
         }
     }
 

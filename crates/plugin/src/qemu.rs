@@ -3,7 +3,9 @@
 
 use crate::calls::{self, CallTable, PendingReturns};
 use crate::counter::{maps_user_pm, Counter, CounterNext};
-use crate::decode::{classify, rep_string_store, stores_to_stack_only, Class, MemOperand, Segment};
+use crate::decode::{
+    classify, rep_string_store, store_target, Class, MemOperand, Segment, StoreTarget,
+};
 use crate::hypercall::{self, Call};
 use crate::nvme::NvmeDecoder;
 use crate::physical::{self, PhysMemory};
@@ -562,7 +564,7 @@ extern "C" fn on_translate(_id: PluginId, tb: *mut qemu_plugin_tb) {
                 CallbackFlags::QEMU_PLUGIN_CB_R_REGS,
             );
         }
-        if counting && counts_stores(pc, &bytes) {
+        if counting && counts_stores(pc, len, &bytes) {
             // SAFETY: the instruction handle of this translation callback.
             let raw_insn = unsafe { qemu_plugin::sys::qemu_plugin_tb_get_insn(raw_tb, i) };
             let accounted = accounts_executions(pc, &bytes)
@@ -801,16 +803,21 @@ fn count_instructions(tb: *mut qemu_plugin_tb) {
 }
 
 /// Whether the counting mode instruments an instruction's stores: every store with
-/// `every_store=on`; otherwise, in the kernel all but those to its stack (never PM), in
+/// `every_store=on`; otherwise, in the kernel all but those to its stack, its per-CPU
+/// data and the global variables of its image and modules (never PM nor a device), in
 /// user space none until the kernel has written a page-table entry that maps PM for user
 /// space ([`crate::counter::maps_user_pm`]; docs/performance.md, "Counting mode").
-fn counts_stores(pc: u64, bytes: &[u8]) -> bool {
+fn counts_stores(pc: u64, len: u64, bytes: &[u8]) -> bool {
     if EVERY_STORE.load(Ordering::Relaxed) {
         return true;
     }
-    match is_kernel(pc) {
-        true => !stores_to_stack_only(bytes),
-        false => USER_PM_MAPPED.load(Ordering::Relaxed),
+    if !is_kernel(pc) {
+        return USER_PM_MAPPED.load(Ordering::Relaxed);
+    }
+    match store_target(bytes, pc, len) {
+        StoreTarget::Stack | StoreTarget::PerCpu => false,
+        StoreTarget::Fixed(vaddr) => !in_kernel_image(vaddr),
+        StoreTarget::Anywhere => true,
     }
 }
 
@@ -855,6 +862,11 @@ fn watch_user_mappings(info: qemu_plugin::sys::qemu_plugin_meminfo_t) {
 const KERNEL_IMAGE_BASE: u64 = 0xffff_ffff_8000_0000;
 const MODULES_END: u64 = 0xffff_ffff_ff00_0000;
 
+/// Whether `vaddr` is in the kernel image's or the modules' mapping.
+fn in_kernel_image(vaddr: u64) -> bool {
+    (KERNEL_IMAGE_BASE..MODULES_END).contains(&vaddr)
+}
+
 /// Counting mode: a store, to PM (counted) or to a device (the NVMe decoder).
 unsafe extern "C" fn on_counted_store(
     _vcpu: std::ffi::c_uint,
@@ -874,7 +886,7 @@ unsafe extern "C" fn on_counted_store(
     let paddr = match vaddr.wrapping_sub(DIRECT_MAP_BASE) {
         offset if short_cuts && offset < DIRECT_MAP_SIZE => offset,
         // The kernel image's and the modules' data are RAM, never PM nor a device.
-        _ if short_cuts && (KERNEL_IMAGE_BASE..MODULES_END).contains(&vaddr) => return,
+        _ if short_cuts && in_kernel_image(vaddr) => return,
         _ => {
             let Some(hwaddr) = info.hwaddr(vaddr) else {
                 return;

@@ -741,7 +741,9 @@ fn compare_tracing(
 
 /// The counting mode's cost (docs/performance.md, "Counting mode"): the 16 MiB workload
 /// with the plugin loaded and tracing off, counting, and counting with every store
-/// instrumented (the reference), alternated; also each mode's PM bytes.
+/// instrumented (the reference), alternated; also each mode's PM bytes. With
+/// `PERSIM_BENCH_BASE_PLUGIN=PATH` (another build of the plugin, e.g. main's), a fourth
+/// mode counts with that build, so a change and its base are compared in one series.
 /// Ignored by default (a few minutes of VM time):
 /// `cargo test --release -p persim-vm --test guest bench_counting_overhead -- --ignored --nocapture`
 #[test]
@@ -751,19 +753,36 @@ fn bench_counting_overhead() {
         return;
     };
     let ext4 = VmConfig::for_fs(&default_config_dir(), "ext4").unwrap();
-    let modes = [
-        ("tracing off", PluginMode::Off),
-        ("counting", PluginMode::Count { every_store: false }),
+    let counting = PluginMode::Count { every_store: false };
+    let mut modes = vec![
+        ("tracing off", PluginMode::Off, artifacts.clone()),
+        ("counting", counting, artifacts.clone()),
         (
             "counting every store",
             PluginMode::Count { every_store: true },
+            artifacts.clone(),
         ),
     ];
+    if let Some(base) = std::env::var_os("PERSIM_BENCH_BASE_PLUGIN") {
+        let plugin = PathBuf::from(base);
+        assert!(
+            plugin.is_file(),
+            "PERSIM_BENCH_BASE_PLUGIN: no file {plugin:?}"
+        );
+        modes.push((
+            "counting, base plugin",
+            counting,
+            Artifacts {
+                plugin,
+                ..artifacts
+            },
+        ));
+    }
     let mut runs: Vec<Vec<WorkloadRun>> = modes.iter().map(|_| Vec::new()).collect();
     for _ in 0..BENCH_RUNS {
-        for ((_, mode), runs) in modes.iter().zip(&mut runs) {
+        for ((_, mode, artifacts), runs) in modes.iter().zip(&mut runs) {
             runs.push(time_workload(
-                &artifacts,
+                artifacts,
                 &ext4,
                 *mode,
                 BENCH_WORKLOAD,
@@ -782,7 +801,7 @@ fn bench_counting_overhead() {
         cpu[cpu.len() / 2]
     };
     let (off_wall, off_cpu) = (best(&runs[0]), median_cpu(&runs[0]));
-    for ((name, _), runs) in modes.iter().zip(&runs) {
+    for ((name, _, _), runs) in modes.iter().zip(&runs) {
         let pm: Vec<u64> = runs
             .iter()
             .filter_map(|r| Some(r.counts?.pm_bytes_written))
