@@ -836,9 +836,12 @@ fn accounts_executions(pc: u64, bytes: &[u8]) -> Option<u64> {
 /// instrumented too, after a retranslation (the user code runs only after the kernel has
 /// returned to it, which is many translation blocks after this store, and the reset takes
 /// effect at the end of the current one).
-fn watch_user_mappings(info: qemu_plugin::sys::qemu_plugin_meminfo_t) {
+fn watch_user_mappings(info: qemu_plugin::sys::qemu_plugin_meminfo_t, vaddr: u64) {
     use qemu_plugin::sys::qemu_plugin_mem_value_type::QEMU_PLUGIN_MEM_VALUE_U64;
-    // SAFETY: the memory access handle of the running callback.
+    // SAFETY: the memory access handle of the running callback (both calls).
+    if unsafe { qemu_plugin::sys::qemu_plugin_mem_size_shift(info) } != 3 {
+        return;
+    }
     let value = unsafe { qemu_plugin::sys::qemu_plugin_mem_get_value(info) };
     if value.type_ != QEMU_PLUGIN_MEM_VALUE_U64 {
         return;
@@ -849,7 +852,7 @@ fn watch_user_mappings(info: qemu_plugin::sys::qemu_plugin_meminfo_t) {
         PM_BASE.load(Ordering::Relaxed),
         PM_SIZE.load(Ordering::Relaxed),
     );
-    if maps_user_pm(value, base, size) && !USER_PM_MAPPED.swap(true, Ordering::Relaxed) {
+    if maps_user_pm(vaddr, value, base, size) && !USER_PM_MAPPED.swap(true, Ordering::Relaxed) {
         let id = state().id;
         // SAFETY: as at `start` in `on_counted_call`.
         unsafe { qemu_plugin::sys::qemu_plugin_reset(id, Some(on_reset)) };
@@ -875,7 +878,7 @@ unsafe extern "C" fn on_counted_store(
     _data: *mut std::ffi::c_void,
 ) {
     if !USER_PM_MAPPED.load(Ordering::Relaxed) {
-        watch_user_mappings(info);
+        watch_user_mappings(info, vaddr);
     }
     let info = MemoryInfo::from(info);
     // The direct map is linear and holds no device registers: its physical address needs
