@@ -8,16 +8,17 @@ use persim_abi::{Counts, PluginArgs};
 use persim_trace::{Hypercall, Op};
 use std::path::PathBuf;
 
-/// Whether a kernel store of `value` (8 bytes) to `vaddr` can be a page-table entry that
-/// maps a PM page into user space: naturally aligned (entries fill their table page in
+/// Whether a kernel store of `value` (8 bytes) to guest-physical `slot` can be a
+/// page-table entry that maps a PM page into user space: naturally aligned (entries fill their table page in
 /// 8-byte slots), present, user-accessible, its frame in PM (a 4 KiB PTE's or a huge
 /// PMD's/PUD's, whose frame bits are a subset). Until one is seen, user code cannot store
 /// to PM and the counting mode leaves user stores uninstrumented; a store that only looks
-/// like such an entry costs speed, never a count.
-pub fn maps_user_pm(vaddr: u64, value: u64, pm_base: u64, pm_size: u64) -> bool {
+/// like such an entry costs speed, never a count (the QEMU glue also checks that the
+/// slot is in a page table).
+pub fn maps_user_pm(slot: u64, value: u64, pm_base: u64, pm_size: u64) -> bool {
     const PRESENT_USER: u64 = 0b101;
     const FRAME: u64 = 0x000f_ffff_ffff_f000;
-    vaddr % 8 == 0
+    slot.is_multiple_of(8)
         && value & PRESENT_USER == PRESENT_USER
         && (value & FRAME).wrapping_sub(pm_base) < pm_size
 }
@@ -87,7 +88,7 @@ mod tests {
     #[test]
     fn a_present_user_entry_with_a_pm_frame_maps_user_pm() {
         let (base, size) = (0x1_0000_0000, 64 << 20);
-        let entry = 0xffff_8880_0484_f990;
+        let entry = 0x484_f990;
         let maps = |value| maps_user_pm(entry, value, base, size);
         // a 4 KiB PTE as the kernel writes it for a DAX mapping: NX, dirty, accessed,
         // user, writable, present

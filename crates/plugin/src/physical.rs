@@ -61,6 +61,32 @@ pub fn physical_runs(
     Ok(runs)
 }
 
+/// Whether the page at physical address `page` is a table below the root at `cr3` in the
+/// half that maps user space (a PDPT, a PD or a PT): a store to it writes a page-table
+/// entry of that address space.
+pub fn is_user_table(mem: &mut impl PhysMemory, cr3: u64, page: u64) -> bool {
+    // The root's lower 256 entries map user space.
+    let mut root = [0u8; 2048];
+    mem.read(cr3 & ADDRESS, &mut root) && has_table(mem, &root, 2, page)
+}
+
+/// Whether a present entry of `entries` points to the table `page`, or, `below` levels
+/// further down, one of the tables they point to.
+fn has_table(mem: &mut impl PhysMemory, entries: &[u8], below: u32, page: u64) -> bool {
+    entries.chunks_exact(8).any(|entry| {
+        let entry = u64::from_le_bytes(entry.try_into().unwrap());
+        if entry & PRESENT == 0 || entry & HUGE != 0 {
+            return false;
+        }
+        let table = entry & ADDRESS;
+        let mut entries = [0u8; 4096];
+        table == page
+            || below > 0
+                && mem.read(table, &mut entries)
+                && has_table(mem, &entries, below - 1, page)
+    })
+}
+
 #[cfg(test)]
 pub mod fake {
     use super::PhysMemory;
@@ -162,6 +188,30 @@ mod tests {
             translate(&mut mem, CR3, VA),
             Some((0x1_c000_0000 + offset, (1 << 30) - offset))
         );
+    }
+
+    #[test]
+    fn the_user_tables_of_an_address_space_are_found_at_every_level() {
+        let mut mem = SparseMemory::default();
+        for table in [CR3, PDPT, PD, PT, 0x5000, 0x6000] {
+            mem.put(table, &[0; 4096]);
+        }
+        entry(&mut mem, CR3, 0xff, PDPT | 0x67);
+        entry(&mut mem, PDPT, 1, PD | 0x67);
+        entry(&mut mem, PD, 2, PT | 0x67);
+        // a 2 MiB page beside the PT: it points to no table
+        entry(&mut mem, PD, 3, 0x1_4000_0000 | HUGE | 0x67);
+        // kernel space (the root's upper half) has tables too: not user tables
+        entry(&mut mem, CR3, 0x111, 0x5000 | 0x63);
+        for table in [PDPT, PD, PT] {
+            assert!(is_user_table(&mut mem, CR3 | 0x5, table), "{table:#x}");
+        }
+        for page in [CR3, 0x5000, 0x6000, 0x1_4000_0000] {
+            assert!(!is_user_table(&mut mem, CR3, page), "{page:#x}");
+        }
+        // a table reached only through an entry that is not present
+        entry(&mut mem, PD, 4, 0x6000 | 0x66);
+        assert!(!is_user_table(&mut mem, CR3, 0x6000));
     }
 
     #[test]

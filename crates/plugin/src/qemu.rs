@@ -8,7 +8,7 @@ use crate::decode::{
 };
 use crate::hypercall::{self, Call};
 use crate::nvme::NvmeDecoder;
-use crate::physical::{self, PhysMemory};
+use crate::physical::{self, is_user_table, PhysMemory};
 use crate::stack::{self, ShadowStacks, StackKey};
 use crate::task::{TaskLayout, TaskWatch, TASK_SEARCHED};
 use crate::tracer::{Next, Store, Tracer};
@@ -832,16 +832,25 @@ fn accounts_executions(pc: u64, bytes: &[u8]) -> Option<u64> {
     rep_string_store(bytes)
 }
 
-/// A kernel store of `value` that maps PM for user space: from now on user stores are
-/// instrumented too, after a retranslation (the user code runs only after the kernel has
-/// returned to it, which is many translation blocks after this store, and the reset takes
-/// effect at the end of the current one).
+/// A kernel store that maps PM for user space: from now on user stores are instrumented
+/// too, after a retranslation (the user code runs only after the kernel has returned to
+/// it, which is many translation blocks after this store, and the reset takes effect at
+/// the end of the current one). A store is such an entry when its value looks like one
+/// ([`maps_user_pm`]) and it went, through the direct map, into a user page table of the
+/// running address space: values that only look like entries are common (numbers just
+/// above 4 GiB, where PM starts), and one opened the gate in every run of the overhead
+/// bench before (docs/performance.md, "Counting mode").
 fn watch_user_mappings(info: qemu_plugin::sys::qemu_plugin_meminfo_t, vaddr: u64) {
     use qemu_plugin::sys::qemu_plugin_mem_value_type::QEMU_PLUGIN_MEM_VALUE_U64;
-    // SAFETY: the memory access handle of the running callback (both calls).
+    // SAFETY: the memory access handle of the running callback.
     if unsafe { qemu_plugin::sys::qemu_plugin_mem_size_shift(info) } != 3 {
         return;
     }
+    let slot = vaddr.wrapping_sub(DIRECT_MAP_BASE);
+    if slot >= DIRECT_MAP_SIZE {
+        return;
+    }
+    // SAFETY: as above.
     let value = unsafe { qemu_plugin::sys::qemu_plugin_mem_get_value(info) };
     if value.type_ != QEMU_PLUGIN_MEM_VALUE_U64 {
         return;
@@ -852,11 +861,38 @@ fn watch_user_mappings(info: qemu_plugin::sys::qemu_plugin_meminfo_t, vaddr: u64
         PM_BASE.load(Ordering::Relaxed),
         PM_SIZE.load(Ordering::Relaxed),
     );
-    if maps_user_pm(vaddr, value, base, size) && !USER_PM_MAPPED.swap(true, Ordering::Relaxed) {
+    if maps_user_pm(slot, value, base, size)
+        && in_running_user_tables(slot)
+        && !USER_PM_MAPPED.swap(true, Ordering::Relaxed)
+    {
         let id = state().id;
         // SAFETY: as at `start` in `on_counted_call`.
         unsafe { qemu_plugin::sys::qemu_plugin_reset(id, Some(on_reset)) };
     }
+}
+
+thread_local! {
+    /// This vCPU thread's cr3 reader and page-table reader, made on first use.
+    static TABLES: RefCell<Option<(Option<RawRegister>, GuestMemory)>> =
+        const { RefCell::new(None) };
+}
+
+/// Whether guest-physical `slot` is in a user page table of the running address space.
+/// The kernel writes a process's entries while it runs in that process (its page faults,
+/// its `mmap`), with cr3 at the process's tables. cr3 is no TCG global, so QEMU 10.0
+/// reads it right in a memory callback without registers; where it cannot, the store
+/// counts as an entry (the gate opens on the value alone: slower, never a missed byte).
+fn in_running_user_tables(slot: u64) -> bool {
+    TABLES.with_borrow_mut(|tables| {
+        let (cr3, memory) = tables.get_or_insert_with(|| {
+            let [cr3] = RawRegister::find(["cr3"]);
+            (cr3.map(RawRegister::new), GuestMemory::new())
+        });
+        match cr3.as_mut().map(RawRegister::read) {
+            Some(root) if root != 0 => is_user_table(memory, root, slot & !0xfff),
+            _ => true,
+        }
+    })
 }
 
 /// x86-64's mapping of the kernel image (`__START_KERNEL_map`) and the end of the modules'

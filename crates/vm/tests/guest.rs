@@ -625,7 +625,7 @@ struct Times {
     cpu: Duration,
 }
 
-const BENCH_RUNS: usize = 3;
+const BENCH_RUNS: usize = 5;
 
 /// scripts/bench-tracer.sh: the figures of docs/performance.md "## Tracer". Ignored by
 /// default (about two minutes of VM time).
@@ -780,14 +780,23 @@ fn bench_counting_overhead() {
     }
     let mut runs: Vec<Vec<WorkloadRun>> = modes.iter().map(|_| Vec::new()).collect();
     for _ in 0..BENCH_RUNS {
-        for ((_, mode, artifacts), runs) in modes.iter().zip(&mut runs) {
-            runs.push(time_workload(
-                artifacts,
-                &ext4,
-                *mode,
-                BENCH_WORKLOAD,
-                "16777216",
-            ));
+        for ((name, mode, artifacts), runs) in modes.iter().zip(&mut runs) {
+            let run = time_workload(artifacts, &ext4, *mode, BENCH_WORKLOAD, "16777216");
+            let instructions = run
+                .counts
+                .map(|c| {
+                    format!(
+                        ", guest instructions {}",
+                        c.kernel_instructions + c.user_instructions
+                    )
+                })
+                .unwrap_or_default();
+            eprintln!(
+                "{name}: wall time {:.2} s, QEMU CPU time {:.2} s{instructions}",
+                run.times.wall.as_secs_f64(),
+                run.times.cpu.as_secs_f64()
+            );
+            runs.push(run);
         }
     }
     let best = |runs: &[WorkloadRun]| {
