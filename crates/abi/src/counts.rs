@@ -12,22 +12,28 @@ pub struct Counts {
     pub pm_bytes_written: u64,
     /// Bytes the guest wrote to the NVMe namespace (its Write commands).
     pub nvme_bytes_written: u64,
+    /// Whether the plugin instrumented user stores, because the kernel had mapped PM into
+    /// user space (before that, user code cannot store to PM, and leaving its stores out
+    /// makes the counting cheaper).
+    pub user_stores_counted: bool,
 }
 
-const KEYS: [&str; 4] = [
+const KEYS: [&str; 5] = [
     "kernel_instructions",
     "user_instructions",
     "pm_bytes_written",
     "nvme_bytes_written",
+    "user_stores_counted",
 ];
 
 impl Counts {
-    fn values(&self) -> [u64; 4] {
+    fn values(&self) -> [u64; 5] {
         [
             self.kernel_instructions,
             self.user_instructions,
             self.pm_bytes_written,
             self.nvme_bytes_written,
+            u64::from(self.user_stores_counted),
         ]
     }
 
@@ -41,7 +47,7 @@ impl Counts {
 
     /// Reads [`Counts::to_text`]'s lines back; every key must be there.
     pub fn parse(text: &str) -> Result<Counts, String> {
-        let mut values = [None; 4];
+        let mut values = [None; 5];
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
             let (key, value) = line
                 .split_once(' ')
@@ -63,6 +69,7 @@ impl Counts {
             user_instructions: get(1)?,
             pm_bytes_written: get(2)?,
             nvme_bytes_written: get(3)?,
+            user_stores_counted: get(4)? != 0,
         })
     }
 }
@@ -78,6 +85,7 @@ mod tests {
             user_instructions: 7,
             pm_bytes_written: 4096,
             nvme_bytes_written: 0,
+            user_stores_counted: true,
         };
         assert_eq!(Counts::parse(&c.to_text()), Ok(c));
         let partial = "kernel_instructions 1\nuser_instructions 2\npm_bytes_written 3\n";

@@ -132,6 +132,7 @@ mod tests {
             user_instructions: 20,
             pm_bytes_written: 30,
             nvme_bytes_written: 0,
+            user_stores_counted: true,
         })
         .unwrap();
         let counts = Counts::parse(&std::fs::read_to_string(&target).unwrap()).unwrap();
@@ -142,6 +143,7 @@ mod tests {
                 user_instructions: 20,
                 pm_bytes_written: 30,
                 nvme_bytes_written: 5120,
+                user_stores_counted: true,
             }
         );
         assert!(!c.counting);

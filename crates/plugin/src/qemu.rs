@@ -965,6 +965,8 @@ fn on_counted_call(s: &mut State, call: persim_trace::Hypercall) {
                 user_instructions: user - base.1,
                 pm_bytes_written: PM_STORED.load(Ordering::Relaxed),
                 nvme_bytes_written: 0,
+                user_stores_counted: EVERY_STORE.load(Ordering::Relaxed)
+                    || USER_PM_MAPPED.load(Ordering::Relaxed),
             };
             if let Err(e) = counter.finish(counts) {
                 say(&e);

@@ -861,6 +861,28 @@ fn counting_only_the_stores_that_can_reach_pm_counts_every_pm_byte() {
         reduced.pm_bytes_written, every.pm_bytes_written,
         "reduced {reduced:?}, every store {every:?}"
     );
+    assert!(reduced.user_stores_counted, "pm-probe maps PM: {reduced:?}");
+}
+
+/// The user-store gate stays shut while no process maps PM: a guest that makes a file
+/// system, mounts it and writes files through the kernel stores many values that look
+/// like page-table entries mapping PM (numbers just above 4 GiB), none of them into a
+/// page table (docs/performance.md, "Counting mode").
+#[test]
+fn counting_a_workload_that_maps_no_pm_leaves_user_stores_out() {
+    let test = "counting_a_workload_that_maps_no_pm_leaves_user_stores_out";
+    let Some(artifacts) = artifacts_or_skip(test) else {
+        return;
+    };
+    let ext4 = VmConfig::for_fs(&default_config_dir(), "ext4").unwrap();
+    let workload = "dd if=/dev/urandom of=/mnt/f bs=64k count=16 conv=fsync 2>/dev/null \
+        || exit 1; truncate -s 1000 /mnt/f && sync || exit 1; echo done";
+    let mode = PluginMode::Count { every_store: false };
+    let counts = time_workload(&artifacts, &ext4, mode, workload, "done")
+        .counts
+        .unwrap();
+    assert!(counts.pm_bytes_written > 1 << 20, "{counts:?}");
+    assert!(!counts.user_stores_counted, "{counts:?}");
 }
 
 /// The counting mode end to end: what a workload writes to PM (ext4-DAX) and to the NVMe
