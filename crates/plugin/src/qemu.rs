@@ -913,7 +913,8 @@ unsafe extern "C" fn on_counted_store(
     vaddr: u64,
     _data: *mut std::ffi::c_void,
 ) {
-    if !USER_PM_MAPPED.load(Ordering::Relaxed) {
+    // With every store instrumented the gate changes nothing: no look-ups, no reset.
+    if !EVERY_STORE.load(Ordering::Relaxed) && !USER_PM_MAPPED.load(Ordering::Relaxed) {
         watch_user_mappings(info, vaddr);
     }
     let info = MemoryInfo::from(info);
