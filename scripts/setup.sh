@@ -260,7 +260,8 @@ build_examples() {
     local root
     root="$(dirname "$0")/.."
     mkdir -p "$root/target/examples"
-    cc -O2 -Wall -Werror -I "$root/include" -o "$root/target/examples/transfer" \
+    # -g: reports name the program's stores and flushes by file:line.
+    cc -O2 -g -Wall -Werror -I "$root/include" -o "$root/target/examples/transfer" \
         "$root/examples/own-program/transfer.c" -lpmem
     cc -O2 -Wall -Werror -o "$root/target/examples/accounts-tx" \
         "$root/examples/pmdk-tx/accounts-tx.c" -lpmemobj

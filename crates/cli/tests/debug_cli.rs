@@ -30,6 +30,8 @@ fn run_dir(root: &Path, cache: CacheMode) -> RunDir {
         trace_key: String::new(),
         commands_key: String::new(),
         machine_key: String::new(),
+        recovery_key: String::new(),
+        config_file: None,
         images_key: String::new(),
         states_key: String::new(),
         reference: None,
@@ -273,6 +275,7 @@ fn report_with_a_state_from_the_disk() -> persim_analyze::Report {
         images: vec![format!("{k:064x}")],
         lines: None,
         media: media.to_vec(),
+        times_set_by_recovery: false,
     };
     Report {
         test: "t".into(),
@@ -298,6 +301,7 @@ fn report_with_a_state_from_the_disk() -> persim_analyze::Report {
         }],
         nt_prefixes: None,
         runtime_data: None,
+        traced_nothing: false,
         timings: Timings::default(),
     }
 }

@@ -234,6 +234,21 @@ fn a_bad_test_is_refused_up_front_and_leaves_no_run_directory() {
         "{run:?}"
     );
     assert!(!out.exists(), "a refused test left {}", out.display());
+    for command in ["run", "suite"] {
+        let mut args = vec![command, "--fs", "ext5", "--out", o];
+        args.extend(match command {
+            "run" => ["--test", "hello-world"].as_slice(),
+            _ => ["fs"].as_slice(),
+        });
+        let refused = persim(&args);
+        assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+        assert!(stderr(&refused).contains("ext5"), "{refused:?}");
+        assert!(
+            !out.exists(),
+            "a bad --fs of {command} left {}",
+            out.display()
+        );
+    }
 }
 
 /// An `--out` that cannot be written is named before any VM runs.

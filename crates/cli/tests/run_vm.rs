@@ -351,7 +351,7 @@ fn own_program_example_finds_the_torn_transfer() {
     };
     let store = described("write ");
     assert!(store.starts_with("main+0x"), "{store}");
-    assert!(store.contains(" [transfer] < "), "{store}");
+    assert!(store.contains(" [transfer] (transfer.c:"), "{store}");
     let flush = described("flush ");
     assert!(
         flush.contains("pmem_persist+0x") && flush.contains(" [libpmem.so.1] < main+0x"),

@@ -101,6 +101,7 @@ fn hash(path: &Path) -> blake3::Hash {
 fn machine(fs: &str, artifacts: Artifacts, jobs: usize) -> Machine {
     Machine {
         config: config(fs),
+        config_file: None,
         artifacts,
         timeout: Duration::from_secs(60),
         boot_timeout: TIMEOUT,

@@ -144,6 +144,7 @@ fn kernel_args_of_a_configuration_reach_the_guest_kernel() {
 fn machine(config: VmConfig, artifacts: Artifacts) -> Machine {
     Machine {
         config,
+        config_file: None,
         artifacts,
         timeout: TIMEOUT,
         boot_timeout: TIMEOUT,

@@ -109,13 +109,18 @@ pub fn run(args: &FaultsArgs) -> Result<bool> {
         );
     };
     let test = TestCase::load(&run.test())?;
-    let machine = args
-        .vm
-        .machine_of_run(&inputs.machine, args.jobs, !args.quiet)?;
+    let machine = args.vm.machine_of_run(
+        &inputs.machine,
+        inputs.config_file.as_deref(),
+        args.jobs,
+        !args.quiet,
+    )?;
     let data_writers = match machine.config.fault_data_writers.is_empty() {
         true => DEFAULT_DATA_WRITERS.iter().map(|w| w.to_string()).collect(),
         false => machine.config.fault_data_writers.clone(),
     };
+    let guest = VmGuest::new(machine);
+    inputs.check_recovery_on(&guest, run.root())?;
     let out = args.out.clone().unwrap_or_else(|| run.faults());
     // Locks the campaign's directory, as a run directory's.
     let locked = RunDir::create(&out)?;
@@ -128,7 +133,6 @@ pub fn run(args: &FaultsArgs) -> Result<bool> {
         range: args.range.clone(),
         data_writers,
     };
-    let guest = VmGuest::new(machine);
     let mut progress = Progress::new(format!("persim faults {}", inputs.test), !args.quiet);
     let report = run_faults(&run, &test, &guest, &opts, locked.root(), &mut progress)?;
     if args.json {

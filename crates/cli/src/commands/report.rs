@@ -36,7 +36,7 @@ pub fn run(args: &ReportArgs) -> Result<bool> {
     let report = dir.read_report()?;
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&report)?)?;
-        return Ok(report.violations() > 0);
+        return Ok(!report.passed());
     }
     out!("{}", report.to_text())?;
     let evidence = args.diff || args.failure_points || args.dirty_lines;
@@ -70,7 +70,7 @@ pub fn run(args: &ReportArgs) -> Result<bool> {
             print_dirty_lines(&dir, &report, c.to)?;
         }
     }
-    Ok(report.violations() > 0)
+    Ok(!report.passed())
 }
 
 /// The pending lines at checkpoint `to`'s failure point: the stores whose order or

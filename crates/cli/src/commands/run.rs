@@ -127,7 +127,8 @@ pub struct RunArgs {
 /// Returns whether violations were found.
 pub fn run(args: &RunArgs) -> Result<bool> {
     let p = &args.pipeline;
-    // A bad test is refused before the run directory exists: nothing is left behind.
+    // A bad test or configuration is refused before the run directory exists: nothing is
+    // left behind.
     let given = match &args.test {
         Some(test) => {
             let (name, path) = Suite::resolve(&p.vm.home()?, test)?;
@@ -135,8 +136,8 @@ pub fn run(args: &RunArgs) -> Result<bool> {
         }
         None => None,
     };
-    let dir = RunDir::create(&args.out)?;
     let mut guest = p.guest()?;
+    let dir = RunDir::create(&args.out)?;
     guest.record.reproducible = args.reproducible;
     let (name, test) = match (given, &args.trace_from) {
         (Some(given), _) => given,
@@ -160,5 +161,5 @@ pub fn run(args: &RunArgs) -> Result<bool> {
         "run directory: {} (persim report {0} --diff)",
         args.out.display()
     )?;
-    Ok(report.violations() > 0)
+    Ok(!report.passed())
 }
