@@ -10,7 +10,7 @@
  *       that holds only such data is not explored by `--strategy global-prefix` or
  *       `reads`: it follows the global store order instead of doubling the crash images.
  *       `exhaustive` still explores it. Call it once per range, after mapping it; the
- *       reports count the lines it spared (docs/model.md, "Run-time data").
+ *       reports count the lines it spared (docs/design/model.md, "Run-time data").
  *
  *   persim_checkpoint(n)
  *       Marks checkpoint n, as the guest tool `hypercall checkpoint N` does, without

@@ -1,4 +1,4 @@
-//! Strategies: which crash images to materialise at a failure point (docs/model.md, "What the
+//! Strategies: which crash images to materialise at a failure point (docs/design/model.md, "What the
 //! strategies promise"). Every image chosen here lies in the model's exact set.
 
 mod cut;
