@@ -274,7 +274,7 @@ fn run_example(dir: &str, test: &str, strategy: &str, out: &Path) -> std::proces
     )
 }
 
-/// The worked example of suites/README.md, "Testing your own PM program", found by
+/// The worked example of docs/guides/pm-program.md, "A raw libpmem program", found by
 /// `global-prefix` and by the recovery-guided `reads` (whose traced recovery reads the
 /// balances' line), in the interval the program marks with persim_checkpoint(). The program and libpmem have no frame pointers: its stores and
 /// flushes still name their call chain, through the program's and the libraries' ELF

@@ -657,7 +657,7 @@ fn bench_tracer_overhead() {
     );
 }
 
-/// The NVMe side of the tracer (docs/results/performance.md, "NVMe"): the same 16 MiB written to
+/// The NVMe side of the tracer (docs/results/performance.md, "Tracer"): the same 16 MiB written to
 /// ext4 on the NVMe SSD and synced, the plugin decoding the driver's commands or not.
 /// Ignored by default (a few minutes of VM time):
 /// `cargo test --release -p persim-vm --test guest bench_nvme_tracing -- --ignored --nocapture`
@@ -1703,7 +1703,7 @@ cat /sys/kernel/pm_throttle/region0/copies_by_workers";
     );
 }
 
-/// pm-throttle's overhead where PM is not overloaded (docs/results/performance.md, "pm-throttle"):
+/// pm-throttle's overhead where PM is not overloaded (docs/results/performance.md, "Subjects"):
 /// one fio writer of 16 KiB blocks (32 MiB on the 64 MiB PM, `sync=1`) on ext4-DAX in a 1-vCPU guest, each
 /// mode against `off`, the modes taking turns for `BENCH_RUNS` rounds; fio's bandwidth in
 /// the guest and QEMU's CPU time per GiB (under TCG it grows with the guest instructions
