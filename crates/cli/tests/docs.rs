@@ -2,7 +2,8 @@
 //! every `persim` command that docs/, README.md and suites/README.md show in a code block
 //! names a command and options that exist. Reads the files of the checkout and asks
 //! `persim help` about each command; runs no VM. That the commands do what the guides say
-//! is the business of the tests each guide names.
+//! is the business of the tests each guide names. The VM configuration reference has
+//! every key of `VmConfig` in its key table, once.
 
 use assert_cmd::Command;
 use std::collections::BTreeMap;
@@ -349,4 +350,56 @@ fn the_checks_see_commands_options_and_links() {
     assert!(persim_commands(output).is_empty());
     assert!(offers("  -o, --out <DIR>", "-o") && offers("  --out <DIR>", "--out"));
     assert!(!offers("  --outside", "--out"));
+}
+
+/// The keys of `VmConfig` (crates/vm/src/config.rs) as a configuration file spells them:
+/// its public fields but those serde skips, and `extends`.
+fn vm_config_keys() -> Vec<String> {
+    let source = read(&root().join("crates/vm/src/config.rs"));
+    let start = source
+        .find("pub struct VmConfig {")
+        .expect("VmConfig in crates/vm/src/config.rs");
+    let body = &source[start..];
+    let body = &body[..body.find("\n}").unwrap()];
+    let mut keys = vec!["extends".to_string()];
+    let mut skipped = false;
+    for line in body.lines().skip(1).map(str::trim) {
+        if line.starts_with("#[serde(") && line.contains("skip)") {
+            skipped = true;
+        } else if let Some(field) = line.strip_prefix("pub ") {
+            let name = field.split(':').next().unwrap().trim();
+            if !std::mem::take(&mut skipped) {
+                keys.push(name.to_string());
+            }
+        }
+    }
+    keys
+}
+
+#[test]
+fn the_vm_configuration_reference_has_every_key_once() {
+    let text = read(&root().join("docs/reference/vm-config.md"));
+    let table = &text[text.find("## Keys").expect("a Keys section")..];
+    let rows: Vec<&str> = table
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2)
+        .map(|row| row.split('|').nth(1).unwrap().trim().trim_matches('`'))
+        .collect();
+    let keys = vm_config_keys();
+    assert!(keys.len() > 10, "{keys:?}");
+    for key in &keys {
+        let n = rows.iter().filter(|r| *r == key).count();
+        assert_eq!(
+            n, 1,
+            "`{key}` is in the key table of vm-config.md {n} times"
+        );
+    }
+    for row in &rows {
+        assert!(
+            keys.iter().any(|k| k == row),
+            "vm-config.md documents `{row}`, which VmConfig does not have"
+        );
+    }
 }
