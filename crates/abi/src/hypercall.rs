@@ -1,7 +1,7 @@
 //! Persim's hypercall: a `cpuid` whose leaf (eax) is [`MAGIC`], with the operation code in
 //! edx, its argument in rcx and a second one in rsi. The guest's `hypercall` tool and
 //! programs through `include/persim.h` execute it, the TCG plugin decodes it
-//! (docs/tracer.md, "Hypercall").
+//! (docs/design/tracer.md, "Hypercall").
 
 /// "PERS" as a cpuid leaf: outside every range a CPU or hypervisor defines.
 pub const MAGIC: u32 = 0x5045_5253;
@@ -18,7 +18,7 @@ pub enum Operation {
     /// The caller's process id and the per-CPU offset of the kernel's pointer to the
     /// running task (`current_task`, or `pcpu_hot` whose first field it is, in
     /// /proc/kallsyms): the plugin finds the task fields it records with each thread
-    /// switch from them (docs/tracer.md, "Processes and threads"). 0: unknown, no threads
+    /// switch from them (docs/design/tracer.md, "Processes and threads"). 0: unknown, no threads
     /// recorded.
     Start {
         pid: u32,

@@ -1,8 +1,8 @@
 //! Exact PM accounting (`persim profile --by process|function`): a trace's stores,
 //! flushes, fences and reads split by the process (and thread) that made them, from the
-//! thread switches the tracer records (docs/trace-format.md), or by the function of the
+//! thread switches the tracer records (docs/reference/trace-format.md), or by the function of the
 //! instruction; and the PEBS estimator run on the same pass (`crate::pebs`). Definitions
-//! in docs/analysis.md.
+//! in docs/design/analysis.md.
 
 use crate::pebs::{Estimate, Sampler};
 use crate::profile::code_name;

@@ -1,5 +1,6 @@
-//! Judging a corrupted image's recovery against the uncorrupted one's (docs/faults.md):
-//! each fault masked, corrected, detected, silent or a crash, and a campaign's summary per fault kind
+//! Judging a corrupted image's recovery against the uncorrupted one's
+//! (docs/guides/faults.md): each fault masked, corrected, detected, silent or a crash, and a
+//! campaign's summary per fault kind
 //! and place, with the bytes at risk, in the manner of NOVA-Fortis' figure 2.3.
 
 use crate::diff::line_diff;

@@ -1,6 +1,6 @@
 //! Persistency-bug patterns found in one pass over a trace, before any crash image is
-//! made (`persim analyze`; the rules in docs/analysis.md). Durability follows the crash
-//! model (docs/model.md): with volatile caches a cached store is durable after a flush of
+//! made (`persim analyze`; the rules in docs/design/analysis.md). Durability follows the crash
+//! model (docs/design/model.md): with volatile caches a cached store is durable after a flush of
 //! its line and a later fence, an NT store after a fence (which also drains the line's
 //! earlier cached data); with persistent caches every store needs only a fence.
 
@@ -339,7 +339,7 @@ impl<'a> Scan<'a> {
             }
             state.last_store = (self.index, start, meta.clone());
             if nt {
-                // an NT store first writes back the line's cached data (docs/model.md)
+                // an NT store first writes back the line's cached data (docs/design/model.md)
                 state.unfenced |= state.cached | mask;
                 state.cached = 0;
             } else {

@@ -1,5 +1,5 @@
 //! PMDK's programming rules, checked on the library calls a trace records (`--trace-calls
-//! pmdk`; docs/analysis.md, "PMDK's rules"): stores in a transaction to bytes it never
+//! pmdk`; docs/design/analysis.md, "PMDK's rules"): stores in a transaction to bytes it never
 //! logged (`tx-unlogged-store`), transactions of two threads adding the same bytes
 //! (`tx-overlapping-add`), persists of addresses outside PM (`flush-not-pm`), and
 //! persists too short for the bytes stored (`persist-short`); the rules on allocated and

@@ -2,7 +2,7 @@
 //! trace: cached vs non-temporal bytes, store sizes, flushes and fences per KiB written,
 //! the write amplification if every fence epoch wrote whole 256-byte XPLines (the media's
 //! write unit on Optane), XPLines written partially (read-modify-write on the media), and
-//! PMicroProfile's sequentiality metric ISAD. Definitions in docs/analysis.md.
+//! PMicroProfile's sequentiality metric ISAD. Definitions in docs/design/analysis.md.
 
 use persim_trace::{Entry, FenceKind, FlushKind, Hypercall, Op, Symbols, TraceError};
 use rustc_hash::FxHashMap;
@@ -312,7 +312,7 @@ struct Profiler {
 impl Profiler {
     fn step(&mut self, entry: &Entry) {
         // `hypercall checkpoint N` is the first entry of the part it starts (as its
-        // failure point belongs to checkpoint N, docs/model.md)
+        // failure point belongs to checkpoint N, docs/design/model.md)
         if let Op::Hypercall(Hypercall::Checkpoint(n)) = entry.op {
             self.end_part();
             self.from = Some(n);

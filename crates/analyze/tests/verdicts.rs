@@ -309,7 +309,7 @@ fn each_extra_state_names_the_media_whose_pending_writes_its_images_leave_out() 
 
 /// ext4 with its journal on PM, in small: the file's data is written to the disk's
 /// volatile cache, the commit record to PM is flushed and fenced, and only then is the
-/// disk flushed (docs/results.md, "Cross-media").
+/// disk flushed (docs/results/results.md, "Cross-media").
 const COMMIT_BEFORE_DISK_FLUSH: &str = "\
 # persim-trace pm-size=0x1000 blk-size=0x1000
 hypercall checkpoint 1

@@ -253,7 +253,7 @@ fn images_reads_from_needs_the_reads_strategy_and_traced_recoveries() {
     );
 }
 
-/// ext4 with its journal on PM, in small (docs/results.md, "Cross-media"): the commit on
+/// ext4 with its journal on PM, in small (docs/results/results.md, "Cross-media"): the commit on
 /// PM is fenced while the file's data is still in the disk's volatile cache.
 fn commit_before_disk_flush() -> String {
     format!(

@@ -392,7 +392,7 @@ fn a_run_directory_of_another_test_is_refused_and_left_alone() {
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     left.sort();
-    // and its lock file, which stays (docs/tester.md, "One process per directory")
+    // and its lock file, which stays (docs/design/tester.md, "One process per directory")
     assert_eq!(left, ["inputs.json", "persim.lock", "trace.ptrace"]);
     assert_eq!(
         std::fs::read_to_string(run.join("inputs.json")).unwrap(),

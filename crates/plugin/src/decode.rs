@@ -153,7 +153,7 @@ pub fn rep_string_store(bytes: &[u8]) -> Option<u64> {
 }
 
 /// Where an instruction's stores go, as far as its bytes tell (the counting mode leaves
-/// kernel stores that cannot reach PM or a device uninstrumented; docs/performance.md,
+/// kernel stores that cannot reach PM or a device uninstrumented; docs/results/performance.md,
 /// "Counting mode"). Forms not recognised are `Anywhere`: they only cost speed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StoreTarget {

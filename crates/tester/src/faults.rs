@@ -1,6 +1,6 @@
 //! `persim faults`: media faults and scribbles in a finished run's PM images, each
 //! corrupted image recovered in the guest as a crash image is, and judged against the
-//! uncorrupted image's state (docs/faults.md). The run directory is only read; results go
+//! uncorrupted image's state (docs/guides/faults.md). The run directory is only read; results go
 //! to their own directory, each state saved as soon as it is known, so a campaign resumes:
 //!
 //! ```text

@@ -66,7 +66,7 @@ pub enum Op {
     },
     BlkFlush,
     /// A call of a named function of the traced program or its shared libraries
-    /// (`--trace-calls`, docs/tracer.md "Library calls"), recorded at its first instruction
+    /// (`--trace-calls`, docs/design/tracer.md "Library calls"), recorded at its first instruction
     /// with its argument registers (rdi, rsi, rdx, rcx, r8, r9, as many as the function
     /// takes).
     Call {
@@ -107,7 +107,7 @@ pub struct Meta {
     /// Return addresses, innermost first.
     pub stack: Vec<u64>,
     /// Set on the first entry after the running thread changed: this entry and all that
-    /// follow, up to the next entry with a task, were made by it (docs/trace-format.md).
+    /// follow, up to the next entry with a task, were made by it (docs/reference/trace-format.md).
     pub task: Option<Task>,
 }
 

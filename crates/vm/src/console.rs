@@ -155,7 +155,7 @@ impl Vm {
     /// [`Vm::boot`], and the guest runs `first` before it reads its console: `run` of
     /// these scripts, in this order, then only collects their results. Nothing from outside
     /// reaches the guest meanwhile, so under `-icount` they run the same instructions in
-    /// every run of a guest restored from the same snapshot (docs/tracer.md,
+    /// every run of a guest restored from the same snapshot (docs/design/tracer.md,
     /// "Reproducibility"). They end at the first that fails.
     pub fn boot_running(
         spec: &QemuSpec,

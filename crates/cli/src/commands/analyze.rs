@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 /// Find persistency-bug patterns in a trace, in seconds and before any crash image is made
 ///
-/// Patterns (docs/analysis.md has the exact rules):
+/// Patterns (docs/design/analysis.md has the exact rules):
 ///   missing-persist        stored bytes not flushed and fenced at a checkpoint, at
 ///                          `success` or at the end of the trace (a likely bug)
 ///   overwrite-unpersisted  a store over bytes whose previous store never became durable

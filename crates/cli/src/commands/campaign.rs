@@ -10,7 +10,7 @@ use persim_tester::{
 use std::path::PathBuf;
 
 /// Run a directory of tests as a campaign (e.g. `persim generate ace --seq 2`), or merge
-/// the results of its shards. See docs/campaigns.md.
+/// the results of its shards. See docs/guides/campaigns.md.
 #[derive(Args, Debug)]
 pub struct CampaignArgs {
     #[command(subcommand)]

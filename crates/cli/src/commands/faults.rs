@@ -1,5 +1,5 @@
 //! `persim faults`: media faults and scribbles injected into a finished run's PM images,
-//! each corrupted image recovered in the guest and judged (docs/faults.md).
+//! each corrupted image recovered in the guest and judged (docs/guides/faults.md).
 
 use crate::progress::Progress;
 use crate::size::parse_size;
@@ -22,7 +22,7 @@ use std::path::PathBuf;
 /// panic, hang). Silent and crash faults are findings: exit code 1, each printed with
 /// where it hit, the code that last wrote those bytes, and the state diff.
 ///
-/// QEMU's NVDIMM has no poison: a zeroed range stands for a lost page (docs/faults.md).
+/// QEMU's NVDIMM has no poison: a zeroed range stands for a lost page (docs/guides/faults.md).
 /// The run directory is only read; results go to --out (default RUN_DIR/faults), where the
 /// same command resumes an interrupted campaign.
 #[derive(Args, Debug)]
@@ -56,7 +56,7 @@ pub struct FaultsArgs {
     /// Only PM bytes OFFSET..OFFSET+LEN (sizes as 0x1000, 4096 or 4K): with --where any,
     /// that range; with the others, their bytes in it. Aims faults at a structure written
     /// before the trace began, such as a PMDK pool's header written in the test's setup
-    /// (`grep -obUa PMEMOBJ RUN_DIR/trace.ptrace.initial`; docs/faults.md).
+    /// (`grep -obUa PMEMOBJ RUN_DIR/trace.ptrace.initial`; docs/guides/faults.md).
     #[arg(long, value_name = "OFFSET:LEN", value_parser = parse_range)]
     pub range: Option<Range<u64>>,
     /// Faults per kind, place and image (fewer when the place holds fewer distinct ones).

@@ -58,7 +58,7 @@ pub struct PipelineArgs {
     /// system as --fs names it (e.g. vm/xfs-dax.toml, or xfs). A difference is a
     /// violation, "final state differs from reference" (exit code 1). Times, inode numbers,
     /// block counts and directories' sizes and link counts are left out of the comparison,
-    /// as are the test's `ignore` fields (docs/tester.md, "Is the final state right?").
+    /// as are the test's `ignore` fields (docs/design/tester.md, "Is the final state right?").
     #[arg(long, value_name = "CONFIG")]
     pub reference: Option<String>,
 }
@@ -118,7 +118,7 @@ pub struct RunArgs {
     pub out: std::path::PathBuf,
     /// Record so that another run gives the same trace, byte for byte, and so the same
     /// images, states and report: the guest's time counts instructions (QEMU `-icount`)
-    /// and nothing from outside reaches it while it runs the test (docs/tracer.md,
+    /// and nothing from outside reaches it while it runs the test (docs/design/tracer.md,
     /// "Reproducibility"). The traced run takes about 1.2x as long.
     #[arg(long)]
     pub reproducible: bool,

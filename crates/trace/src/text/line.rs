@@ -1,4 +1,4 @@
-//! One entry as one line of text (docs/trace-format.md): `Display` writes it, `FromStr`
+//! One entry as one line of text (docs/reference/trace-format.md): `Display` writes it, `FromStr`
 //! reads it.
 
 use std::fmt::{self, Write as _};
