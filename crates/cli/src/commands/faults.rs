@@ -29,8 +29,10 @@ use std::path::PathBuf;
 pub struct FaultsArgs {
     /// A run directory of `persim run` (its trace, test and states).
     pub run_dir: PathBuf,
-    /// The configuration the run was made on; default: the one of its name among
-    /// Persim's (vm/<name>.toml).
+    /// The configuration the run was made on; default: the configuration file the run was
+    /// made with (`persim run --vm FILE`), else the one of its name among Persim's
+    /// (vm/<name>.toml). A machine that recovers otherwise (another configuration, kernel
+    /// or guest tools) is refused.
     #[command(flatten)]
     pub vm: VmArgs,
     /// Fault kinds (repeat or separate with commas): bitflip (one bit), scribble:N (N

@@ -95,7 +95,8 @@ impl PipelineArgs {
 }
 
 /// Run one test: trace it in the VM, generate its crash images, recover each, and judge
-/// every checkpoint interval. Exit code 0: no violation, 1: violations, 2: the tool failed.
+/// every checkpoint interval. Exit code 0: no violation, 1: violations (or a traced run that
+/// wrote nothing to PM or the disk), 2: the tool failed.
 ///
 /// The run directory keeps every stage's output (trace.ptrace, images.json, images/,
 /// states/, report.json, report.txt); a stage whose output exists is reused, so an
