@@ -41,8 +41,8 @@ const KERNEL: u64 = 1 << 63;
 pub enum Owner {
     /// The traced program's (without symbols: any user code).
     Program,
-    /// Code of no recorded pc (a hand-written trace): it may be anyone's, so it is judged
-    /// with the program's.
+    /// Code of no recorded pc (a hand-written trace): it may be anyone's, so it is always
+    /// judged.
     Unknown,
     /// PMDK's libraries (libpmemobj, libpmem).
     Library,

@@ -21,6 +21,9 @@ const LINE: u64 = 64;
 const EXAMPLES_PER_SITE: usize = 3;
 /// Call sites listed per owner whose findings the text summarises; `--json` has them all.
 const SITES_SUMMARISED: usize = 8;
+/// Callers shown of a summarised site: enough to name the library function behind a
+/// libc copy.
+const CALLERS_SUMMARISED: usize = 2;
 
 #[derive(
     Clone,
@@ -203,6 +206,13 @@ impl Patterns {
                     None => format!("pc={pc:#x}"),
                 })
         };
+        let stack = |frames: &[u64]| -> String {
+            let frames: Vec<String> = match symbols {
+                Some(symbols) => symbols.describe_frames(frames),
+                None => frames.iter().map(|a| format!("{a:#x}")).collect(),
+            };
+            frames.join(" < ")
+        };
         for owner in Owner::ALL {
             let sites: Vec<&Site> = self.sites.iter().filter(|s| s.owner == owner).collect();
             let n = total(&owner);
@@ -218,6 +228,10 @@ impl Patterns {
                 );
                 for site in sites.iter().take(SITES_SUMMARISED) {
                     let _ = writeln!(t, "  {} at {}: {}", site.kind, pc(site), site.count);
+                    if let Some(f) = site.examples.first().filter(|f| !f.stack.is_empty()) {
+                        let callers = &f.stack[..f.stack.len().min(CALLERS_SUMMARISED)];
+                        let _ = writeln!(t, "    stack {}", stack(callers));
+                    }
                 }
                 if let Some(rest) = sites.get(SITES_SUMMARISED..).filter(|r| !r.is_empty()) {
                     let more: u64 = rest.iter().map(|s| s.count).sum();
@@ -242,11 +256,7 @@ impl Patterns {
                     });
                     let _ = writeln!(t, "  entry {}{at}: {}", f.index, f.detail);
                     if !f.stack.is_empty() {
-                        let frames: Vec<String> = match symbols {
-                            Some(symbols) => symbols.describe_frames(&f.stack),
-                            None => f.stack.iter().map(|a| format!("{a:#x}")).collect(),
-                        };
-                        let _ = writeln!(t, "    stack {}", frames.join(" < "));
+                        let _ = writeln!(t, "    stack {}", stack(&f.stack));
                     }
                 }
             }

@@ -569,8 +569,13 @@ fn findings_are_ranked_by_whose_code_the_programs_first() {
         "summaries have no examples:\n{text}"
     );
     assert!(
-        text.contains("  flush-unwritten at pc=0xffffffff81000010: 3"),
+        text.contains("  flush-unwritten at pc=0xffffffff81000010: 3\n"),
         "{text}"
+    );
+    let copy = "  missing-persist at pc=0x7f0000000010: 2\n    stack 0x7f1000001010 < 0x401010\n";
+    assert!(
+        text.contains(copy),
+        "the library's function behind the copy:\n{text}"
     );
     let row = |first: &str| -> Vec<&str> {
         let line = text.lines().find(|l| l.trim_start().starts_with(first));
