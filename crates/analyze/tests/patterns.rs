@@ -18,6 +18,21 @@ fn example(name: &str) -> Patterns {
     find_patterns(Reader::open(&path).unwrap(), CacheMode::Volatile, None).unwrap()
 }
 
+/// The only finding of a trace: of `kind`, at entry `index` and code `pc`, its detail
+/// starting with `detail`.
+fn only_at<'a>(p: &'a Patterns, kind: Kind, (index, pc): (u64, u64), detail: &str) -> &'a Finding {
+    let f = only(p);
+    assert_eq!((f.kind, f.index, f.pc), (kind, index, Some(pc)));
+    assert!(f.detail.starts_with(detail), "{}", f.detail);
+    f
+}
+
+/// Asserts that a trace has no finding.
+fn none(p: &Patterns) {
+    let all: Vec<&Finding> = p.examples().collect();
+    assert!(all.is_empty(), "{}", p.to_text(None, &[Owner::Program]));
+}
+
 /// The only finding of a trace, which must have exactly one.
 fn only(p: &Patterns) -> &Finding {
     let all: Vec<&Finding> = p.examples().collect();
@@ -207,12 +222,7 @@ fn pmdk_rules_find_the_missing_call_and_nothing_in_the_fixed_programs() {
         "call pmemobj_tx_add_range 0x55 pm:0x1000 0x10 0x8 @ pc=0x7f0400 stack=0x401008\n",
     ] {
         let logged = scan(&tx(add), CacheMode::Volatile);
-        assert_eq!(
-            logged.examples().count(),
-            0,
-            "{}",
-            logged.to_text(None, &[Owner::Program])
-        );
+        none(&logged);
     }
     // a store of the library itself (a kernel pc here) is never judged
     let library = tx("").replace("@ pc=0x401010", "@ pc=0xffffffff81000000");
@@ -253,12 +263,7 @@ fn pmdk_rules_find_the_missing_call_and_nothing_in_the_fixed_programs() {
         f.detail
     );
     let whole = scan(&persist("pm:0x2000", 20), CacheMode::Volatile);
-    assert_eq!(
-        whole.examples().count(),
-        0,
-        "{}",
-        whole.to_text(None, &[Owner::Program])
-    );
+    none(&whole);
 }
 
 /// A transaction of the pool at 0x1000 around `body`, committed or (`commit` false) not,
@@ -333,12 +338,7 @@ fn pmdk_new_objects_need_no_add_but_every_byte_stored_before_commit() {
         &pmdk_tx(&format!("{ALLOC}{part}"), false, ""),
         CacheMode::Volatile,
     );
-    assert_eq!(
-        p.examples().count(),
-        0,
-        "{}",
-        p.to_text(None, &[Owner::Program])
-    );
+    none(&p);
 }
 
 /// Rule 4: a load or store to an object after the transaction that freed it committed.
@@ -643,18 +643,10 @@ fn a_programs_persist_of_lines_it_did_not_store_to_since_is_redundant() {
         }
     };
     let twice = scan_with_symbols(&trace("", true));
-    let f = only(&twice);
-    assert_eq!(
-        (f.kind, f.index, f.pc, f.addr),
-        (Kind::RedundantFlush, 4, Some(0x402020), Some(0x2000))
-    );
+    let detail = "pmemobj_persist of 8 bytes at 0x2000: no store to its 1 line(s)";
+    let f = only_at(&twice, Kind::RedundantFlush, (4, 0x402020), detail);
+    assert_eq!(f.addr, Some(0x2000));
     assert_eq!(twice.sites[0].owner, Owner::Program);
-    assert!(
-        f.detail
-            .starts_with("pmemobj_persist of 8 bytes at 0x2000: no store to its 1 line(s)"),
-        "{}",
-        f.detail
-    );
     let uncalled = scan_with_symbols(&trace("", false));
     let generic: Vec<(Owner, Kind, Option<u64>)> = uncalled
         .sites
@@ -668,12 +660,7 @@ fn a_programs_persist_of_lines_it_did_not_store_to_since_is_redundant() {
 
     let stored = "write 0x2004 08 @ pc=0x402018 stack=0x401010\n";
     let p = scan_with_symbols(&trace(stored, true));
-    assert_eq!(
-        p.examples().count(),
-        0,
-        "{}",
-        p.to_text(None, &[Owner::Program])
-    );
+    none(&p);
 }
 
 /// Issue 42, 10: `pmem_drain` with nothing flushed or stored since the last fence.
@@ -692,25 +679,12 @@ fn a_programs_drain_with_nothing_to_wait_for_is_redundant() {
                      flush clwb 0x2000 @ pc=0x7f2000000010 stack=0x7f2000001010,0x402010\n\
                      fence sfence @ pc=0x7f2000000020 stack=0x7f2000001010,0x402010\n";
     let p = scan_with_symbols(&trace(persisted));
-    let f = only(&p);
-    assert_eq!(
-        (f.kind, f.index, f.pc),
-        (Kind::RedundantFence, 4, Some(0x402020))
-    );
-    assert!(
-        f.detail.starts_with("pmem_drain with nothing to wait for"),
-        "{}",
-        f.detail
-    );
+    let detail = "pmem_drain with nothing to wait for";
+    only_at(&p, Kind::RedundantFence, (4, 0x402020), detail);
     let flushed = "call pmem_flush pm:0x2000 0x8 @ pc=0x7f2000001000 stack=0x402010\n\
                    flush clwb 0x2000 @ pc=0x7f2000000010 stack=0x7f2000001010,0x402010\n";
     let p = scan_with_symbols(&trace(flushed));
-    assert_eq!(
-        p.examples().count(),
-        0,
-        "{}",
-        p.to_text(None, &[Owner::Program])
-    );
+    none(&p);
 }
 
 /// Issue 42, 10: an add of bytes the open transaction added already, together or in
@@ -726,34 +700,15 @@ fn pmdk_an_add_of_bytes_the_transaction_added_already_is_a_duplicate() {
         )
     };
     let p = scan(&pmdk_tx(&adds("0x8"), true, ""), CacheMode::Volatile);
-    let f = only(&p);
-    assert_eq!(
-        (f.kind, f.index, f.pc, f.addr),
-        (Kind::TxDuplicateAdd, 3, Some(0x401018), Some(0x1100))
-    );
-    assert!(
-        f.detail.starts_with(
-            "pmemobj_tx_add_range of 8 bytes at pool+0x100 that the transaction (begun at \
-             entry 0) added already (at entry 1)"
-        ),
-        "{}",
-        f.detail
-    );
+    let detail = "pmemobj_tx_add_range of 8 bytes at pool+0x100 that the transaction (begun \
+                  at entry 0) added already (at entry 1)";
+    let f = only_at(&p, Kind::TxDuplicateAdd, (3, 0x401018), detail);
+    assert_eq!(f.addr, Some(0x1100));
     let past = scan(&pmdk_tx(&adds("0x10"), true, ""), CacheMode::Volatile);
-    assert_eq!(
-        past.examples().count(),
-        0,
-        "{}",
-        past.to_text(None, &[Owner::Program])
-    );
+    none(&past);
     let once = "call pmemobj_tx_add_range_direct pm:0x1100 0x8 @ pc=0x7f0300 stack=0x401008\n\
                 write 0x1100 0700000000000000 @ pc=0x401050\n";
     let tx = pmdk_tx(once, true, "");
     let p = scan(&format!("{tx}{tx}"), CacheMode::Volatile);
-    assert_eq!(
-        p.examples().count(),
-        0,
-        "{}",
-        p.to_text(None, &[Owner::Program])
-    );
+    none(&p);
 }
