@@ -12,7 +12,7 @@ use persim_model::{unknown_name, Named, UnknownName};
 use persim_trace::{Meta, Symbols};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use strum::{Display, EnumString, IntoStaticStr, VariantNames};
+use strum::{Display, EnumString, VariantNames};
 
 const KERNEL: u64 = 1 << 63;
 
@@ -29,7 +29,6 @@ const KERNEL: u64 = 1 << 63;
     Serialize,
     Display,
     EnumString,
-    IntoStaticStr,
     VariantNames,
 )]
 #[serde(rename_all = "kebab-case")]

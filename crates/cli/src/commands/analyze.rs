@@ -32,6 +32,7 @@ use std::path::PathBuf;
 ///   tx-overlapping-add     two threads' open transactions adding the same bytes (needs
 ///                          the trace's thread ids)
 ///   tx-duplicate-add       an add of bytes the transaction added already (performance)
+///
 /// With call entries, a program's pmem_persist/pmemobj_persist of lines it did not store
 /// to since their last flush is a redundant-flush at its call site, and a pmem_drain with
 /// nothing to wait for a redundant-fence.
