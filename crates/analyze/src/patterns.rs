@@ -48,9 +48,11 @@ const CALLERS_SUMMARISED: usize = 2;
 )]
 pub enum Kind {
     /// A flush of a line with nothing of its own to write back: no cached store since the
-    /// line was last flushed (with persistent caches, every flush).
+    /// line was last flushed (with persistent caches, every flush); or a program's persist
+    /// call of only such lines, at its call site.
     RedundantFlush,
-    /// A fence with nothing to order: no store or flush since the previous fence.
+    /// A fence with nothing to order: no store or flush since the previous fence; or a
+    /// program's `pmem_drain` then, at its call site.
     RedundantFence,
     /// Stored bytes not durable at a checkpoint, at `success`, or at the end of the trace.
     MissingPersist,
