@@ -3,6 +3,8 @@
 //! model (docs/design/model.md): with volatile caches a cached store is durable after a flush of
 //! its line and a later fence, an NT store after a fence (which also drains the line's
 //! earlier cached data); with persistent caches every store needs only a fence.
+//! Findings are counted per call site and by whose code they are in (`crate::owners`), so
+//! that the program's are not buried under its library's and the kernel's.
 
 use crate::line_table::LineTable;
 use crate::owners::{Owner, Owners};
