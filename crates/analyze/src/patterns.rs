@@ -168,10 +168,10 @@ impl Patterns {
         self.sites.iter().flat_map(|s| &s.examples)
     }
 
-    /// The findings as text, by owner: those of the code judged (`code`) in full, each
-    /// other owner's summarised by call site, so that a library's or the kernel's findings
-    /// do not bury the program's. With `symbols`, every address of code as
-    /// `function+0xoff [module]`.
+    /// The findings as text, by owner: those of the code judged (`code`) first and in
+    /// full, each other owner's after them, summarised by call site, so that a library's
+    /// or the kernel's findings do not bury the program's. With `symbols`, every address
+    /// of code as `function+0xoff [module]`.
     pub fn to_text(&self, symbols: Option<&Symbols>, code: &[Owner]) -> String {
         use fmt::Write as _;
         let mut t = String::new();
@@ -217,42 +217,22 @@ impl Patterns {
             };
             frames.join(" < ")
         };
-        for owner in Owner::ALL {
-            let sites: Vec<&Site> = self.sites.iter().filter(|s| s.owner == owner).collect();
+        let (judged, others): (Vec<Owner>, Vec<Owner>) =
+            Owner::ALL.into_iter().partition(|o| o.judged(code));
+        if judged.iter().map(total).sum::<u64>() == 0 {
+            let asked: Vec<&str> = judged
+                .iter()
+                .filter(|o| code.contains(o))
+                .map(|o| o.code())
+                .collect();
+            let _ = writeln!(t, "\nno finding in {}", asked.join(" or "));
+        }
+        for owner in judged {
             let n = total(&owner);
-            if !owner.judged(code) {
-                if n == 0 {
-                    continue;
-                }
-                let _ = writeln!(
-                    t,
-                    "\n{} in {}, summarised (--code {owner} shows them in full):",
-                    findings(n),
-                    owner.code()
-                );
-                for site in sites.iter().take(SITES_SUMMARISED) {
-                    let _ = writeln!(t, "  {} at {}: {}", site.kind, pc(site), site.count);
-                    if let Some(f) = site.examples.first().filter(|f| !f.stack.is_empty()) {
-                        let callers = &f.stack[..f.stack.len().min(CALLERS_SUMMARISED)];
-                        let _ = writeln!(t, "    stack {}", stack(callers));
-                    }
-                }
-                if let Some(rest) = sites.get(SITES_SUMMARISED..).filter(|r| !r.is_empty()) {
-                    let more: u64 = rest.iter().map(|s| s.count).sum();
-                    let _ = writeln!(t, "  and {more} at {} other sites", rest.len());
-                }
-                continue;
+            if n > 0 {
+                let _ = writeln!(t, "\n{} in {}:", findings(n), owner.code());
             }
-            match n {
-                0 if owner == Owner::Program => {
-                    let _ = writeln!(t, "\nno finding in {}", owner.code());
-                }
-                0 => {}
-                n => {
-                    let _ = writeln!(t, "\n{} in {}:", findings(n), owner.code());
-                }
-            }
-            for site in sites {
+            for site in self.sites.iter().filter(|s| s.owner == owner) {
                 let _ = writeln!(t, "\n{} at {}: {}", site.kind, pc(site), site.count);
                 for f in &site.examples {
                     let at = f.addr.map_or(String::new(), |a| {
@@ -263,6 +243,30 @@ impl Patterns {
                         let _ = writeln!(t, "    stack {}", stack(&f.stack));
                     }
                 }
+            }
+        }
+        for owner in others {
+            let sites: Vec<&Site> = self.sites.iter().filter(|s| s.owner == owner).collect();
+            let n = total(&owner);
+            if n == 0 {
+                continue;
+            }
+            let _ = writeln!(
+                t,
+                "\n{} in {}, summarised (--code {owner} shows them in full):",
+                findings(n),
+                owner.code()
+            );
+            for site in sites.iter().take(SITES_SUMMARISED) {
+                let _ = writeln!(t, "  {} at {}: {}", site.kind, pc(site), site.count);
+                if let Some(f) = site.examples.first().filter(|f| !f.stack.is_empty()) {
+                    let callers = &f.stack[..f.stack.len().min(CALLERS_SUMMARISED)];
+                    let _ = writeln!(t, "    stack {}", stack(callers));
+                }
+            }
+            if let Some(rest) = sites.get(SITES_SUMMARISED..).filter(|r| !r.is_empty()) {
+                let more: u64 = rest.iter().map(|s| s.count).sum();
+                let _ = writeln!(t, "  and {more} at {} other sites", rest.len());
             }
         }
         t

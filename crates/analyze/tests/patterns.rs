@@ -597,6 +597,23 @@ fn findings_are_ranked_by_whose_code_the_programs_first() {
         "{all}"
     );
 
+    // a file system's view: the kernel's first, in full; the program's summarised
+    let kernel = buggy.to_text(None, &[Owner::Kernel]);
+    let full = at(&kernel, "\n3 findings in the kernel's code:\n");
+    let summary = "\n1 finding in the program's code, summarised (--code program";
+    assert!(full < at(&kernel, summary), "{kernel}");
+    // code of no recorded pc is judged, and is not the program's to be clean
+    let anyone = scan(
+        "write 0x80 0102\nhypercall checkpoint 1\n",
+        CacheMode::Volatile,
+    );
+    let text = anyone.to_text(None, &program);
+    assert!(
+        text.contains("\n1 finding in code of no recorded pc:\n"),
+        "{text}"
+    );
+    assert!(!text.contains("no finding"), "{text}");
+
     let json = serde_json::to_value(&buggy).unwrap();
     assert_eq!(json["sites"][0]["owner"], "program");
     assert_eq!(json["by_owner"]["kernel"]["flush-unwritten"], 3);
