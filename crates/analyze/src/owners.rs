@@ -1,4 +1,4 @@
-//! Whose code a trace entry is (docs/design/analysis.md, "Whose code"): the program's, PMDK's
+//! Whose code a trace entry is (docs/design/analysis.md, "Whose stores"): the program's, PMDK's
 //! libraries', or the kernel's. `persim analyze` ranks its findings by it, and PMDK's rules
 //! judge only the program's stores and calls.
 //!
