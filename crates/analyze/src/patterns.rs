@@ -10,7 +10,7 @@ use crate::line_table::LineTable;
 use crate::owners::{Owner, Owners};
 use crate::pmdk_rules::{call_site, persisted_range, Breach, PmdkRules};
 use persim_model::{unknown_name, CacheMode, Named, UnknownName};
-use persim_trace::{Arg, Entry, Hypercall, Meta, Op, Symbols, TraceError};
+use persim_trace::{Arg, Entry, FenceKind, Hypercall, Meta, Op, Symbols, TraceError};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::borrow::Borrow;
@@ -393,6 +393,8 @@ impl<'a> Scan<'a> {
                 }
             }
             Op::Flush { addr, .. } => self.flush(*addr, &entry.meta),
+            // An interrupt's drain is no fence of the program (docs/design/model.md).
+            Op::Fence(FenceKind::Interrupt) => {}
             Op::Fence(_) => self.fence(&entry.meta),
             Op::Hypercall(Hypercall::Checkpoint(n)) => self.barrier(&format!("checkpoint {n}")),
             Op::Hypercall(Hypercall::Success) => self.barrier("success"),

@@ -169,6 +169,19 @@ fn the_correct_journal_is_clean_and_the_missing_fence_shows() {
     );
 }
 
+/// A timer interrupt where the journal's fence is missing orders nothing of the program's:
+/// the unordered flushes still show.
+#[test]
+fn an_interrupt_where_a_fence_is_missing_hides_nothing() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/journal-missing-fence.trace");
+    let text = std::fs::read_to_string(path).unwrap();
+    let interrupted = text.replace("flush clwb 0x0\n", "flush clwb 0x0\nfence interrupt\n");
+    assert_ne!(interrupted, text);
+    let f = only(&scan(&interrupted, CacheMode::Volatile)).clone();
+    assert_eq!(f.kind, Kind::UnorderedFlushes);
+}
+
 #[test]
 fn counts_group_by_call_site_and_json_names_kinds() {
     let p = scan(
