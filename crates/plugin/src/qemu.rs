@@ -157,6 +157,20 @@ impl Shadow {
         })
     }
 
+    /// Before an `iret`: back to kernel code, the stack it returns to is the running one
+    /// again (`ShadowStacks::resume_kernel`); the iret frame at rsp holds the code segment
+    /// at +8 and the stack pointer at +24.
+    fn iret(&mut self, memory: &mut GuestMemory) {
+        let rsp = self.rsp.read();
+        let (mut cs, mut target) = ([0u8; 8], [0u8; 8]);
+        if memory.read_vaddr(rsp + 8, &mut cs)
+            && memory.read_vaddr(rsp + 24, &mut target)
+            && u64::from_le_bytes(cs) & 3 == 0
+        {
+            self.stacks.resume_kernel(u64::from_le_bytes(target));
+        }
+    }
+
     /// The stack trace of the code at `pc`. Kernel code's is the shadow stack as the last
     /// call or return left it, read without registers, which is what lets kernel code be
     /// instrumented without them (docs/design/tracer.md, "Stack traces").
@@ -614,6 +628,13 @@ extern "C" fn on_translate(_id: PluginId, tb: *mut qemu_plugin_tb) {
             Class::Serializing => insn.register_execute_callback_flags(
                 move |_| state().tracer.fence(pc, FenceKind::Serializing),
                 regs,
+            ),
+            Class::Iret if stacks == Stacks::Shadow => insn.register_execute_callback_flags(
+                move |_| {
+                    with_shadow(|s| s.iret(&mut GuestMemory::new()));
+                    state().tracer.fence(pc, FenceKind::Interrupt)
+                },
+                CallbackFlags::QEMU_PLUGIN_CB_R_REGS,
             ),
             Class::Iret => insn.register_execute_callback_flags(
                 move |_| state().tracer.fence(pc, FenceKind::Interrupt),

@@ -90,6 +90,15 @@ impl ShadowStacks {
         }
     }
 
+    /// An `iret` back to kernel code whose stack pointer is `rsp`: its stack runs again,
+    /// without the frames below `rsp` (an entry's calls that never returned on it). A leaf
+    /// the interrupt came into (a copy loop) makes no call or return that would say so, and
+    /// its stores would otherwise take the interrupt stack's frames.
+    pub fn resume_kernel(&mut self, rsp: u64) {
+        let frames = self.stack(StackKey::kernel(rsp));
+        drop_below(frames, rsp);
+    }
+
     /// The return addresses of the live frames at stack pointer `rsp`, innermost first.
     pub fn current(&mut self, key: StackKey, rsp: u64) -> Vec<u64> {
         let frames = self.stack(key);
@@ -280,6 +289,16 @@ mod tests {
         s.ret(irq, TOP + 0xfff8, || 0xd);
         s.ret(K, TOP - 0x28, || 0xb);
         assert_eq!(s.latest_kernel(), [0xa]);
+        // An interrupt inside a leaf, whose entry left a frame below the interrupted stack
+        // pointer: the iret back resumes the leaf's stack, without that frame.
+        let task = StackKey::kernel(TOP - 8);
+        s.call(task, TOP - 0x10, 0xa);
+        s.call(task, TOP - 0x20, 0xb);
+        s.call(task, TOP - 0x60, 0xe);
+        s.call(irq, TOP + 0x10000, 0xd);
+        assert_eq!(s.latest_kernel(), [0xd]);
+        s.resume_kernel(TOP - 0x50);
+        assert_eq!(s.latest_kernel(), [0xb, 0xa]);
         // A user stack's frames are never a kernel stack trace.
         let user = StackKey::User {
             cr3: 0x1000,

@@ -429,6 +429,48 @@ fn kernel_stores_carry_symbolised_call_chains_on_the_stock_kernel() {
     }
 }
 
+/// Timer interrupts land inside the kernel's copy loops (a leaf that makes no call): the
+/// `iret` back is recorded as an interrupt's fence, and the loop's stores after it keep the
+/// loop's call chain (they took the interrupt stack's before, often none).
+#[test]
+fn an_interrupt_inside_a_copy_loop_leaves_the_loops_call_chain_to_its_stores() {
+    const TEST: &str = "an_interrupt_inside_a_copy_loop_leaves_the_loops_call_chain_to_its_stores";
+    let Some(artifacts) = artifacts_or_skip(TEST) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("copy.trace");
+    let command = "dd if=/dev/zero of=/mnt/f bs=1M count=16 2>/dev/null && sync";
+    let summary = trace(&ext4(artifacts), command, &output, Stacks::Shadow).unwrap();
+    assert_eq!(summary.exit_code, 0, "{}", summary.output);
+    let (_, entries) = persim_trace::read_all(&output).unwrap();
+    let symbols = persim_trace::Symbols::of_trace(&output).expect("symbols beside the trace");
+    let function = |address: u64| symbols.resolve(address).map(|l| l.function.to_owned());
+    let mut inside = 0;
+    for (i, entry) in entries.iter().enumerate() {
+        if entry.op != Op::Fence(persim_trace::FenceKind::Interrupt) {
+            continue;
+        }
+        let (Some(before), Some(after)) = (entries.get(i.wrapping_sub(1)), entries.get(i + 1))
+        else {
+            continue;
+        };
+        let stores = matches!(before.op, Op::Write { .. }) && matches!(after.op, Op::Write { .. });
+        let same_loop = before.meta.pc.and_then(function) == after.meta.pc.and_then(function);
+        if stores && same_loop {
+            inside += 1;
+            assert_eq!(
+                after.meta.stack, before.meta.stack,
+                "{before:#x?}\n{after:#x?}"
+            );
+        }
+    }
+    assert!(
+        inside > 0,
+        "no interrupt landed inside a copy loop of 16 MiB"
+    );
+}
+
 /// Checks the stacks of the probe's call chain (between checkpoints 2 and 3) and returns
 /// them: the probe's callers, innermost first, then the return into `main`.
 fn probe_chain_stacks(run: &ProbeRun, probe: &std::path::Path) -> Vec<Vec<u64>> {
