@@ -369,9 +369,14 @@ impl SuiteResults {
         groups
     }
 
+    /// `dir/results.json`, where a campaign's results are.
+    pub fn file(dir: &Path) -> std::path::PathBuf {
+        dir.join("results.json")
+    }
+
     /// Reads `dir/results.json`.
     pub fn load(dir: &Path) -> Result<SuiteResults> {
-        let path = dir.join("results.json");
+        let path = SuiteResults::file(dir);
         let text =
             std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
         serde_json::from_slice(&text).with_context(|| format!("{} is malformed", path.display()))
@@ -381,7 +386,7 @@ impl SuiteResults {
     pub fn save(&self, dir: &Path) -> Result<()> {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         write_atomically(
-            &dir.join("results.json"),
+            &SuiteResults::file(dir),
             serde_json::to_string_pretty(self)?.as_bytes(),
         )?;
         write_atomically(&dir.join("results.txt"), self.to_text().as_bytes())?;
