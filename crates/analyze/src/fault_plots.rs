@@ -25,6 +25,7 @@ pub fn fault_summary_svg(summary: &FaultSummary) -> Result<String, String> {
         let mut chart = ChartBuilder::on(&root)
             .caption("Faults by outcome", ("sans-serif", 20))
             .margin(10)
+            .margin_right(30)
             .x_label_area_size(40)
             .y_label_area_size(200)
             .build_cartesian_2d(0.0..100.0, 0.0..rows as f64)

@@ -9,8 +9,8 @@ use crate::commands::report::{state_diffs, StateDiff};
 use anyhow::{Context, Result};
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 use persim_analyze::{
-    abbreviate, culprits_by_kind, fault_summary_svg, telling_lines, verdict_label, CheckpointVerdict, Culprit,
-    FaultOutcome, Mark, Media, Report,
+    abbreviate, culprits_by_kind, fault_summary_svg, telling_lines, verdict_label,
+    CheckpointVerdict, Culprit, FaultOutcome, Mark, Media, Report,
 };
 use persim_tester::{FaultsReport, RunDir, SuiteResults};
 use std::path::Path;
@@ -20,7 +20,7 @@ use strum::IntoEnumIterator;
 const STYLE: &str = "
 body { font: 15px/1.45 system-ui, sans-serif; margin: 1.5em auto; max-width: 72em; padding: 0 1em; color: #222; }
 h1 { font-size: 1.5em; margin-bottom: .2em; } h2 { font-size: 1.25em; margin-top: 1.6em; border-bottom: 1px solid #ccc; }
-h3 { font-size: 1.05em; margin: 1.2em 0 .4em; }
+h3 { font-size: 1.05em; margin: 1.2em 0 .4em; } h4 { font-size: 1em; margin: .8em 0 .3em; }
 .meta { color: #555; margin-top: 0; }
 table { border-collapse: collapse; margin: .4em 0 1em; }
 th, td { padding: .2em .7em; border-bottom: 1px solid #e4e4e4; text-align: left; vertical-align: top; }
@@ -34,7 +34,7 @@ pre.diff span { display: block; } .add { background: #e6ffec; color: #116329; } 
 ol.frames { margin: .2em 0 .6em; padding-left: 2em; } ol.frames li:first-child { font-weight: 600; }
 .interval { border: 1px solid #ddd; border-radius: .4em; padding: .2em 1em .6em; margin: 1em 0; }
 .filters { margin: .6em 0; } .filters label { margin-right: 1.2em; }
-details > summary { cursor: pointer; } svg { max-width: 100%; height: auto; }
+td.mark { text-align: center; } details > summary { cursor: pointer; } svg { max-width: 100%; height: auto; }
 ";
 
 /// Shows the campaign table's rows that match both filters.
@@ -51,6 +51,13 @@ function filterRows() {
   });
   document.getElementById('shown').textContent = shown;
 }
+// A link to a failing test opens its report.
+function openTarget() {
+  var target = document.getElementById(decodeURIComponent(location.hash.slice(1)));
+  if (target && target.tagName === 'DETAILS') { target.open = true; }
+}
+window.addEventListener('hashchange', openTarget);
+window.addEventListener('load', openTarget);
 ";
 
 /// A whole page around `body`.
@@ -198,11 +205,11 @@ fn diff_block(diff: &str) -> Markup {
         pre.diff {
             @for line in diff.lines() {
                 @let class = match line.as_bytes().first() {
-                    Some(b'+') => "add",
-                    Some(b'-') => "del",
-                    _ => "",
+                    Some(b'+') => Some("add"),
+                    Some(b'-') => Some("del"),
+                    _ => None,
                 };
-                span class=(class) { (line) }
+                span class=[class] { (line) }
             }
         }
     }
@@ -212,7 +219,7 @@ fn diff_block(diff: &str) -> Markup {
 fn culprits(culprits: &[Culprit]) -> Markup {
     html! {
         @for (kind, sites) in culprits_by_kind(culprits) {
-            h3 { (kind) }
+            h4 { (kind) }
             @for c in sites {
                 @let (what, at) = if c.disk { ("disk write(s)", "offsets") } else { ("store(s)", "lines") };
                 @let lines: Vec<String> = c.lines.iter().map(|l| format!("{l:#x}")).collect();
@@ -309,7 +316,7 @@ pub fn campaign_page(
                        data-signature=(t.signature.as_deref().unwrap_or("")) {
                         td { @if t.mark == Mark::Atomic { (t.test) }
                              @else { a href=(format!("#run-{}", t.test)) { (t.test) } } }
-                        td class=(verdict_class(t.mark != Mark::Atomic)) { (t.mark.symbol()) }
+                        td.mark.ok[t.mark == Mark::Atomic].bad[t.mark != Mark::Atomic] { (t.mark.symbol()) }
                         td.num { (t.violations) "/" (t.intervals) }
                         td.num { (format!("{:.1}", t.seconds)) }
                         td { @if let Some(s) = &t.signature { code { (s) } } }
@@ -320,8 +327,8 @@ pub fn campaign_page(
         @if !runs.is_empty() {
             h2 { "Failing tests" }
             @for (test, run) in &runs {
-                section id=(format!("run-{}", test.test)) {
-                    details {
+                section {
+                    details id=(format!("run-{}", test.test)) {
                         summary { strong { (test.test) } " " span.bad { (test.mark.symbol()) " "
                             (test.mark.meaning()) } }
                         @if let Some(error) = &test.error { pre { (error) } }
@@ -357,7 +364,7 @@ pub fn faults_page(report: &FaultsReport) -> Result<String> {
                 tr {
                     td { (row.kind) } td { (row.place) } td.num { (row.faults) }
                     @for o in &outcomes {
-                        td.num class=(if o.is_finding() && row.share(*o) > 0.0 { "bad" } else { "" }) {
+                        td.num.bad[o.is_finding() && row.share(*o) > 0.0] {
                             (format!("{:.0}%", 100.0 * row.share(*o)))
                         }
                     }
@@ -377,7 +384,10 @@ pub fn faults_page(report: &FaultsReport) -> Result<String> {
             }
         }
     };
-    Ok(page(&format!("persim faults: {}", report.run.display()), body))
+    Ok(page(
+        &format!("persim faults: {}", report.run.display()),
+        body,
+    ))
 }
 
 /// Writes `page` to `file` whole or not at all.

@@ -2,6 +2,7 @@
 //! generated tests on warm VMs, several at once, in shards, grouped by signature.
 
 use crate::commands::run::PipelineArgs;
+use crate::html;
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use persim_tester::{
@@ -57,6 +58,10 @@ pub struct MergeArgs {
     pub shards: Vec<PathBuf>,
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
+    /// Also write the merged campaign as one self-contained HTML page (`persim report
+    /// --html`), each failing test's run report taken from its shard's directory.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }
 
 /// Returns whether any test found violations or could not be run.
@@ -71,6 +76,15 @@ pub fn run(args: &CampaignArgs) -> Result<bool> {
                 .collect::<Result<Vec<_>>>()?;
             let merged = merge(parts)?;
             merged.save(&args.out)?;
+            if let Some(file) = &args.html {
+                let run_dir = |test: &str| {
+                    (args.shards.iter())
+                        .map(|shard| RunDir::new(shard.join(test)))
+                        .find(|dir| dir.report_json().exists())
+                };
+                html::write(file, &html::campaign_page(&merged, run_dir)?)?;
+                say!("report: {}", file.display());
+            }
             out!("{}", merged.to_text())?;
             Ok(merged.failed())
         }

@@ -95,7 +95,10 @@ fn html_report(dir: &Path, file: &Path) -> Result<bool> {
         let report = run.read_report()?;
         (html::run_page(&run, &report)?, report.violations() > 0)
     } else if let Some(faults) = FaultsReport::load(dir)? {
-        (html::faults_page(&faults)?, faults.findings().next().is_some())
+        (
+            html::faults_page(&faults)?,
+            faults.findings().next().is_some(),
+        )
     } else if SuiteResults::file(dir).exists() {
         let results = SuiteResults::load(dir)?;
         let page = html::campaign_page(&results, |test| Some(RunDir::new(dir.join(test))))?;
