@@ -1,9 +1,10 @@
 //! `persim report DIR --html FILE`: one self-contained HTML page of a run, a campaign or a
-//! fault campaign, to open from a mail attachment or a CI artifact. Nothing is loaded
+//! fault campaign, to open from a mail attachment or a CI artifact (and the pages of
+//! `persim profile --html` and `persim efficiency run --html`: a table and its plots). Nothing is loaded
 //! from anywhere: the style, the filter script and the SVG plots are inline. The page shows
 //! what the text reports show, through the same functions (a run's verdicts, `--diff`'s
 //! state diffs, the culprits; a campaign's results and signature groups; the faults'
-//! summary and its plot); maud escapes every value.
+//! summary and its plot; a profile's or a series' plots); maud escapes every value.
 
 use crate::commands::report::{state_diffs, StateDiff};
 use anyhow::{Context, Result};
@@ -34,7 +35,7 @@ pre.diff span { display: block; } .add { background: #e6ffec; color: #116329; } 
 ol.frames { margin: .2em 0 .6em; padding-left: 2em; } ol.frames li:first-child { font-weight: 600; }
 .interval { border: 1px solid #ddd; border-radius: .4em; padding: .2em 1em .6em; margin: 1em 0; }
 .filters { margin: .6em 0; } .filters label { margin-right: 1.2em; }
-td.mark { text-align: center; } details > summary { cursor: pointer; } svg { max-width: 100%; height: auto; }
+td.mark { text-align: center; } details > summary { cursor: pointer; } figure { margin: 1em 0; } figcaption { color: #555; } svg { max-width: 100%; height: auto; }
 ";
 
 /// Shows the campaign table's rows that match both filters.
@@ -390,8 +391,23 @@ pub fn faults_page(report: &FaultsReport) -> Result<String> {
     ))
 }
 
-/// Writes `page` to `file` whole or not at all.
+/// The page of a measurement (`persim profile`, `persim efficiency run`): its text table
+/// and its SVG plots inline.
+pub fn plots_page(title: &str, text: &str, svgs: &[(&str, String)]) -> String {
+    let body = html! {
+        h1 { (title) }
+        pre { (text) }
+        @for (name, svg) in svgs {
+            figure { (PreEscaped(svg)) figcaption { (name) } }
+        }
+    };
+    page(title, body)
+}
+
+/// Writes `page` to `file` whole or not at all, and says where.
 pub fn write(file: &Path, page: &str) -> Result<()> {
     persim_trace::atomic_file::write_atomically(file, page.as_bytes())
-        .with_context(|| format!("cannot write {}", file.display()))
+        .with_context(|| format!("cannot write {}", file.display()))?;
+    say!("report: {}", file.display());
+    Ok(())
 }

@@ -305,6 +305,34 @@ fn run_campaign_and_faults_pages_render_in_chromium_and_load_nothing() {
     );
     assert!(faults.contains("Findings"), "{faults}");
 
+    // `persim profile --html`: the profile's table and its three plots
+    let profile_page = pages.join("profile.html");
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/journal.trace");
+    let out = persim(&[
+        "profile",
+        example.to_str().unwrap(),
+        "--html",
+        profile_page.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_self_contained(&std::fs::read_to_string(&profile_page).unwrap());
+    let profile = render(&browser, &profile_page, proxy);
+    assert_eq!(
+        profile.requested,
+        Vec::<String>::new(),
+        "the profile's page loaded something"
+    );
+    assert_eq!(profile.dom.matches("<svg").count(), 3, "{}", profile.dom);
+    assert!(
+        profile.dom.contains("bytes-over-time.svg"),
+        "{}",
+        profile.dom
+    );
+
     // A page that loads from the network is caught.
     let loading = pages.join("loading.html");
     std::fs::write(

@@ -83,7 +83,6 @@ pub fn run(args: &CampaignArgs) -> Result<bool> {
                         .find(|dir| dir.report_json().exists())
                 };
                 html::write(file, &html::campaign_page(&merged, run_dir)?)?;
-                say!("report: {}", file.display());
             }
             out!("{}", merged.to_text())?;
             Ok(merged.failed())

@@ -111,7 +111,6 @@ fn html_report(dir: &Path, file: &Path) -> Result<bool> {
         );
     };
     html::write(file, &page)?;
-    say!("report: {}", file.display());
     Ok(found)
 }
 
