@@ -41,9 +41,14 @@ pub struct RunCampaignArgs {
     #[arg(long)]
     pub parallel: Option<usize>,
     /// Run part K of N (the tests at positions K-1, K-1+N, … of the sorted names), e.g.
-    /// one task of a Slurm array or a CI matrix; `persim campaign merge` combines the parts.
-    #[arg(long, value_name = "K/N")]
-    pub shard: Option<Shard>,
+    /// one job of a CI matrix; `persim campaign merge` combines the parts. `auto`: the
+    /// part a cluster scheduler gives this task: a Slurm job array's task
+    /// (SLURM_ARRAY_TASK_ID of SLURM_ARRAY_TASK_COUNT; scripts/slurm/campaign.sbatch), or
+    /// with `auto/N` a Kubernetes Indexed Job's pod (JOB_COMPLETION_INDEX of N
+    /// completions). Give each part its own --out: a task run again (a node lost, the job
+    /// requeued) resumes its part there. See docs/campaigns.md.
+    #[arg(long, value_name = "K/N|auto[/N]")]
+    pub shard: Option<ShardArg>,
     /// Where the runs and results.json / results.txt go (an existing one is resumed).
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
@@ -90,7 +95,46 @@ pub fn run(args: &CampaignArgs) -> Result<bool> {
     }
 }
 
+/// `--shard`: a part given, or the scheduler's.
+#[derive(Clone, Copy, Debug)]
+pub enum ShardArg {
+    Given(Shard),
+    /// From the environment, with the count when given (`auto/N`).
+    Auto(Option<usize>),
+}
+
+impl std::str::FromStr for ShardArg {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<ShardArg, String> {
+        match text.strip_prefix("auto") {
+            Some("") => Ok(ShardArg::Auto(None)),
+            Some(count) => match count.strip_prefix('/').and_then(|n| n.parse().ok()) {
+                Some(n) if n >= 1 => Ok(ShardArg::Auto(Some(n))),
+                _ => Err(format!(
+                    "`{text}` is not a shard: give auto, or auto/N with N >= 1 the number \
+                     of parts"
+                )),
+            },
+            None => text.parse().map(ShardArg::Given),
+        }
+    }
+}
+
+impl ShardArg {
+    /// The part this process runs; `auto` reads the scheduler's variables.
+    fn shard(self) -> Result<Shard> {
+        match self {
+            ShardArg::Given(shard) => Ok(shard),
+            ShardArg::Auto(count) => Shard::from_scheduler(count, |name| std::env::var(name).ok())
+                .map_err(anyhow::Error::msg),
+        }
+    }
+}
+
 fn run_tests(args: &RunCampaignArgs) -> Result<bool> {
+    // Before anything is made: a refused --shard auto leaves nothing behind.
+    let shard = args.shard.map_or(Ok(Shard::WHOLE), ShardArg::shard)?;
     let p = &args.pipeline;
     let mut guest = p.guest()?;
     let parallel = tests_at_once(args.parallel, guest.machine.jobs)?;
@@ -101,10 +145,7 @@ fn run_tests(args: &RunCampaignArgs) -> Result<bool> {
         reference.machine.progress = false;
     }
     let suite = Suite::named_or_dir(&p.vm.home()?, &args.tests);
-    let campaign = CampaignOptions {
-        parallel,
-        shard: args.shard.unwrap_or(Shard::WHOLE),
-    };
+    let campaign = CampaignOptions { parallel, shard };
     let mut progress = crate::progress::Progress::new("persim campaign", false);
     let results = run_campaign(
         &p.into(),
@@ -152,6 +193,20 @@ fn tests_at_once(parallel: Option<usize>, jobs: usize) -> Result<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shard_arguments_are_given_parts_or_auto() {
+        let given = |text: &str| match text.parse::<ShardArg>() {
+            Ok(ShardArg::Given(shard)) => Some(shard.to_string()),
+            _ => None,
+        };
+        assert_eq!(given("2/8").as_deref(), Some("2/8"));
+        assert!(matches!("auto".parse(), Ok(ShardArg::Auto(None))));
+        assert!(matches!("auto/4".parse(), Ok(ShardArg::Auto(Some(4)))));
+        for bad in ["auto/0", "auto/x", "autos", "0/2"] {
+            assert!(bad.parse::<ShardArg>().is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn tests_at_once_follow_jobs_unless_given() {
