@@ -10,12 +10,12 @@ mod common;
 mod fake;
 
 use common::persim;
-use fake::{example_text, FakeGuest};
+use fake::{example_text, journal_suite, FakeGuest};
 use persim_image::FaultKind;
 use persim_model::Strategy;
 use persim_tester::{
     run_campaign, run_faults, CampaignOptions, FaultOptions, FaultPlace, FaultsAt, PipelineOptions,
-    RunDir, Shard, Suite, TestCase,
+    RunDir, Shard, TestCase,
 };
 use serde_json::Value;
 use std::net::TcpListener;
@@ -96,6 +96,18 @@ fn render(browser: &Path, page: &Path, proxy: u16) -> Rendered {
     }
 }
 
+/// The DOM of `page`, which must have asked for nothing.
+fn render_offline(browser: &Path, page: &Path, proxy: u16) -> String {
+    let rendered = render(browser, page, proxy);
+    assert_eq!(
+        rendered.requested,
+        Vec::<String>::new(),
+        "{} loaded something",
+        page.display()
+    );
+    rendered.dom
+}
+
 /// Seven journal tests; t1 and t4 record the journal without its fence, its commit store
 /// named by the symbols recorded with the trace.
 fn campaign(dir: &Path, shard: Shard) -> PathBuf {
@@ -103,18 +115,7 @@ fn campaign(dir: &Path, shard: Shard) -> PathBuf {
     if !tests.exists() {
         std::fs::create_dir(&tests).unwrap();
     }
-    for i in 0..7 {
-        let op = if i % 3 == 1 {
-            "missing-fence"
-        } else {
-            "update"
-        };
-        std::fs::write(
-            tests.join(format!("t{i}.toml")),
-            format!("description = \"journal\"\nops = [\"journal-{op}\"]\n"),
-        )
-        .unwrap();
-    }
+    let suite = journal_suite(&tests);
     let missing_fence = example_text("journal-missing-fence.trace").replace(
         "write 0x40 0100000000000000",
         "write 0x40 0100000000000000 @ pc=0xffffffff81000010",
@@ -125,10 +126,6 @@ fn campaign(dir: &Path, shard: Shard) -> PathBuf {
     let opts = PipelineOptions {
         strategy: Strategy::GlobalPrefix,
         ..PipelineOptions::default()
-    };
-    let suite = Suite {
-        name: "journal-gen".into(),
-        dir: tests,
     };
     let out = dir.join(format!("campaign-{}of{}", shard.index, shard.count));
     let how = CampaignOptions { parallel: 1, shard };
@@ -218,13 +215,7 @@ fn run_campaign_and_faults_pages_render_in_chromium_and_load_nothing() {
     };
     let proxy = dead_end_proxy();
 
-    let run = render(&browser, &run_page, proxy);
-    assert_eq!(
-        run.requested,
-        Vec::<String>::new(),
-        "the run's page loaded something"
-    );
-    let run = run.dom;
+    let run = render_offline(&browser, &run_page, proxy);
     assert!(run.contains("Test t1 on fake"), "{run}");
     assert!(run.contains("VIOLATION: not atomic (3 states)"), "{run}");
     // `--diff`'s state diffs, removed and added lines marked
@@ -243,13 +234,7 @@ fn run_campaign_and_faults_pages_render_in_chromium_and_load_nothing() {
     );
     assert!(run.contains("Timings"), "{run}");
 
-    let campaign = render(&browser, &campaign_page, proxy);
-    assert_eq!(
-        campaign.requested,
-        Vec::<String>::new(),
-        "the campaign's page loaded something"
-    );
-    let campaign = campaign.dom;
+    let campaign = render_offline(&browser, &campaign_page, proxy);
     assert!(
         campaign.contains("2 of 7 tests failed, 1 distinct problem(s)"),
         "{campaign}"
@@ -277,7 +262,7 @@ fn run_campaign_and_faults_pages_render_in_chromium_and_load_nothing() {
         html.replace("</body>", &format!("{chosen}</body>")),
     )
     .unwrap();
-    let filtered = render(&browser, &filtered, proxy).dom;
+    let filtered = render_offline(&browser, &filtered, proxy);
     assert_eq!(
         filtered
             .matches("<tr data-mark=\"✓\" data-signature=\"\" hidden=\"\"")
@@ -290,13 +275,7 @@ fn run_campaign_and_faults_pages_render_in_chromium_and_load_nothing() {
         "{filtered}"
     );
 
-    let faults = render(&browser, &faults_page, proxy);
-    assert_eq!(
-        faults.requested,
-        Vec::<String>::new(),
-        "the faults' page loaded something"
-    );
-    let faults = faults.dom;
+    let faults = render_offline(&browser, &faults_page, proxy);
     assert!(faults.contains("<td>bitflip</td>"), "{faults}");
     assert!(faults.contains("<th>masked</th>"), "{faults}");
     assert!(
@@ -320,18 +299,9 @@ fn run_campaign_and_faults_pages_render_in_chromium_and_load_nothing() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_self_contained(&std::fs::read_to_string(&profile_page).unwrap());
-    let profile = render(&browser, &profile_page, proxy);
-    assert_eq!(
-        profile.requested,
-        Vec::<String>::new(),
-        "the profile's page loaded something"
-    );
-    assert_eq!(profile.dom.matches("<svg").count(), 3, "{}", profile.dom);
-    assert!(
-        profile.dom.contains("bytes-over-time.svg"),
-        "{}",
-        profile.dom
-    );
+    let profile = render_offline(&browser, &profile_page, proxy);
+    assert_eq!(profile.matches("<svg").count(), 3, "{profile}");
+    assert!(profile.contains("bytes-over-time.svg"), "{profile}");
 
     // A page that loads from the network is caught.
     let loading = pages.join("loading.html");
