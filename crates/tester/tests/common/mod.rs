@@ -30,7 +30,9 @@ pub fn example_text(example: &str) -> &'static str {
 }
 
 /// Seven tests in `dir` (suite `gen`); t1 and t4, whose operation says so, record the
-/// journal without its fence (`FakeGuest::other_traces`' marker `missing-fence`).
+/// journal without its fence (`FakeGuest::other_traces`' marker `missing-fence`). Used by
+/// the campaign tests and the cli's html_report.rs, not by every test crate here.
+#[allow(dead_code)]
 pub fn journal_suite(dir: &Path) -> Suite {
     for i in 0..7 {
         let op = if i % 3 == 1 {
