@@ -31,7 +31,7 @@ th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: ta
 .verdict.ok { background: #e3f4e6; } .verdict.bad { background: #fde5e5; }
 pre, code { font: 13px/1.35 ui-monospace, monospace; }
 pre { background: #f7f7f7; padding: .5em .8em; overflow-x: auto; border-left: 3px solid #ddd; }
-pre.diff span { display: block; } .add { background: #e6ffec; color: #116329; } .del { background: #ffebe9; color: #82071e; }
+pre.diff span { display: block; white-space: pre-wrap; overflow-wrap: anywhere; } mark { background: #ffd863; color: inherit; } .add { background: #e6ffec; color: #116329; } .del { background: #ffebe9; color: #82071e; }
 ol.frames { margin: .2em 0 .6em; padding-left: 2em; } ol.frames li:first-child { font-weight: 600; }
 .interval { border: 1px solid #ddd; border-radius: .4em; padding: .2em 1em .6em; margin: 1em 0; }
 .filters { margin: .6em 0; } .filters label { margin-right: 1.2em; }
@@ -200,20 +200,91 @@ fn interval(c: &CheckpointVerdict, diffs: &[StateDiff]) -> Markup {
     }
 }
 
-/// A line diff as `line_diff` writes it, removed and added lines marked.
+/// A line diff as `line_diff` writes it, removed and added lines marked. Where k removed
+/// lines are followed by k added ones, each pair's differing middle is marked and a long
+/// unchanged start or end is cut to its last or first `CONTEXT_CHARS` (a file's contents
+/// are one line of a state: the byte that differs must show without scrolling).
 fn diff_block(diff: &str) -> Markup {
+    let lines: Vec<&str> = diff.lines().collect();
+    let tag = |line: &str| line.as_bytes().first().copied();
+    // For each line, the middle (as byte range) that differs from its pair's, if paired.
+    let mut middles: Vec<Option<(usize, usize)>> = vec![None; lines.len()];
+    let mut i = 0;
+    while i < lines.len() {
+        let removed = lines[i..]
+            .iter()
+            .take_while(|l| tag(l) == Some(b'-'))
+            .count();
+        let added = (lines[i + removed..].iter())
+            .take_while(|l| tag(l) == Some(b'+'))
+            .count();
+        if removed > 0 && removed == added {
+            for k in i..i + removed {
+                let (old, new) = differing_middles(lines[k], lines[k + removed]);
+                middles[k] = Some(old);
+                middles[k + removed] = Some(new);
+            }
+        }
+        i += (removed + added).max(1);
+    }
     html! {
         pre.diff {
-            @for line in diff.lines() {
-                @let class = match line.as_bytes().first() {
+            @for (line, middle) in lines.iter().zip(&middles) {
+                @let class = match tag(line) {
                     Some(b'+') => Some("add"),
                     Some(b'-') => Some("del"),
                     _ => None,
                 };
-                span class=[class] { (line) }
+                span class=[class] {
+                    @match middle {
+                        Some((start, end)) => {
+                            (cut_start(&line[..*start])) mark { (line[*start..*end]) }
+                            (cut_end(&line[*end..]))
+                        }
+                        None => (line),
+                    }
+                }
             }
         }
     }
+}
+
+/// Characters of a changed line kept before and after what changed.
+const CONTEXT_CHARS: usize = 40;
+
+/// The byte ranges of `old` and `new` (diff lines) between their common start (after the
+/// `-`/`+`) and their common end.
+fn differing_middles(old: &str, new: &str) -> ((usize, usize), (usize, usize)) {
+    let prefix = (old.char_indices().skip(1))
+        .zip(new.char_indices().skip(1))
+        .find(|((_, a), (_, b))| a != b)
+        .map_or(old.len().min(new.len()), |((at, _), _)| at);
+    let suffix = (old[prefix..].chars().rev())
+        .zip(new[prefix..].chars().rev())
+        .take_while(|(a, b)| a == b)
+        .map(|(a, _)| a.len_utf8())
+        .sum::<usize>();
+    ((prefix, old.len() - suffix), (prefix, new.len() - suffix))
+}
+
+/// The line's unchanged start: its first two characters (the `-`/`+` column) and the last
+/// `CONTEXT_CHARS` before the change.
+fn cut_start(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    if chars.len() <= CONTEXT_CHARS + 6 {
+        return text.to_owned();
+    }
+    let kept: String = chars[chars.len() - CONTEXT_CHARS..].iter().collect();
+    format!("{}…{kept}", chars[..2].iter().collect::<String>())
+}
+
+/// The line's unchanged end: its first `CONTEXT_CHARS`.
+fn cut_end(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    if chars.len() <= CONTEXT_CHARS + 6 {
+        return text.to_owned();
+    }
+    format!("{}…", chars[..CONTEXT_CHARS].iter().collect::<String>())
 }
 
 /// The culprits by kind (`culprits_by_kind`), each site's call chain innermost first.
@@ -410,4 +481,40 @@ pub fn write(file: &Path, page: &str) -> Result<()> {
         .with_context(|| format!("cannot write {}", file.display()))?;
     say!("report: {}", file.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_changed_lines_middle_is_marked_and_its_long_ends_cut() {
+        let (old, new) = ("- \"a\": \"xéy\",", "+ \"a\": \"xöõy\",");
+        let ((s0, e0), (s1, e1)) = differing_middles(old, new);
+        assert_eq!((&old[s0..e0], &new[s1..e1]), ("é", "öõ"));
+        // equal but for the column: nothing between
+        let ((s0, e0), _) = differing_middles("- same", "+ same");
+        assert_eq!(s0, e0);
+        let long = format!("- {}", "a".repeat(100));
+        let cut = cut_start(&long);
+        assert_eq!(cut, format!("- …{}", "a".repeat(CONTEXT_CHARS)));
+        assert_eq!(
+            cut_end(&"b".repeat(100)),
+            format!("{}…", "b".repeat(CONTEXT_CHARS))
+        );
+        assert_eq!(cut_end("short"), "short");
+        let diff = format!(
+            "  x\n- {}1{}\n+ {}2{}\n",
+            "a".repeat(90),
+            "z".repeat(90),
+            "a".repeat(90),
+            "z".repeat(90)
+        );
+        let html = diff_block(&diff).into_string();
+        assert!(
+            html.contains("<mark>1</mark>") && html.contains("<mark>2</mark>"),
+            "{html}"
+        );
+        assert!(!html.contains(&"a".repeat(CONTEXT_CHARS + 1)), "{html}");
+    }
 }

@@ -218,13 +218,17 @@ fn run_campaign_and_faults_pages_render_in_chromium_and_load_nothing() {
     let run = render_offline(&browser, &run_page, proxy);
     assert!(run.contains("Test t1 on fake"), "{run}");
     assert!(run.contains("VIOLATION: not atomic (3 states)"), "{run}");
-    // `--diff`'s state diffs, removed and added lines marked
+    // `--diff`'s state diffs, removed and added lines marked, and what differs in them
     assert!(
-        run.contains("<span class=\"del\">-   \"home\": \"[00, 00"),
+        run.contains(
+            "<span class=\"del\">-   \"home\": \"[<mark>00, 00, 00, 00, 00, 00, 00, 00</mark>, 00"
+        ),
         "{run}"
     );
     assert!(
-        run.contains("<span class=\"add\">+   \"home\": \"[11, 11"),
+        run.contains(
+            "<span class=\"add\">+   \"home\": \"[<mark>11, 11, 11, 11, 11, 11, 11, 11</mark>, 00"
+        ),
         "{run}"
     );
     // the culprit's frame, named through the recorded symbols

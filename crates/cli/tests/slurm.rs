@@ -255,7 +255,17 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        // slurmd first, so no job step outlives its daemon
+        // a test that failed may leave jobs: cancel them and give them a moment to end
+        if self
+            .output(Command::new("scancel").arg("--full").arg("--user=root"))
+            .is_ok()
+        {
+            wait_for(Duration::from_secs(10), || {
+                self.output(Command::new("squeue").arg("-h"))
+                    .is_ok_and(|jobs| jobs.trim().is_empty())
+            });
+        }
+        // then slurmd, slurmctld, munged
         for daemon in self.daemons.iter_mut().rev() {
             let _ = daemon.kill();
             let _ = daemon.wait();
