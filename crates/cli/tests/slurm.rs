@@ -285,19 +285,40 @@ fn wait_for(timeout: Duration, mut done: impl FnMut() -> bool) -> bool {
     done()
 }
 
-/// The cluster, or None when the test is skipped (said why). Holds the one-cluster lock.
-fn cluster(test: &str) -> Option<(std::sync::MutexGuard<'static, ()>, Cluster)> {
+/// What each test starts from: the cluster (and the one-cluster lock), three generated
+/// tests and an empty shared directory in `tmp`.
+struct Case {
+    _one: std::sync::MutexGuard<'static, ()>,
+    tmp: tempfile::TempDir,
+    cluster: Cluster,
+    tests: PathBuf,
+    shared: PathBuf,
+}
+
+/// The case, or None when the test is skipped (said why).
+fn case(test: &str) -> Option<Case> {
     if !vm_ready(test) {
         return None;
     }
-    let guard = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
-    match Cluster::start() {
-        Ok(cluster) => Some((guard, cluster)),
+    let one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let cluster = match Cluster::start() {
+        Ok(cluster) => cluster,
         Err(why) => {
             println!("SKIPPED: {test}: Slurm cannot start here: {why}");
-            None
+            return None;
         }
-    }
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let tests = tests(tmp.path());
+    let shared = tmp.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    Some(Case {
+        _one: one,
+        cluster,
+        tmp,
+        tests,
+        shared,
+    })
 }
 
 /// Three ACE tests (two of them fail on ext4-DAX: their overwrites are not atomic).
@@ -339,12 +360,17 @@ fn findings(results: &SuiteResults) -> Vec<String> {
 
 #[test]
 fn a_job_array_merged_equals_the_campaign_in_one_process() {
-    let test = "a_job_array_merged_equals_the_campaign_in_one_process";
-    let Some((_one, cluster)) = cluster(test) else {
+    // (dropped last to first: the cluster's jobs end before their directory goes)
+    let Some(Case {
+        _one,
+        tmp,
+        cluster,
+        tests,
+        shared,
+    }) = case("a_job_array_merged_equals_the_campaign_in_one_process")
+    else {
         return;
     };
-    let tmp = tempfile::tempdir().unwrap();
-    let tests = tests(tmp.path());
     let one = tmp.path().join("one");
     let run = persim(&[
         "campaign",
@@ -366,8 +392,6 @@ fn a_job_array_merged_equals_the_campaign_in_one_process() {
     );
     let whole = SuiteResults::load(&one).unwrap();
 
-    let shared = tmp.path().join("shared");
-    std::fs::create_dir(&shared).unwrap();
     cluster.submit(&tests, &shared, 2);
     let merged = cluster.wait_for_merge(&shared);
     assert_eq!(
@@ -400,12 +424,16 @@ fn a_job_array_merged_equals_the_campaign_in_one_process() {
 
 #[test]
 fn a_killed_task_requeued_resumes_its_part() {
-    let test = "a_killed_task_requeued_resumes_its_part";
-    let Some((_one, cluster)) = cluster(test) else {
+    let Some(Case {
+        _one,
+        tmp: _tmp,
+        cluster,
+        tests,
+        shared,
+    }) = case("a_killed_task_requeued_resumes_its_part")
+    else {
         return;
     };
-    let tmp = tempfile::tempdir().unwrap();
-    let tests = tests(tmp.path());
     let mut names: Vec<String> = std::fs::read_dir(&tests)
         .unwrap()
         .map(|e| {
@@ -418,8 +446,6 @@ fn a_killed_task_requeued_resumes_its_part() {
         })
         .collect();
     names.sort();
-    let shared = tmp.path().join("shared");
-    std::fs::create_dir(&shared).unwrap();
     let array = cluster.submit(&tests, &shared, 2);
 
     // Task 1 runs the first and the third test; once the first is done, its persim dies
