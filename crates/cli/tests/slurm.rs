@@ -5,7 +5,8 @@
 //! same campaign run in one process; the other kills a task's `persim` (a node lost),
 //! requeues the task and checks that it resumes its part. Where Slurm cannot start (not
 //! installed, not root, the daemons do not come up) or the VM cannot run, a test says why
-//! (`SKIPPED: …`) and passes; under CI the VM must run.
+//! (`SKIPPED: …`) and passes; under CI the VM must run. And `--shard auto` outside a
+//! scheduler is refused before anything is made.
 
 mod common;
 
@@ -507,4 +508,30 @@ fn a_killed_task_requeued_resumes_its_part() {
         log.contains("Killed"),
         "the task's log tells of the kill: {log}"
     );
+}
+
+/// Outside a scheduler `--shard auto` is refused before anything is made; so is a count of 0.
+#[test]
+fn shard_auto_outside_a_scheduler_is_refused_and_makes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    for (shard, words) in [
+        ("auto", "no task of a Slurm job array"),
+        ("auto/0", "auto/N with N >= 1"),
+    ] {
+        let run = assert_cmd::Command::cargo_bin("persim")
+            .unwrap()
+            .env_remove("SLURM_ARRAY_TASK_ID")
+            .env_remove("JOB_COMPLETION_INDEX")
+            .args([
+                "campaign", "run", "fs", "--fs", "ext4", "--shard", shard, "--out",
+            ])
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert_eq!(run.status.code(), Some(2), "--shard {shard}");
+        let err = String::from_utf8_lossy(&run.stderr);
+        assert!(err.contains(words), "--shard {shard}: {err}");
+        assert!(!out.exists(), "--shard {shard} made {}", out.display());
+    }
 }
