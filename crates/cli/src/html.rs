@@ -249,8 +249,10 @@ fn diff_block(diff: &str) -> Markup {
     }
 }
 
-/// Characters of a changed line kept before and after what changed.
+/// Characters of a changed line kept before and after what changed, when there are more
+/// than `LONG` (a file's contents, not a field's name and value).
 const CONTEXT_CHARS: usize = 40;
+const LONG: usize = 100;
 
 /// The byte ranges of `old` and `new` (diff lines) between their common start (after the
 /// `-`/`+`) and their common end.
@@ -267,21 +269,21 @@ fn differing_middles(old: &str, new: &str) -> ((usize, usize), (usize, usize)) {
     ((prefix, old.len() - suffix), (prefix, new.len() - suffix))
 }
 
-/// The line's unchanged start: its first two characters (the `-`/`+` column) and the last
-/// `CONTEXT_CHARS` before the change.
+/// The line's unchanged start: when long, its first two characters (the `-`/`+` column)
+/// and the last `CONTEXT_CHARS` before the change.
 fn cut_start(text: &str) -> String {
     let chars: Vec<char> = text.chars().collect();
-    if chars.len() <= CONTEXT_CHARS + 6 {
+    if chars.len() <= LONG {
         return text.to_owned();
     }
     let kept: String = chars[chars.len() - CONTEXT_CHARS..].iter().collect();
     format!("{}…{kept}", chars[..2].iter().collect::<String>())
 }
 
-/// The line's unchanged end: its first `CONTEXT_CHARS`.
+/// The line's unchanged end: when long, its first `CONTEXT_CHARS`.
 fn cut_end(text: &str) -> String {
     let chars: Vec<char> = text.chars().collect();
-    if chars.len() <= CONTEXT_CHARS + 6 {
+    if chars.len() <= LONG {
         return text.to_owned();
     }
     format!("{}…", chars[..CONTEXT_CHARS].iter().collect::<String>())
@@ -495,20 +497,25 @@ mod tests {
         // equal but for the column: nothing between
         let ((s0, e0), _) = differing_middles("- same", "+ same");
         assert_eq!(s0, e0);
-        let long = format!("- {}", "a".repeat(100));
+        let long = format!("- {}", "a".repeat(LONG));
+        assert_eq!(
+            cut_start(&long[..LONG]),
+            &long[..LONG],
+            "a field's line is whole"
+        );
         let cut = cut_start(&long);
         assert_eq!(cut, format!("- …{}", "a".repeat(CONTEXT_CHARS)));
         assert_eq!(
-            cut_end(&"b".repeat(100)),
+            cut_end(&"b".repeat(LONG + 1)),
             format!("{}…", "b".repeat(CONTEXT_CHARS))
         );
         assert_eq!(cut_end("short"), "short");
         let diff = format!(
             "  x\n- {}1{}\n+ {}2{}\n",
-            "a".repeat(90),
-            "z".repeat(90),
-            "a".repeat(90),
-            "z".repeat(90)
+            "a".repeat(LONG),
+            "z".repeat(LONG),
+            "a".repeat(LONG),
+            "z".repeat(LONG)
         );
         let html = diff_block(&diff).into_string();
         assert!(
