@@ -1,6 +1,6 @@
 # A varmail-like small-file workload (after Filebench's varmail): 60 mail files, each
 # created, written (16 KiB), fsynced, appended to (4 KiB), fsynced and read; from the 21st on,
-# the file 20 before is deleted. Run in /mnt by the tracer (docs/analysis.md):
+# the file 20 before is deleted. Run in /mnt by the tracer (docs/design/analysis.md):
 #   persim trace --fs ext4 --stack-traces --cmd "$(cat examples/varmail.sh)" -o T
 set -e
 mkdir mail

@@ -10,13 +10,13 @@
  *       that holds only such data is not explored by `--strategy global-prefix` or
  *       `reads`: it follows the global store order instead of doubling the crash images.
  *       `exhaustive` still explores it. Call it once per range, after mapping it; the
- *       reports count the lines it spared (docs/model.md, "Run-time data").
+ *       reports count the lines it spared (docs/design/model.md, "Run-time data").
  *
  *   persim_checkpoint(n)
  *       Marks checkpoint n, as the guest tool `hypercall checkpoint N` does, without
  *       forking it: a test whose `run` is the program numbers its checkpoints 1, 2, …
- *       and Persim judges each interval n -> n+1 (suites/README.md, "Testing your own
- *       PM program").
+ *       and Persim judges each interval n -> n+1 (docs/guides/pm-program.md, "A raw
+ *       libpmem program").
  *
  * The encoding (crates/abi/src/hypercall.rs): cpuid with eax = "PERS" (0x50455253),
  * edx = the operation, rcx and rsi its arguments.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Measures the tracer (docs/performance.md, "## Tracer"): traced hello-world on ext4-DAX
+# Measures the tracer (docs/results/performance.md, "## Tracer"): traced hello-world on ext4-DAX
 # from VM start to end, and the guest time of a 16 MiB write workload after
 # `hypercall start` with tracing on vs the plugin loaded with tracing off (best of 3 each,
 # and the median of QEMU's CPU time);

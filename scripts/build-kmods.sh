@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the kernel modules of targets/ (every directory under it with a Kbuild file: a
 # module named by the Kbuild's obj-m, and its C files) against the headers of each guest
-# kernel, into target/kmods/<release>/<name>.ko (docs/kmods.md).
+# kernel, into target/kmods/<release>/<name>.ko (docs/guides/kernel-fs.md).
 # Usage: build-kmods.sh [RELEASE...]; without releases, for every guest kernel whose
 # headers are here: the default one (the newest /boot/vmlinuz-*) and the unpacked ones
 # under /var/lib/persim/kernels. `build-kmods.sh --default-release` prints the default
@@ -9,12 +9,12 @@
 # linux-headers-<release>) or, for an unpacked kernel, its usr/src/linux-headers-<release>;
 # scripts/setup.sh provides both. Kbuild uses the kernel's own flags; any compiler warning
 # fails the build. Idempotent: make rebuilds what changed.
-# DPWC_MUTANT=N builds only targets/dpwc/module, as mutant N (docs/dpwc.md), into
+# DPWC_MUTANT=N builds only targets/dpwc/module, as mutant N (docs/design/dpwc.md), into
 # target/kmods/<release>/dpwc-mutant-N/dm-dpwc.ko.
 # `build-kmods.sh --zfs [RELEASE...]` builds OpenZFS's spl.ko and zfs.ko instead, from the
 # source scripts/setup.sh unpacked from Debian's zfs-dkms into /var/lib/persim/zfs/src,
 # cached in /var/lib/persim/zfs/<zfs version>/<release>/ and linked as
-# target/kmods/<release>/zfs (docs/zfs.md).
+# target/kmods/<release>/zfs (docs/design/zfs-slog.md).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Counts the distinct crash images each strategy makes for every test of the fs suite,
-# without recovering them all (docs/results.md, "The recovery-guided strategy reads"):
+# without recovering them all (docs/results/results.md, "The recovery-guided strategy reads"):
 # a `reads` run with --max-images 2 records the read sets of the fully persisted images,
 # then `persim images` counts program-order, global-prefix and reads on the same trace.
 #   scripts/count-images.sh FS CACHE [OUT_DIR]      e.g. scripts/count-images.sh ext4 volatile

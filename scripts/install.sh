@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the built persim so that it runs from any directory: PREFIX/bin/persim and its
 # home PREFIX/share/persim (suites, VM configurations, the tracing plugin, the static guest
-# tools; docs/architecture.md, "Where Persim's files are"), and PREFIX/include/persim.h for
+# tools; docs/design/architecture.md, "Where Persim's files are"), and PREFIX/include/persim.h for
 # programs that talk to the tracer. Run after building
 # (scripts/setup.sh does both). Default PREFIX: /usr/local.
 set -euo pipefail

@@ -9,7 +9,7 @@ readonly QEMU_MIN_MAJOR=10
 # default one) for vm/ext4-dax-6.12.toml: $KERNELS_DIR/$EXTRA_KERNEL_SERIES/{vmlinuz,modules,System.map}.
 readonly KERNELS_DIR=/var/lib/persim/kernels
 readonly EXTRA_KERNEL_SERIES=6.12
-# OpenZFS's module source and its builds per kernel (docs/zfs.md).
+# OpenZFS's module source and its builds per kernel (docs/design/zfs-slog.md).
 readonly ZFS_DIR=/var/lib/persim/zfs
 
 die() {
@@ -92,13 +92,13 @@ install_packages() {
         linux-image-amd64 busybox-static e2fsprogs xfsprogs \
         build-essential dwarves pkg-config libglib2.0-dev libc6-dev libpmem-dev libpmemobj-dev \
         fio
-    # OpenZFS's tools for vm/zfs-slog.toml (docs/zfs.md), from contrib. Not its recommended
+    # OpenZFS's tools for vm/zfs-slog.toml (docs/design/zfs-slog.md), from contrib. Not its recommended
     # zfs-dkms: that would build and install the modules for the host's kernels.
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q -t bookworm-backports \
         --no-install-recommends zfsutils-linux
     # The browser that renders `persim report --html`'s pages in the tests
     # (crates/cli/tests/html_report.rs), and Slurm with munge for the cluster tests
-    # (docs/campaigns.md).
+    # (docs/guides/campaigns.md).
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
         chromium slurm-wlm munge
 }
@@ -149,7 +149,7 @@ unpack_extra_kernel() {
 }
 
 # The headers of the unpacked 6.12 kernel, for building Persim's kernel modules for it
-# (docs/kmods.md): linux-headers-<release> cannot be installed without installing the
+# (docs/guides/kernel-fs.md): linux-headers-<release> cannot be installed without installing the
 # kernel image it depends on (which would become the default guest kernel), so the
 # headers, their -common part and the matching linux-kbuild are unpacked beside the
 # kernel, into $KERNELS_DIR/6.12/usr/, and the headers' Makefile pointed at the unpacked
@@ -179,7 +179,7 @@ unpack_extra_kernel_headers() {
 }
 
 # The headers of the default guest kernel (the newest /boot/vmlinuz-*), for the kernel
-# modules under targets/ (docs/kmods.md).
+# modules under targets/ (docs/guides/kernel-fs.md).
 install_kernel_headers() {
     local release
     release=$(bash "$(dirname "$0")/build-kmods.sh" --default-release)
@@ -210,7 +210,7 @@ unpack_zfs_source() {
     echo "setup.sh: OpenZFS $upstream source unpacked in $src"
 }
 
-# DPWC's deliberately broken modules (docs/dpwc.md, "Mutants"), which
+# DPWC's deliberately broken modules (docs/design/dpwc.md, "Mutants"), which
 # crates/cli/tests/dpwc_mutants.rs runs; make rebuilds only what changed.
 build_dpwc_mutants() {
     local n
@@ -258,14 +258,15 @@ usage() {
 }
 
 # The worked example of testing your own program (suites/README.md): a libpmem program;
-# a libpmemobj transaction program, the subject of `--strategy reads` (docs/results.md);
+# a libpmemobj transaction program, the subject of `--strategy reads` (docs/results/results.md);
 # a libpmem program that declares run-time data with include/persim.h; small libpmemobj
 # programs with and without the bugs `persim analyze`'s PMDK rules find.
 build_examples() {
     local root
     root="$(dirname "$0")/.."
     mkdir -p "$root/target/examples"
-    cc -O2 -Wall -Werror -I "$root/include" -o "$root/target/examples/transfer" \
+    # -g: reports name the program's stores and flushes by file:line.
+    cc -O2 -g -Wall -Werror -I "$root/include" -o "$root/target/examples/transfer" \
         "$root/examples/own-program/transfer.c" -lpmem
     cc -O2 -Wall -Werror -o "$root/target/examples/accounts-tx" \
         "$root/examples/pmdk-tx/accounts-tx.c" -lpmemobj
@@ -274,7 +275,7 @@ build_examples() {
     cc -O2 -Wall -Werror -I "$root/include" -o "$root/target/examples/tally" \
         "$root/examples/runtime-data/tally.c" -lpmem
     # PMDK's own examples, shipped and with PmemSanitizer's bugs re-created
-    # (docs/pmdk-examples.md), from the sources libpmemobj-dev installs.
+    # (docs/design/pmdk-examples.md), from the sources libpmemobj-dev installs.
     bash "$root/targets/pmdk-examples/build.sh"
 }
 

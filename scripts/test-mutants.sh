@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds each deliberately broken ring buffer ("mutant", docs/ringbuf.md) and checks that
+# Builds each deliberately broken ring buffer ("mutant", docs/design/ringbuf.md) and checks that
 # Persim judges it right twice:
 #  - in process: under a mutant feature, the crash_consistency test target passes only if
 #    the crash model finds the violation that mutant must produce;
@@ -7,7 +7,7 @@
 #    it (`persim run --guest-tools`), with `global-prefix` and with the recovery-guided
 #    `reads`, and each report must show the expected verdict (or no violation, where the
 #    x86 build makes the mutant harmless).
-# Then builds each mutant of the ZIL-PMEM log engine (docs/zil-pmem.md) and checks, in
+# Then builds each mutant of the ZIL-PMEM log engine (docs/design/zil-pmem.md) and checks, in
 # process only, that its crash_consistency test target passes, which it does only if the
 # crash model (or the flipped bit, for the body checksum) exposes that mutant.
 # Exits non-zero unless every mutant is judged as expected. Run scripts/setup.sh first.
@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 # second fence, the header's NT stores or clwb'd lines are drained by the committer's
 # release (a locked instruction) before append returns, so on x86 that mutant is caught
 # only in process; in the VM it checks that the tracer records the locked release as the
-# fence it is (docs/ringbuf.md, docs/tracer.md).
+# fence it is (docs/design/ringbuf.md, docs/design/tracer.md).
 declare -A vm_expectation=(
     [mutant-no-first-fence]="append:atomic"
     [mutant-no-second-fence]="append-clwb:none"

@@ -1,5 +1,5 @@
 /*
- * Small libpmemobj programs for `persim analyze`'s PMDK rules (docs/analysis.md): each
+ * Small libpmemobj programs for `persim analyze`'s PMDK rules (docs/design/analysis.md): each
  * rule's bug in a function of its own, and the same function done right.
  *
  *   pmdk-rules POOL init      create the pool, with a record to drop later

@@ -1,7 +1,7 @@
 /*
  * A correct libpmemobj program: two account balances in a persistent-memory pool, moved
  * with one PMDK transaction. The subject that shows what `--strategy reads` saves on real
- * PM libraries (docs/results.md): libpmemobj keeps run-time bookkeeping in the mapped
+ * PM libraries (docs/results/results.md): libpmemobj keeps run-time bookkeeping in the mapped
  * pool (lanes, the heap's allocation state) that it never makes durable on purpose, so
  * `global-prefix` explores lines no recovery depends on.
  *

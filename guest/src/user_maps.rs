@@ -1,6 +1,6 @@
 //! Where the traced run's programs had their code, and the functions in it, so that user
 //! program counters and return addresses of a trace print as `function+0xoff [program]`
-//! (the kernel's come from kallsyms: docs/tracer.md, "Symbols").
+//! (the kernel's come from kallsyms: docs/design/tracer.md, "Symbols").
 //!
 //! A process's mappings are gone when it has exited, and the host only asks after the
 //! traced run. So `user-maps record` runs the run's command under ptrace, following every

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The copy of one DAX write, in the mode set (docs/overload.md): off (the
+ * The copy of one DAX write, in the mode set (docs/design/pm-throttle.md): off (the
  * kernel's copy), semaphore (at most pmt_limit writers per region; a writer
  * under the limit never sleeps) or workqueue (copies of pmt_threshold bytes and
  * more go to the region's workers on its NUMA node, the caller waits until the

@@ -2,7 +2,7 @@
 /*
  * pm-throttle: a livepatch that replaces dax_copy_from_iter(), the data copy of
  * every DAX write (ext4, XFS: dax_iomap_iter()), with one that bounds the
- * concurrent writers of each PM region (docs/overload.md). Disabling the patch
+ * concurrent writers of each PM region (docs/design/pm-throttle.md). Disabling the patch
  * (/sys/kernel/livepatch/pm_throttle/enabled) restores the kernel's own
  * function; then the module can be removed.
  */

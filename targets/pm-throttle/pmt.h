@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * pm-throttle: bounds the concurrent writers of DAX write copies per PM region
- * (docs/overload.md).
+ * (docs/design/pm-throttle.md).
  */
 #ifndef PMT_H
 #define PMT_H

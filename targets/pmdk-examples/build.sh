@@ -3,7 +3,7 @@
 # /usr/share/doc/libpmemobj-dev/examples, never copied into this repository) into
 # target/pmdk-examples/: for each variant, a copy of the sources with the variant's patch
 # (patches/<variant>.patch; none for `shipped`) and its programs, pmdk-map-<variant> (the
-# map examples driven by pmdk-map.c) and pi-<variant>. docs/pmdk-examples.md.
+# map examples driven by pmdk-map.c) and pi-<variant>. docs/design/pmdk-examples.md.
 # Idempotent: a variant whose programs are newer than its inputs is left alone.
 set -euo pipefail
 

@@ -1,4 +1,4 @@
-//! Which functions the plugin records calls of (`--trace-calls`, docs/tracer.md "Library
+//! Which functions the plugin records calls of (`--trace-calls`, docs/design/tracer.md "Library
 //! calls"): the host finds each in the ELF files of the guest's programs and libraries and
 //! writes a table that the plugin reads (`calls=PATH`). A function is known in the guest by
 //! where its code sits in its page (libraries are mapped page-aligned) and by its first
@@ -22,7 +22,7 @@ pub enum ArgRole {
     FreedOid,
 }
 
-/// What the plugin records of a function's return (a `return` entry, docs/trace-format.md).
+/// What the plugin records of a function's return (a `return` entry, docs/reference/trace-format.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReturnRole {
     /// Nothing: the return is not watched (a void function, or an error code no rule reads).

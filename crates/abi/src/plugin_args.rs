@@ -24,7 +24,7 @@ pub struct PluginArgs {
     /// [`crate::Counts`] text instead of a trace.
     pub count: bool,
     /// With `count`: instrument every store, not only those that can reach PM or the NVMe
-    /// registers (docs/performance.md, "Counting mode"): the reference the reduced
+    /// registers (docs/results/performance.md, "Counting mode"): the reference the reduced
     /// instrumentation is checked against; same counts, slower.
     pub every_store: bool,
     /// The host file behind the NVDIMM and where to copy it at `hypercall start`: the PM
@@ -44,7 +44,7 @@ pub struct PluginArgs {
     pub calls: Option<PathBuf>,
 }
 
-/// How the plugin finds the stack trace it records with each entry (docs/tracer.md).
+/// How the plugin finds the stack trace it records with each entry (docs/design/tracer.md).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Stacks {
     #[default]

@@ -1,12 +1,12 @@
 //! Exact PM accounting (`persim profile --by process|function`): a trace's stores,
 //! flushes, fences and reads split by the process (and thread) that made them, from the
-//! thread switches the tracer records (docs/trace-format.md), or by the function of the
+//! thread switches the tracer records (docs/reference/trace-format.md), or by the function of the
 //! instruction; and the PEBS estimator run on the same pass (`crate::pebs`). Definitions
-//! in docs/analysis.md.
+//! in docs/design/analysis.md.
 
 use crate::pebs::{Estimate, Sampler};
 use crate::profile::code_name;
-use persim_trace::{Entry, Op, Symbols, TraceError};
+use persim_trace::{Entry, FenceKind, Op, Symbols, TraceError};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::borrow::Borrow;
@@ -69,6 +69,8 @@ impl Counts {
                 self.bytes_read += size;
             }
             Op::Flush { .. } => self.flushes += 1,
+            // An interrupt's drain is no fence of the program (docs/design/model.md).
+            Op::Fence(FenceKind::Interrupt) => {}
             Op::Fence(_) => self.fences += 1,
             _ => {}
         }

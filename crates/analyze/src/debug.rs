@@ -80,7 +80,7 @@ pub fn pending_at(
         replay
             .step(&entry, &mut Discard)
             .map_err(DebugError::Model)?;
-        // As the model has it (docs/model.md): a disk flush makes every earlier write durable.
+        // As the model has it (docs/design/model.md): a disk flush makes every earlier write durable.
         match &entry.op {
             Op::BlkWrite { offset, data } => disk_writes.push(PendingDiskWrite {
                 entry: replayed,

@@ -84,6 +84,7 @@ pub fn fault_summary_svg(summary: &FaultSummary) -> Result<String, String> {
 fn colour(outcome: FaultOutcome) -> RGBColor {
     match outcome {
         FaultOutcome::Masked => RGBColor(150, 150, 150),
+        FaultOutcome::Corrected => RGBColor(40, 110, 200),
         FaultOutcome::Detected => RGBColor(60, 140, 60),
         FaultOutcome::Silent => RGBColor(220, 120, 0),
         FaultOutcome::Crash => RGBColor(200, 30, 30),
@@ -113,6 +114,7 @@ mod tests {
             "bitflip metadata (1)",
             "scribble:64 metadata (1)",
             "masked",
+            "corrected",
             "crash",
         ] {
             assert!(svg.contains(text), "{text} missing");

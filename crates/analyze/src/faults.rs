@@ -1,5 +1,6 @@
-//! Judging a corrupted image's recovery against the uncorrupted one's (docs/faults.md):
-//! each fault masked, detected, silent or a crash, and a campaign's summary per fault kind
+//! Judging a corrupted image's recovery against the uncorrupted one's
+//! (docs/guides/faults.md): each fault masked, corrected, detected, silent or a crash, and a
+//! campaign's summary per fault kind
 //! and place, with the bytes at risk, in the manner of NOVA-Fortis' figure 2.3.
 
 use crate::diff::line_diff;
@@ -27,9 +28,12 @@ use strum::{Display, EnumIter, IntoEnumIterator, IntoStaticStr};
 #[serde(rename_all = "kebab-case")]
 #[strum(serialize_all = "kebab-case")]
 pub enum FaultOutcome {
-    /// The state equals the uncorrupted image's.
+    /// The state equals the uncorrupted image's and recovery said nothing of the fault.
     Masked,
-    /// Recovery or the state command failed (a failed mount, a non-zero exit), or the
+    /// The state equals the uncorrupted image's and recovery reported the corruption: it
+    /// noticed and repaired it (NOVA-Fortis' replicas, a parity, an error-correcting code).
+    Corrected,
+    /// The state differs and recovery or the state command failed (a failed mount, a non-zero exit), or the
     /// kernel logged a checksum failure or corruption.
     Detected,
     /// Recovery succeeded and the state differs: wrong data without a word.
@@ -46,21 +50,23 @@ impl FaultOutcome {
 }
 
 /// What kernel messages say when a file system finds a checksum that fails or metadata
-/// that makes no sense (matched in lower case): XFS's "Metadata CRC error detected", "log
-/// record CRC mismatch", "Torn write (CRC failure) detected" and "Metadata corruption
-/// detected"; ext4's "checksum invalid", "bad block bitmap checksum" and jbd2's "Invalid
-/// checksum".
-const DETECTION_WORDS: [&str; 5] = [
+/// that makes no sense, or repairs it (matched in lower case): XFS's "Metadata CRC error
+/// detected", "log record CRC mismatch", "Torn write (CRC failure) detected" and "Metadata
+/// corruption detected"; ext4's "checksum invalid", "bad block bitmap checksum" and jbd2's
+/// "Invalid checksum"; NOVA-Fortis' "checksum corruption repaired!" and "error repaired".
+const DETECTION_WORDS: [&str; 6] = [
     "checksum",
     "crc error",
     "crc mismatch",
     "crc failure",
     "corrupt",
+    "repaired",
 ];
 
-/// The messages of a corrupted image's kernel log (`log`) that report a checksum failure or
-/// corruption, except those the uncorrupted image's recovery logged too (`baseline_log`: a
-/// crash image's torn log is no fault's doing).
+/// The messages of a corrupted image's kernel log (`log`) that report a checksum failure,
+/// corruption or a repair, except those the uncorrupted image's recovery logged too
+/// (`baseline_log`): a crash image's torn log is no fault's doing, and a banner printed at
+/// every mount (NOVA's `metadata checksum 0, …`) says nothing of the fault.
 pub fn detection_messages(log: &[String], baseline_log: &[String]) -> Vec<String> {
     log.iter()
         .filter(|line| {
@@ -74,8 +80,8 @@ pub fn detection_messages(log: &[String], baseline_log: &[String]) -> Vec<String
 
 /// The outcome of a fault whose image recovered to `faulted`, where the uncorrupted image
 /// recovered to `baseline` (a state); `detections` are the messages of its kernel log that
-/// report the corruption ([`detection_messages`]): the file system noticed it, whatever
-/// state it then gave.
+/// report the corruption ([`detection_messages`]): the file system noticed it, and either
+/// gave the uncorrupted state back (corrected) or not (detected).
 pub fn classify_fault(
     baseline: &Recovered,
     faulted: &Recovered,
@@ -84,9 +90,12 @@ pub fn classify_fault(
     match faulted {
         Recovered::GuestCrash { .. } | Recovered::Hang { .. } => FaultOutcome::Crash,
         Recovered::RecoveryError { .. } => FaultOutcome::Detected,
-        Recovered::State { .. } if !detections.is_empty() => FaultOutcome::Detected,
-        Recovered::State { .. } if faulted == baseline => FaultOutcome::Masked,
-        Recovered::State { .. } => FaultOutcome::Silent,
+        Recovered::State { .. } => match (faulted == baseline, detections.is_empty()) {
+            (true, true) => FaultOutcome::Masked,
+            (true, false) => FaultOutcome::Corrected,
+            (false, false) => FaultOutcome::Detected,
+            (false, true) => FaultOutcome::Silent,
+        },
     }
 }
 
@@ -169,17 +178,26 @@ impl FaultSummary {
     /// A table for people: one row per kind and place, each outcome's share in percent.
     pub fn to_text(&self) -> String {
         let mut out = format!(
-            "{:<14} {:<9} {:>6} {:>7} {:>9} {:>7} {:>7} {:>14}\n",
-            "kind", "where", "faults", "masked", "detected", "silent", "crash", "bytes at risk"
+            "{:<14} {:<9} {:>6} {:>7} {:>9} {:>9} {:>7} {:>7} {:>14}\n",
+            "kind",
+            "where",
+            "faults",
+            "masked",
+            "corrected",
+            "detected",
+            "silent",
+            "crash",
+            "bytes at risk"
         );
         for row in &self.rows {
             let pct = |o| format!("{:.0}%", 100.0 * row.share(o));
             out.push_str(&format!(
-                "{:<14} {:<9} {:>6} {:>7} {:>9} {:>7} {:>7} {:>14.1}\n",
+                "{:<14} {:<9} {:>6} {:>7} {:>9} {:>9} {:>7} {:>7} {:>14.1}\n",
                 row.kind,
                 row.place,
                 row.faults,
                 pct(FaultOutcome::Masked),
+                pct(FaultOutcome::Corrected),
                 pct(FaultOutcome::Detected),
                 pct(FaultOutcome::Silent),
                 pct(FaultOutcome::Crash),
@@ -251,10 +269,14 @@ mod tests {
             classify_fault(&baseline, &other, &message),
             FaultOutcome::Detected
         );
+        // The state is the uncorrupted one and recovery said so: it repaired the fault.
         assert_eq!(
             classify_fault(&baseline, &baseline, &message),
-            FaultOutcome::Detected
+            FaultOutcome::Corrected
         );
+        let repaired = log(&["nova: nova_verify_data_csum: checksum corruption repaired!"]);
+        assert_eq!(detection_messages(&repaired, &[]), repaired);
+        assert!(!FaultOutcome::Corrected.is_finding());
         let oops = Recovered::GuestCrash { output: "".into() };
         assert_eq!(
             classify_fault(&baseline, &oops, &message),
@@ -285,7 +307,9 @@ mod tests {
         assert_eq!(summary.rows[1].outcomes[&FaultOutcome::Masked], 0);
         let text = summary.to_text();
         assert!(
-            text.contains("bitflip        data           4     25%       25%     50%      0%"),
+            text.contains(
+                "bitflip        data           4     25%        0%       25%     50%      0%"
+            ),
             "{text}"
         );
         let json = serde_json::to_string(&summary).unwrap();

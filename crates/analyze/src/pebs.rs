@@ -2,7 +2,7 @@
 //! trace (`persim profile --sample-interval N`): the store counter overflows every N-th
 //! store, each overflow samples that store, and a sample counts for its size × N bytes.
 //! The estimate's error against the trace's exact count, per process and per store size,
-//! is what sampling alone costs; what it cannot show is in docs/analysis.md.
+//! is what sampling alone costs; what it cannot show is in docs/design/analysis.md.
 
 use persim_trace::MAX_WRITE_LEN;
 use rustc_hash::FxHashMap;

@@ -1,4 +1,4 @@
-//! PMDK's rules on the objects a transaction allocates and frees (docs/analysis.md,
+//! PMDK's rules on the objects a transaction allocates and frees (docs/design/analysis.md,
 //! "PMDK's rules"): bytes of a new object never stored before commit
 //! (`tx-uninitialised-alloc`, rule 3), and accesses to an object a committed transaction
 //! freed (`use-after-free`, rule 4). An allocation's object is its call's `return` entry;

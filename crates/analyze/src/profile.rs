@@ -2,7 +2,7 @@
 //! trace: cached vs non-temporal bytes, store sizes, flushes and fences per KiB written,
 //! the write amplification if every fence epoch wrote whole 256-byte XPLines (the media's
 //! write unit on Optane), XPLines written partially (read-modify-write on the media), and
-//! PMicroProfile's sequentiality metric ISAD. Definitions in docs/analysis.md.
+//! PMicroProfile's sequentiality metric ISAD. Definitions in docs/design/analysis.md.
 
 use persim_trace::{Entry, FenceKind, FlushKind, Hypercall, Op, Symbols, TraceError};
 use rustc_hash::FxHashMap;
@@ -312,7 +312,7 @@ struct Profiler {
 impl Profiler {
     fn step(&mut self, entry: &Entry) {
         // `hypercall checkpoint N` is the first entry of the part it starts (as its
-        // failure point belongs to checkpoint N, docs/model.md)
+        // failure point belongs to checkpoint N, docs/design/model.md)
         if let Op::Hypercall(Hypercall::Checkpoint(n)) = entry.op {
             self.end_part();
             self.from = Some(n);
@@ -349,14 +349,10 @@ impl Profiler {
                 };
                 *self.current.flushes.entry(name).or_default() += 1;
             }
+            // An interrupt's drain is no fence of the program (docs/design/model.md).
+            Op::Fence(FenceKind::Interrupt) => {}
             Op::Fence(kind) => {
-                let name = match kind {
-                    FenceKind::Sfence => "sfence",
-                    FenceKind::Mfence => "mfence",
-                    FenceKind::Locked => "locked",
-                    FenceKind::Serializing => "serializing",
-                };
-                *self.current.fences.entry(name).or_default() += 1;
+                *self.current.fences.entry(kind.name()).or_default() += 1;
                 self.end_epoch();
             }
             _ => {}

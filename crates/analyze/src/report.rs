@@ -22,6 +22,10 @@ pub struct Report {
     /// `global-prefix` and `reads` did not explore.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime_data: Option<RuntimeSummary>,
+    /// The traced run wrote nothing to PM or the disk: almost always a mistake (the test
+    /// wrote where nothing is mounted, the program mapped no PM), never a clean pass.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub traced_nothing: bool,
     pub timings: Timings,
 }
 
@@ -110,10 +114,12 @@ pub enum Mark {
     RecoveryCrash,
     /// !: the test could not be run (its workload failed, or the tool did).
     NotRun,
+    /// N: the traced run wrote nothing to PM or the disk, so nothing was tested.
+    NothingTraced,
 }
 
 impl Mark {
-    pub const ALL: [Mark; 9] = [
+    pub const ALL: [Mark; 10] = [
         Mark::Atomic,
         Mark::AtomicityViolation,
         Mark::InvariantViolation,
@@ -123,6 +129,7 @@ impl Mark {
         Mark::RecoveryHang,
         Mark::RecoveryCrash,
         Mark::NotRun,
+        Mark::NothingTraced,
     ];
 
     /// What the mark means, for a legend.
@@ -137,6 +144,7 @@ impl Mark {
             Mark::RecoveryHang => "recovery hung",
             Mark::RecoveryCrash => "guest kernel crashed in recovery",
             Mark::NotRun => "could not be run",
+            Mark::NothingTraced => "nothing written to PM or the disk: nothing tested",
         }
     }
 
@@ -151,6 +159,7 @@ impl Mark {
             Mark::RecoveryHang => "H",
             Mark::RecoveryCrash => "C",
             Mark::NotRun => "!",
+            Mark::NothingTraced => "N",
         }
     }
 }
@@ -176,6 +185,11 @@ impl Report {
         self.checkpoints.iter().filter(|c| c.violated()).count()
     }
 
+    /// Whether the run is a clean pass: no violation, and something was tested.
+    pub fn passed(&self) -> bool {
+        self.violations() == 0 && !self.traced_nothing
+    }
+
     /// The worst finding: a kernel crash, then a hang, other extraction errors, multiple
     /// final states, a wrong final state, broken invariants, atomicity violations (of
     /// intervals without invariants). Several final states come before a wrong one: at
@@ -197,6 +211,8 @@ impl Report {
             Mark::InvariantViolation
         } else if self.checkpoints.iter().any(|c| c.violated()) {
             Mark::AtomicityViolation
+        } else if self.traced_nothing {
+            Mark::NothingTraced
         } else {
             Mark::Atomic
         }
@@ -217,6 +233,14 @@ impl Report {
                 n => format!("{n} of {} intervals violated", self.checkpoints.len()),
             }
         );
+        if self.traced_nothing {
+            let _ = writeln!(
+                t,
+                "nothing tested: the traced run wrote nothing to PM or the disk (does the \
+                 test write where the configuration mounts its file system, /mnt? does the \
+                 program map PM?)"
+            );
+        }
         for c in &self.checkpoints {
             let verdict = verdict_label(c);
             let _ = writeln!(t, "\ncheckpoint {} -> {}: {verdict}", c.from, c.to);
@@ -231,6 +255,10 @@ impl Report {
                     .then(|| "only from partial images".to_owned())
                     .into_iter()
                     .chain(crate::Media::describe(&s.media))
+                    .chain(
+                        (s.times_set_by_recovery)
+                            .then(|| "some images with times set by recovery".to_owned()),
+                    )
                     .collect();
                 let notes = match notes.is_empty() {
                     true => String::new(),
@@ -601,6 +629,7 @@ mod tests {
             checkpoints: vec![verdict],
             nt_prefixes: None,
             runtime_data: None,
+            traced_nothing: false,
             timings: Timings::default(),
         };
         let text = report.to_text();
@@ -679,6 +708,7 @@ mod tests {
             }],
             nt_prefixes: None,
             runtime_data: None,
+            traced_nothing: false,
             timings: Timings::default(),
         };
         assert_eq!(report.violations(), 1, "atomic, and still violated");
@@ -747,6 +777,7 @@ mod tests {
             checkpoints: Vec::new(),
             nt_prefixes: None,
             runtime_data: None,
+            traced_nothing: false,
             timings: Timings {
                 images: Some(1.5),
                 ..Timings::default()
@@ -827,6 +858,7 @@ mod tests {
                 checkpoints: vec![c],
                 nt_prefixes: None,
                 runtime_data: None,
+                traced_nothing: false,
                 timings: Timings::default(),
             }
             .to_text()
@@ -885,6 +917,7 @@ mod tests {
             }],
             nt_prefixes: None,
             runtime_data: None,
+            traced_nothing: false,
             timings: Timings::default(),
         };
         let text = report.to_text();

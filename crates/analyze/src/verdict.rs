@@ -30,6 +30,10 @@ pub struct StateInfo {
     /// state, or no image of the run had pending disk writes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub media: Vec<Media>,
+    /// Some of its images recovered to it but for timestamps that recovery wrote (it
+    /// finished an operation with its own clock); those count as this state.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub times_set_by_recovery: bool,
 }
 
 #[cfg(test)]
@@ -44,6 +48,7 @@ impl StateInfo {
             images: vec![image.into()],
             lines: None,
             media: Vec::new(),
+            times_set_by_recovery: false,
         }
     }
 }
@@ -193,6 +198,10 @@ impl CheckpointVerdict {
     }
 }
 
+/// One image of a failure point: its rank there ("nothing" 0, partial 1, "everything" 2),
+/// hash and origin.
+type PointImage<'a> = (u8, &'a str, &'a Origin);
+
 /// An image's hash and every origin recorded for it (the image store's index).
 pub struct ImageOrigins<'a> {
     pub hash: &'a str,
@@ -209,7 +218,7 @@ pub fn verdicts<'a>(
     invariants: &[Invariant],
 ) -> Vec<CheckpointVerdict> {
     // failure point -> its images, "nothing" first and "everything" last (discovery order)
-    let mut points: BTreeMap<FailurePoint, Vec<(u8, &str, &Origin)>> = BTreeMap::new();
+    let mut points: BTreeMap<FailurePoint, Vec<PointImage>> = BTreeMap::new();
     let mut disk = false;
     for image in images {
         for origin in image.origins {
@@ -241,13 +250,21 @@ pub fn verdicts<'a>(
             .filter(|(p, _)| p.checkpoint == Some(from))
             .chain(std::iter::once((final_point, &points[final_point])));
         let mut interval = Interval::new(from);
+        let in_interval: Vec<_> = in_interval.collect();
+        let stand_in = recovery_time_stand_ins(&in_interval, final_point, &state_of);
         for (point, list) in in_interval {
             // Every strategy keeps "everything" among a point's images when PM has pending
             // stores, and labels the one image of a point without any "nothing".
             let pm_pending = list.iter().any(|(_, _, o)| o.choice != Choice::Nothing);
             for &(_, hash, origin) in list {
                 let left_out = Media::left_out(origin, pm_pending);
-                interval.add(point.index, hash, origin, left_out, state_of(hash));
+                let recovered = state_of(hash);
+                let counted = recovered.map(|r| stand_in.get(r).copied().unwrap_or(r));
+                interval.add(point.index, hash, origin, left_out, counted);
+                if counted != recovered {
+                    let at = interval.by_state[&counted];
+                    interval.states[at].times_set_by_recovery = true;
+                }
             }
         }
         if disk {
@@ -275,6 +292,53 @@ pub fn verdicts<'a>(
         });
     }
     out
+}
+
+/// The interval's states that are another of its states but for timestamps recovery wrote
+/// (`Recovered::is_but_for_recovery_times`), each with the state it counts as: a final
+/// state where one matches, else the first that does. Recovery that finishes an operation
+/// stamps it with its own clock, which is no state a crash leaves of its own.
+fn recovery_time_stand_ins<'a>(
+    in_interval: &[(&FailurePoint, &Vec<PointImage>)],
+    final_point: &FailurePoint,
+    state_of: &impl Fn(&str) -> Option<&'a Recovered>,
+) -> HashMap<&'a Recovered, &'a Recovered> {
+    let mut distinct: Vec<(&'a Recovered, bool)> = Vec::new();
+    for (point, list) in in_interval {
+        for (_, hash, _) in list.iter() {
+            let Some(recovered) = state_of(hash) else {
+                continue;
+            };
+            let at_end = *point == final_point;
+            match distinct.iter_mut().find(|(r, _)| *r == recovered) {
+                Some((_, is_final)) => *is_final |= at_end,
+                None => distinct.push((recovered, at_end)),
+            }
+        }
+    }
+    let candidates = || {
+        let finals = distinct.iter().filter(|(_, f)| *f);
+        finals.chain(distinct.iter().filter(|(_, f)| !*f))
+    };
+    let direct: HashMap<&'a Recovered, &'a Recovered> = distinct
+        .iter()
+        .filter_map(|&(stamped, _)| {
+            let (other, _) =
+                candidates().find(|(other, _)| stamped.is_but_for_recovery_times(other))?;
+            Some((stamped, *other))
+        })
+        .collect();
+    // A state stamped in more fields may stand in for one stamped in fewer: follow to the
+    // end (a stand-in is never stamped in more fields than its state, so there is no cycle).
+    (direct.keys())
+        .map(|&stamped| {
+            let mut to = direct[stamped];
+            while let Some(&next) = direct.get(to) {
+                to = next;
+            }
+            (stamped, to)
+        })
+        .collect()
 }
 
 /// `invariants` in each of `states` that recovered to JSON: a failed recovery is an error
@@ -364,6 +428,7 @@ impl<'a> Interval<'a> {
                 images: Vec::new(),
                 lines: None,
                 media: Vec::new(),
+                times_set_by_recovery: false,
             });
             self.left_out.push(BTreeSet::new());
         }

@@ -12,8 +12,13 @@ const LINE: u64 = 64;
 const FRAMES: usize = 12;
 
 /// The rule that tells data stores from metadata stores when the configuration gives
-/// none: a file system mounted with DAX writes file data through the kernel's DAX copy.
-pub const DEFAULT_DATA_WRITERS: &[&str] = &["dax_"];
+/// none: a file system mounted with DAX writes file data through the kernel's DAX copy
+/// (`dax_…`), and a file system with a write path of its own (NOVA, PMFS, WineFS) copies
+/// the data of `write()` straight from user memory (`__copy_user_nocache`,
+/// `copy_user_enhanced_fast_string`, …), which no file system does for its metadata. The
+/// copy routines match on the storing frame alone, so a copy loop's stores whose call
+/// chain was not recorded are still data.
+pub const DEFAULT_DATA_WRITERS: &[&str] = &["dax_", "__copy_user", "copy_user_"];
 
 /// Which written bytes to draw from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -204,5 +209,29 @@ mod tests {
         assert!(written.ranges(WrittenClass::Data).is_empty());
         let line = written.line_in(0..1).unwrap();
         assert_eq!(line.writer.as_deref(), Some("ext4_mark_iloc_dirty+0x10"));
+    }
+
+    /// NOVA's write path: `nova_dax_file_write` is no `dax_…` function, and the copy loop's
+    /// stores often carry no call chain; the user copy alone makes them data.
+    #[test]
+    fn a_copy_from_user_memory_is_data_by_default() {
+        let symbols = Symbols::from_kallsyms(
+            "0000000000001000 T nova_update_inode
+0000000000002000 T \
+             __copy_user_nocache
+0000000000003000 T nova_dax_file_write
+\
+             0000000000004000 T end
+",
+        );
+        let writers: Vec<String> = DEFAULT_DATA_WRITERS.iter().map(|w| w.to_string()).collect();
+        let entries = vec![
+            store(0, 8, 0x1010, 0x3010),
+            store(128, 64, 0x2073, 0x3010),
+            store(192, 64, 0x2073, 0),
+        ];
+        let written = Written::of_trace(entries, Some(&symbols), &writers).unwrap();
+        assert_eq!(written.ranges(WrittenClass::Metadata), vec![(0..8)]);
+        assert_eq!(written.ranges(WrittenClass::Data), vec![(128..256)]);
     }
 }

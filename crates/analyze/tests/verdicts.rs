@@ -309,7 +309,7 @@ fn each_extra_state_names_the_media_whose_pending_writes_its_images_leave_out() 
 
 /// ext4 with its journal on PM, in small: the file's data is written to the disk's
 /// volatile cache, the commit record to PM is flushed and fenced, and only then is the
-/// disk flushed (docs/results.md, "Cross-media").
+/// disk flushed (docs/results/results.md, "Cross-media").
 const COMMIT_BEFORE_DISK_FLUSH: &str = "\
 # persim-trace pm-size=0x1000 blk-size=0x1000
 hypercall checkpoint 1
@@ -379,4 +379,40 @@ fn a_commit_on_pm_before_the_disk_flush_gives_a_state_from_the_disk() {
     assert_eq!(states["1-0"], &Recovered::state(r#"{"/mnt/f": 0}"#));
     assert_eq!(v[0].states[1].images, ["1-0"]);
     assert!(!v[0].atomic && v[0].single_final_state);
+}
+
+/// PMFS and WineFS recovery finishes an interrupted operation and stamps it with its own
+/// clock: a state that is another but for those times is that state, not a third one.
+#[test]
+fn times_set_by_recovery_make_no_state_of_their_own() {
+    let epoch = persim_abi::RECOVERY_EPOCH;
+    let file = |mtime: i64, size: u32| {
+        Recovered::state(&format!(
+            r#"{{"/mnt/f": {{"mtime": "{mtime}.0", "size": "{size}"}}}}"#
+        ))
+    };
+    let images = [
+        ("old", vec![origin(1, CP, 1, Choice::Nothing)]),
+        ("finished", vec![origin(5, FENCE, 1, partial(1))]),
+        ("new", vec![origin(9, CP, 2, Choice::Nothing)]),
+    ];
+    let states = [
+        ("old", file(1000, 0)),
+        ("finished", file(epoch + 2, 4)),
+        ("new", file(2000, 4)),
+    ];
+    let c = &run(&images, &states, &[])[0];
+    assert_eq!(c.states.len(), 2, "{:#?}", c.states);
+    assert!(c.atomic);
+    assert_eq!(c.states[1].images, ["finished", "new"]);
+    assert!(c.states[1].times_set_by_recovery && !c.states[0].times_set_by_recovery);
+    // A state that differs in more than the times stays a state of its own.
+    let torn = [
+        ("old", file(1000, 0)),
+        ("finished", file(epoch + 2, 2)),
+        ("new", file(2000, 4)),
+    ];
+    let c = &run(&images, &torn, &[])[0];
+    assert_eq!(c.states.len(), 3);
+    assert!(!c.atomic);
 }

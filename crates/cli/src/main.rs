@@ -24,7 +24,7 @@ macro_rules! say {
 
 /// mimalloc instead of glibc's allocator: trace entries are allocated on the decoding
 /// thread and freed on the analysing one (`persim_trace::Reader::read_ahead`), which glibc
-/// serves slowly (its per-thread arenas); 1.3x faster `persim analyze` (docs/performance.md).
+/// serves slowly (its per-thread arenas); 1.3x faster `persim analyze` (docs/results/performance.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -62,7 +62,7 @@ const EXIT_TOOL_FAILED: u8 = 2;
                   persim report runs/hello --diff                            # evidence of a violation\n  \
                   persim images examples/journal-missing-fence.trace         # crash images of a trace\n  \
                   persim analyze examples/journal-missing-fence.trace        # bug patterns of a trace\n\n\
-                  Traces are text (docs/trace-format.md) or Persim's compressed binary \
+                  Traces are text (docs/reference/trace-format.md) or Persim's compressed binary \
                   form; every command accepts both. Exit codes: 0 no violation, 1 violations \
                   found, 2 the tool failed."
 )]
@@ -87,7 +87,7 @@ enum Command {
         #[command(subcommand)]
         command: debug::DebugCommand,
     },
-    /// Measure CPU and energy cost per GiB written with fio (docs/efficiency.md).
+    /// Measure CPU and energy cost per GiB written with fio (docs/guides/efficiency.md).
     Efficiency {
         #[command(subcommand)]
         command: efficiency::EfficiencyCommand,

@@ -42,10 +42,11 @@ impl VmArgs {
         Home::locate(self.home.as_deref())
     }
 
-    fn config(&self, home: &Home) -> Result<VmConfig> {
+    /// The configuration of --fs/--vm, and the file it came from if --vm named one.
+    fn config(&self, home: &Home) -> Result<(VmConfig, Option<PathBuf>)> {
         Ok(match (&self.fs, &self.vm) {
-            (_, Some(path)) => VmConfig::load(path)?,
-            (Some(fs), None) => VmConfig::for_fs(&home.vm_configs(), fs)?,
+            (_, Some(path)) => (VmConfig::load(path)?, Some(absolute(path))),
+            (Some(fs), None) => (VmConfig::for_fs(&home.vm_configs(), fs)?, None),
             (None, None) => bail!("say which file system to test: --fs ext4|xfs or --vm CONFIG"),
         })
     }
@@ -58,26 +59,43 @@ impl VmArgs {
     }
 
     /// The VM a run directory's states were recovered on: --fs/--vm if given (its name
-    /// must be the run's), else the configuration of that name among Persim's.
+    /// must be the run's), else the configuration file the run recorded (`run_file`), else
+    /// the configuration of the run's machine's name among Persim's.
     pub fn machine_of_run(
         &self,
         run_machine: &str,
+        run_file: Option<&Path>,
         jobs: Option<usize>,
         progress: bool,
     ) -> Result<Machine> {
         let home = self.home()?;
-        let config = match (&self.fs, &self.vm) {
-            (None, None) => VmConfig::load(&home.vm_configs().join(format!("{run_machine}.toml")))
-                .with_context(|| {
-                    format!("the run was made on `{run_machine}`: give its configuration with --vm CONFIG")
+        let config = match (&self.fs, &self.vm, run_file) {
+            (None, None, Some(file)) => (
+                VmConfig::load(file).with_context(|| {
+                    format!(
+                        "the run was made with {}: give its configuration with --vm CONFIG",
+                        file.display()
+                    )
                 })?,
+                Some(file.to_path_buf()),
+            ),
+            (None, None, None) => (
+                VmConfig::load(&home.vm_configs().join(format!("{run_machine}.toml")))
+                    .with_context(|| {
+                        format!(
+                            "the run was made on `{run_machine}`: give its configuration with \
+                             --vm CONFIG"
+                        )
+                    })?,
+                None,
+            ),
             _ => self.config(&home)?,
         };
-        if config.name != run_machine {
+        if config.0.name != run_machine {
             bail!(
                 "the run was made on `{run_machine}`, not `{}`: give the configuration it ran \
                  with (--vm CONFIG), or leave out --fs/--vm",
-                config.name
+                config.0.name
             );
         }
         self.machine_of(&home, config, jobs, progress)
@@ -100,13 +118,14 @@ impl VmArgs {
                  VM configuration file"
             )
         })?;
-        self.machine_of(&home, config, Some(1), progress)
+        let file = path.is_file().then(|| absolute(path));
+        self.machine_of(&home, (config, file), Some(1), progress)
     }
 
     fn machine_of(
         &self,
         home: &Home,
-        config: VmConfig,
+        (config, config_file): (VmConfig, Option<PathBuf>),
         jobs: Option<usize>,
         progress: bool,
     ) -> Result<Machine> {
@@ -117,6 +136,7 @@ impl VmArgs {
         };
         Ok(Machine {
             config,
+            config_file,
             artifacts,
             timeout: Duration::from_secs(self.timeout),
             boot_timeout: Duration::from_secs(self.boot_timeout),
@@ -126,4 +146,9 @@ impl VmArgs {
             progress,
         })
     }
+}
+
+/// `path` from the root, so that a run directory's record of it holds from anywhere.
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }

@@ -30,6 +30,8 @@ fn run_dir(root: &Path, cache: CacheMode) -> RunDir {
         trace_key: String::new(),
         commands_key: String::new(),
         machine_key: String::new(),
+        recovery_key: String::new(),
+        config_file: None,
         images_key: String::new(),
         states_key: String::new(),
         reference: None,
@@ -119,6 +121,40 @@ fn analyze_prints_text_and_json_and_fails_on_asked_kinds() {
         stderr.contains("unknown pattern 'missing-flush'") && stderr.contains("missing-persist"),
         "{stderr}"
     );
+}
+
+/// Issue 42, 9: `--fail-on` counts the code judged, the program's unless `--code` says
+/// otherwise; the kernel's finding is summarised after the program's clean bill.
+#[test]
+fn analyze_judges_the_programs_code_unless_told_whose() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = tmp.path().join("t.trace");
+    let kernel = "# persim-trace pm-size=0x1000\n\
+                  write 0x40 01 @ pc=0xffffffff81000010\n\
+                  hypercall checkpoint 1\n";
+    std::fs::write(&trace, kernel).unwrap();
+    let t = trace.to_str().unwrap();
+    let run = |args: &[&str]| {
+        let out = persim(&[&["analyze", t][..], args].concat());
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        (
+            out.status.code(),
+            text + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let (code, text) = run(&["--fail-on", "missing-persist"]);
+    assert_eq!(code, Some(0), "{text}");
+    let clean = text.find("no finding in the program's code").expect(&text);
+    let summary = text
+        .find("1 finding in the kernel's code, summarised (--code kernel")
+        .expect(&text);
+    assert!(clean < summary, "{text}");
+    let (code, text) = run(&["--fail-on", "missing-persist", "--code", "kernel"]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("entry 1 addr 0x40"), "in full:\n{text}");
+    let (code, text) = run(&["--code", "kernal"]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("unknown owner of code 'kernal'"), "{text}");
 }
 
 #[test]
@@ -251,7 +287,7 @@ fn images_reads_from_needs_the_reads_strategy_and_traced_recoveries() {
     );
 }
 
-/// ext4 with its journal on PM, in small (docs/results.md, "Cross-media"): the commit on
+/// ext4 with its journal on PM, in small (docs/results/results.md, "Cross-media"): the commit on
 /// PM is fenced while the file's data is still in the disk's volatile cache.
 fn commit_before_disk_flush() -> String {
     format!(
@@ -273,6 +309,7 @@ fn report_with_a_state_from_the_disk() -> persim_analyze::Report {
         images: vec![format!("{k:064x}")],
         lines: None,
         media: media.to_vec(),
+        times_set_by_recovery: false,
     };
     Report {
         test: "t".into(),
@@ -298,6 +335,7 @@ fn report_with_a_state_from_the_disk() -> persim_analyze::Report {
         }],
         nt_prefixes: None,
         runtime_data: None,
+        traced_nothing: false,
         timings: Timings::default(),
     }
 }

@@ -1,5 +1,5 @@
 //! DPWC's crash tests in the VM (targets/dpwc/tests/*.toml on vm/dpwc-wrap.toml,
-//! docs/dpwc.md "Mutants"): the generation wrap, where a crash must never bring version 1
+//! docs/design/dpwc.md "Mutants"): the generation wrap, where a crash must never bring version 1
 //! of a block back after version 2 was acknowledged; a crash during recovery's replay,
 //! after which the next replay must give every acknowledged write; and a torn entry, which
 //! must never be replayed. The module passes all three, and each deliberately broken build (`DPWC_MUTANT=N bash scripts/build-kmods.sh`) is
@@ -238,7 +238,7 @@ fn dpwc_mutant_5_free_before_flush_is_caught() {
 /// The torn-entry test's states (one interval: a 512-byte write over version 1 of sector
 /// 0), under `single-line`: at each fence, each pending line of the entry and of `used`
 /// alone durable and alone lost, so `used` durable with one entry line missing is always
-/// among the images (deterministic, linear in the lines; docs/model.md).
+/// among the images (deterministic, linear in the lines; docs/design/model.md).
 fn run_torn(config: &Path, out: &Path) -> (Option<i32>, Vec<String>) {
     // `--reproducible`: guest time counts instructions, so the timer interrupts (fences to
     // the model) land at the same instructions in every run, not wherever the host's load
@@ -268,7 +268,7 @@ fn dpwc_a_torn_entry_is_never_replayed() {
 /// persists while a line of its entry does not, and recovery replays the torn entry, so
 /// the sector gets lines of both versions: under `single-line`, a line at version 1 and
 /// the rest at version 2. (Mutant 1 alone is masked by the checksum,
-/// mutant 4 alone by the fence: docs/dpwc.md, "Mutant 1".)
+/// mutant 4 alone by the fence: docs/design/dpwc.md, "Mutant 1".)
 #[test]
 fn dpwc_mutant_6_no_fence_and_no_checksum_replays_a_torn_entry() {
     let test = "dpwc_mutant_6_no_fence_and_no_checksum_replays_a_torn_entry";

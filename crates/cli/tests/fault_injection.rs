@@ -234,6 +234,21 @@ fn a_bad_test_is_refused_up_front_and_leaves_no_run_directory() {
         "{run:?}"
     );
     assert!(!out.exists(), "a refused test left {}", out.display());
+    for command in ["run", "suite"] {
+        let mut args = vec![command, "--fs", "ext5", "--out", o];
+        args.extend(match command {
+            "run" => ["--test", "hello-world"].as_slice(),
+            _ => ["fs"].as_slice(),
+        });
+        let refused = persim(&args);
+        assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+        assert!(stderr(&refused).contains("ext5"), "{refused:?}");
+        assert!(
+            !out.exists(),
+            "a bad --fs of {command} left {}",
+            out.display()
+        );
+    }
 }
 
 /// An `--out` that cannot be written is named before any VM runs.
@@ -377,7 +392,7 @@ fn a_run_directory_of_another_test_is_refused_and_left_alone() {
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     left.sort();
-    // and its lock file, which stays (docs/tester.md, "One process per directory")
+    // and its lock file, which stays (docs/design/tester.md, "One process per directory")
     assert_eq!(left, ["inputs.json", "persim.lock", "trace.ptrace"]);
     assert_eq!(
         std::fs::read_to_string(run.join("inputs.json")).unwrap(),

@@ -98,7 +98,7 @@ fn faults_in_hello_worlds_final_image_are_judged_and_its_run_is_left_alone() {
     for f in faults_json {
         let outcome = f["outcome"].as_str().unwrap();
         assert!(
-            ["masked", "detected", "silent", "crash"].contains(&outcome),
+            ["masked", "corrected", "detected", "silent", "crash"].contains(&outcome),
             "{f}"
         );
         assert_ne!(outcome, "crash", "a kernel oops on a corrupted image: {f}");
@@ -191,5 +191,63 @@ fn a_directory_without_a_trace_and_a_bad_kind_are_refused() {
         text(&bad).contains("expected written, metadata, data or any"),
         "{}",
         text(&bad)
+    );
+}
+
+/// A run directory made on a configuration of the user's own, as `persim run --vm FILE`
+/// leaves it (no trace: these tests stop before any VM runs).
+fn run_on_own_config(root: &Path, recovery_key: &str) -> std::path::PathBuf {
+    let vm = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../vm/ext4-dax.toml");
+    let config = root.join("configs/mine.toml");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    let extends = vm.with_extension("");
+    std::fs::write(
+        &config,
+        format!("extends = \"{}\"\nname = \"mine\"\n", extends.display()),
+    )
+    .unwrap();
+    let run = root.join("run");
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::write(
+        run.join("test.toml"),
+        "description = \"x\"\nops = [\"true\"]\n",
+    )
+    .unwrap();
+    let inputs = serde_json::json!({
+        "persim": "0", "test": "x", "machine": "mine", "strategy": "program-order",
+        "cache": "volatile", "max_images": 100, "trace_key": "", "images_key": "",
+        "states_key": "", "recovery_key": recovery_key, "config_file": config,
+    });
+    std::fs::write(run.join("inputs.json"), inputs.to_string()).unwrap();
+    run
+}
+
+/// Without --vm, `persim faults` recovers on the configuration file the run was made with
+/// (it was looked for only as vm/<name>.toml); a machine that recovers otherwise than the
+/// run's is refused before anything is written.
+#[test]
+fn faults_recover_on_the_runs_own_configuration_and_refuse_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = run_on_own_config(dir.path(), "");
+    let r = run.to_str().unwrap();
+    let found = persim(&["faults", r, "-q"]);
+    assert_eq!(found.status.code(), Some(2), "{}", text(&found));
+    assert!(
+        text(&found).contains("holds no recorded trace"),
+        "the configuration was found, the trace is what is missing: {}",
+        text(&found)
+    );
+    std::fs::remove_dir_all(run.join("faults")).unwrap();
+    let run = run_on_own_config(dir.path(), "0000");
+    let refused = persim(&["faults", r, "-q"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("with another configuration, kernel or guest tools"),
+        "{}",
+        text(&refused)
+    );
+    assert!(
+        !run.join("faults").exists(),
+        "a refused campaign left its directory"
     );
 }

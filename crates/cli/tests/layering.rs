@@ -1,4 +1,4 @@
-//! The crates are layers (docs/architecture.md): a crate may use only crates below it.
+//! The crates are layers (docs/design/architecture.md): a crate may use only crates below it.
 //! Reads `cargo metadata` and fails when a workspace crate depends on one at its level or
 //! above, or when a crate is missing from the table.
 

@@ -186,7 +186,7 @@ fn two_durable_steps_in_one_interval_are_not_atomic() {
     // "not atomic (N states)" may follow "recovery failed, ": when a timer interrupt lands
     // inside the in-place write of the group-descriptor block, its serializing return is
     // a fence there, and an image with half a descriptor is one ext4 refuses to mount
-    // (it checks descriptors before replaying the journal; docs/results.md).
+    // (it checks descriptors before replaying the journal; docs/results/results.md).
     assert!(
         text.contains("VIOLATION: ")
             && text.contains("not atomic (")
@@ -274,7 +274,7 @@ fn run_example(dir: &str, test: &str, strategy: &str, out: &Path) -> std::proces
     )
 }
 
-/// The worked example of suites/README.md, "Testing your own PM program", found by
+/// The worked example of docs/guides/pm-program.md, "A raw libpmem program", found by
 /// `global-prefix` and by the recovery-guided `reads` (whose traced recovery reads the
 /// balances' line), in the interval the program marks with persim_checkpoint(). The program and libpmem have no frame pointers: its stores and
 /// flushes still name their call chain, through the program's and the libraries' ELF
@@ -351,7 +351,7 @@ fn own_program_example_finds_the_torn_transfer() {
     };
     let store = described("write ");
     assert!(store.starts_with("main+0x"), "{store}");
-    assert!(store.contains(" [transfer] < "), "{store}");
+    assert!(store.contains(" [transfer] (transfer.c:"), "{store}");
     let flush = described("flush ");
     assert!(
         flush.contains("pmem_persist+0x") && flush.contains(" [libpmem.so.1] < main+0x"),
@@ -755,7 +755,7 @@ fn warm_guests_give_each_test_the_results_of_a_fresh_boot() {
         warm.to_str().unwrap(),
         "-q",
     ]);
-    // truncate is not atomic on ext4-DAX (docs/results.md); the others are
+    // truncate is not atomic on ext4-DAX (docs/results/results.md); the others are
     assert_eq!(suite.status.code(), Some(1), "{suite:?}");
     let results: Value =
         serde_json::from_slice(&std::fs::read(warm.join("results.json")).unwrap()).unwrap();
@@ -799,7 +799,7 @@ fn a_cross_media_file_system_is_recovered_from_pm_and_disk_together() {
         String::from_utf8_lossy(&run.stdout),
         String::from_utf8_lossy(&run.stderr)
     );
-    // Whether the disk is flushed before checkpoint 2 depends on timing (docs/results.md).
+    // Whether the disk is flushed before checkpoint 2 depends on timing (docs/results/results.md).
     assert!(matches!(run.status.code(), Some(0 | 1)), "{printed}");
     let initial = std::fs::metadata(out.join("trace.ptrace.blk-initial")).unwrap();
     assert_eq!(initial.len(), 64 << 20, "the disk's contents at the start");
@@ -827,7 +827,7 @@ fn a_cross_media_file_system_is_recovered_from_pm_and_disk_together() {
 }
 
 /// With `--reproducible`, the same test twice gives the same trace, initial image, crash
-/// images, states and report, byte for byte, timings aside (docs/tracer.md,
+/// images, states and report, byte for byte, timings aside (docs/design/tracer.md,
 /// "Reproducibility"); the first run may make the booted snapshot that the second restores.
 #[test]
 fn a_reproducible_run_twice_gives_identical_traces_images_states_and_reports() {
@@ -1050,13 +1050,13 @@ fn zfs_slog_ready(test: &str) -> Option<std::path::PathBuf> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../vm/zfs-slog.toml");
     let config = persim_vm::VmConfig::load(&path).unwrap();
     let how = "build OpenZFS's modules with `PERSIM_ZFS=1 scripts/setup.sh` or \
-               `scripts/build-kmods.sh --zfs` (docs/zfs.md)";
+               `scripts/build-kmods.sh --zfs` (docs/design/zfs-slog.md)";
     persim_vm::testing::vm_ready(test, &config)?;
     persim_vm::testing::optional_kmod_ready(test, &config, "zfs/zfs", how)?;
     Some(path)
 }
 
-/// OpenZFS with its intent log on PM (vm/zfs-slog.toml, docs/zfs.md): the fsync'd overwrite
+/// OpenZFS with its intent log on PM (vm/zfs-slog.toml, docs/design/zfs-slog.md): the fsync'd overwrite
 /// is acknowledged once its log record is on PM, and every crash image, recovered by
 /// importing the pool (which claims the log) and mounting (which replays it), holds it
 /// once the fsync returned: one final state, the zeros. The log record is in the trace:
@@ -1149,7 +1149,7 @@ fn profile_by_process_gives_each_of_two_concurrent_writers_its_bytes() {
     }
 }
 
-/// PMDK's rules (docs/analysis.md) on a real libpmemobj program traced with
+/// PMDK's rules (docs/design/analysis.md) on a real libpmemobj program traced with
 /// `--trace-calls pmdk --reads`: each bug of the `buggy` mode is flagged by its rule, once,
 /// at its function (the two-thread one needs the trace's thread ids, the allocation one
 /// the calls' return entries, the free one the freed object's size that the tracer reads
@@ -1231,12 +1231,12 @@ fn state_json(run: &Path, hash: &str) -> Value {
     serde_json::from_str(recovered["dump"].as_str().unwrap()).unwrap()
 }
 
-/// ZIL-PMEM's key-value consumer across media (vm/zil-pmem.toml, docs/zil-pmem.md): the
+/// ZIL-PMEM's key-value consumer across media (vm/zil-pmem.toml, docs/design/zil-pmem.md): the
 /// log in a MAP_SYNC file on PM, the store on the NVMe SSD. Recovery replays four logged
 /// puts, committing each to the disk with its resume point; a crash at any of its disk
 /// flushes and PM fences leaves images that all recover to the same map, the four puts
 /// with their values, and the replay's commits are disk writes of the trace.
-/// (`program-order` keeps it short; docs/results.md has the suite under `global-prefix`.)
+/// (`program-order` keeps it short; docs/results/results.md has the suite under `global-prefix`.)
 #[test]
 fn zil_pmem_recovery_of_logged_puts_gives_one_map_whatever_the_crash() {
     let test = "zil_pmem_recovery_of_logged_puts_gives_one_map_whatever_the_crash";

@@ -1,4 +1,4 @@
-//! System-wide CPU time from `/proc/stat` (the thesis' CPU cost, docs/efficiency.md):
+//! System-wide CPU time from `/proc/stat` (the thesis' CPU cost, docs/guides/efficiency.md):
 //! user + system + irq + softirq of all CPUs. Deliberately system-wide, because file
 //! systems do much of their work in kernel threads that no per-process count sees.
 

@@ -1,4 +1,4 @@
-//! Efficiency measurements (`persim efficiency`, docs/efficiency.md): what writing a GiB
+//! Efficiency measurements (`persim efficiency`, docs/guides/efficiency.md): what writing a GiB
 //! costs a storage stack in CPU time and energy, with the real fio as the workload.
 //!
 //! No VM knowledge here: the guest's series (`--vm`) is the tester's, which runs fio in

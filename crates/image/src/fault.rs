@@ -1,4 +1,4 @@
-//! Media faults and scribbles (docs/faults.md): what corrupting a range of a PM image
+//! Media faults and scribbles (docs/guides/faults.md): what corrupting a range of a PM image
 //! means (`FaultKind`), where a fault lands (`Fault`), and a seeded plan of distinct
 //! faults over the bytes chosen for them (`plan_faults`). No VM: the tester recovers the
 //! corrupted images, and the ring buffer's tests corrupt their regions in process.

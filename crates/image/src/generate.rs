@@ -29,7 +29,7 @@ const PROGRESS_ENTRIES: u64 = 4096;
 /// candidate, its copy in the set that keeps them distinct, its choice and image, its
 /// hash): a fixed part, and a part per dirty line (its prefix length in several copies,
 /// its address in the choice). An upper bound: 20 000 images at a 1000-line failure point
-/// are estimated at 925 MiB and peaked at 258 MiB (docs/images.md, "Memory").
+/// are estimated at 925 MiB and peaked at 258 MiB (docs/design/images.md, "Memory").
 const BYTES_PER_CHOSEN_IMAGE: u64 = 512;
 const BYTES_PER_CHOSEN_IMAGE_LINE: u64 = 48;
 /// Memory one distinct image takes for the rest of a generation (its hash as a key of

@@ -1,7 +1,7 @@
 //! Persim crash images: copy-on-write memory images with memoised BLAKE3 hashing, a store
 //! that keeps each distinct image once with the origins that produced it, and the engine
 //! that makes a trace's crash images through the crash model (`generate_images`, whose
-//! failure points `images.json` lists). Design and measurements: docs/images.md.
+//! failure points `images.json` lists). Design and measurements: docs/design/images.md.
 
 mod diff;
 mod error;

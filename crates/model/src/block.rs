@@ -1,4 +1,4 @@
-//! The pending state of the block device: per-block pending writes (docs/model.md).
+//! The pending state of the block device: per-block pending writes (docs/design/model.md).
 
 use std::collections::BTreeMap;
 

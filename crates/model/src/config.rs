@@ -4,7 +4,7 @@ use crate::names::{unknown_name, Named, UnknownName};
 use serde::{Deserialize, Serialize};
 use strum::{Display, EnumString, VariantNames};
 
-/// Whether CPU caches survive a crash (docs/model.md: volatile caches vs eADR).
+/// Whether CPU caches survive a crash (docs/design/model.md: volatile caches vs eADR).
 #[derive(
     Clone,
     Copy,
@@ -60,7 +60,7 @@ pub enum Strategy {
     ProgramOrder,
     /// Recovery-guided (the thesis' Suvi-Reads): `global-prefix` over only the dirty lines
     /// a recovery of the fully persisted image reads; the other dirty lines follow the
-    /// cut (docs/model.md). Without read sets it explores every line, as `global-prefix`.
+    /// cut (docs/design/model.md). Without read sets it explores every line, as `global-prefix`.
     Reads,
     /// The thesis' Suvi-Fast: failure points at flushes and fences, each with the one image
     /// that applies every pending store, skipped when a failure point with the same code
@@ -68,7 +68,7 @@ pub enum Strategy {
     Fast,
     /// Nothing and everything pending, plus, per dirty line, the image where only that
     /// line's pending stores persist and the one where only they are lost: 2 + 2 × lines
-    /// images per failure point, deterministic (docs/model.md).
+    /// images per failure point, deterministic (docs/design/model.md).
     SingleLine,
 }
 

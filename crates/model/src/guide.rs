@@ -1,5 +1,5 @@
 //! Which dirty lines the recovery-guided `reads` strategy explores (the thesis' Suvi-Reads,
-//! docs/model.md "Recovery-guided images"): the dirty lines with a pending unit in a word
+//! docs/design/model.md "Recovery-guided images"): the dirty lines with a pending unit in a word
 //! that recovery of the fully persisted image reads, plus those whose pending words the
 //! previous failure point's recovery read and this one's does not (a shrinking read set:
 //! recovery may stop reading a line exactly because a pending store is durable in the fully

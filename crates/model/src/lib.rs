@@ -1,4 +1,4 @@
-//! The Persim crash model (docs/model.md): replaying a trace, keeping the pending state,
+//! The Persim crash model (docs/design/model.md): replaying a trace, keeping the pending state,
 //! and choosing which crash images each strategy materialises.
 
 mod block;

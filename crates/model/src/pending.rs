@@ -1,4 +1,4 @@
-//! The pending state of PM: per-line pending sequences with flush marks (docs/model.md).
+//! The pending state of PM: per-line pending sequences with flush marks (docs/design/model.md).
 
 use crate::config::CacheMode;
 use crate::unit::{split_store, Unit, LINE};

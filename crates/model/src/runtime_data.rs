@@ -1,4 +1,4 @@
-//! PM the program under test declares run-time data (`hypercall volatile`, docs/model.md
+//! PM the program under test declares run-time data (`hypercall volatile`, docs/design/model.md
 //! "Run-time data"): the byte ranges, and whether a dirty line holds only such data.
 
 use crate::pending::LineState;

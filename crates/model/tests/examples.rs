@@ -1,4 +1,4 @@
-//! The thesis' worked examples, in docs/model.md terms, on the bundled example traces.
+//! The thesis' worked examples, in docs/design/model.md terms, on the bundled example traces.
 
 use persim_model::{
     replay_in_memory, CacheMode, Choice, Config, FailureKind, PointImages, Strategy,

@@ -1,4 +1,4 @@
-//! A brute-force reference enumerator written straight from docs/model.md, and property tests
+//! A brute-force reference enumerator written straight from docs/design/model.md, and property tests
 //! comparing every strategy with it on random small traces.
 
 use persim_model::{
@@ -21,7 +21,7 @@ struct RefUnit {
     order: usize,
 }
 
-/// The model's state, kept as literally as docs/model.md states it.
+/// The model's state, kept as literally as docs/design/model.md states it.
 #[derive(Clone, Default)]
 struct RefState {
     persisted: Vec<u8>,
@@ -152,7 +152,7 @@ impl RefState {
         img
     }
 
-    /// The exact set at a failure point of `kind` (docs/model.md, including the PM+block rule).
+    /// The exact set at a failure point of `kind` (docs/design/model.md, including the PM+block rule).
     fn exact_set(&self, mode: CacheMode, kind: FailureKind) -> ImageSet {
         let pm_all: Vec<usize> = self.seqs.values().map(|s| s.len()).collect();
         let blk_all: Vec<usize> = self.blocks.values().map(|w| w.len()).collect();

@@ -1,4 +1,4 @@
-//! Recording calls of named functions (`persim_abi::calls`, docs/tracer.md "Library
+//! Recording calls of named functions (`persim_abi::calls`, docs/design/tracer.md "Library
 //! calls"): which translated instruction starts a traced function, what its arguments
 //! are, and which `ret` is its return. QEMU-independent; the glue reads the registers and
 //! translates the addresses.

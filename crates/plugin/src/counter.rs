@@ -1,5 +1,5 @@
 //! The counting mode (`count=on`): no trace, only counts of what the guest does between
-//! `hypercall start` and `success`/`fail` (docs/efficiency.md). Instructions and PM bytes
+//! `hypercall start` and `success`/`fail` (docs/guides/efficiency.md). Instructions and PM bytes
 //! are counted by the QEMU glue (an inline add per translation block, a store callback);
 //! this part keeps the phase, the NVMe bytes and writes the counts file.
 

@@ -1,6 +1,6 @@
 //! Persim's QEMU TCG plugin: records every access to the emulated PM, the flushes and
 //! fences around them and the test's hypercalls, from `hypercall start` to `success` or
-//! `fail`, into a Persim trace (docs/tracer.md).
+//! `fail`, into a Persim trace (docs/design/tracer.md).
 //!
 //! Before `start` only `cpuid` is instrumented (to see the hypercall); at `start` the
 //! translation cache is flushed so that every block is retranslated with instrumentation.

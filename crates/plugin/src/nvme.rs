@@ -7,7 +7,7 @@
 //! admin commands create, and at each submission-queue tail doorbell the commands
 //! submitted since the last one, with their data read from the pages their PRPs name. At
 //! each completion-queue head doorbell it reads which commands the driver has taken as
-//! completed. What that ordering means for the crash model is in docs/tracer.md
+//! completed. What that ordering means for the crash model is in docs/design/tracer.md
 //! ("Block devices").
 
 use crate::physical::PhysMemory;
@@ -64,7 +64,7 @@ pub struct NvmeDecoder {
     acq: u64,
     /// Flushes and writes with Force Unit Access in flight, by (submission queue,
     /// command id): each becomes a `blkflush` when the driver takes it as completed (for
-    /// a forced write that is more than the device promises: docs/tracer.md).
+    /// a forced write that is more than the device promises: docs/design/tracer.md).
     durable_at_completion: HashSet<(u16, u16)>,
     /// What could not be decoded since the caller last took them, for it to report.
     pub problems: Vec<String>,
@@ -207,7 +207,7 @@ impl NvmeDecoder {
     }
 
     /// Dataset Management with Deallocate: each range becomes a write of zeros, what
-    /// QEMU's controller then reads back (DLFEAT, docs/tracer.md "Block devices").
+    /// QEMU's controller then reads back (DLFEAT, docs/design/tracer.md "Block devices").
     fn deallocate(&mut self, cmd: &Command, mem: &mut impl PhysMemory, ops: &mut Vec<Op>) {
         let ranges = (cmd.dword(10) & 0xff) as usize + 1;
         let len = (ranges * DSM_RANGE) as u64;

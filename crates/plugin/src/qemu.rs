@@ -128,7 +128,7 @@ struct Shadow {
     fs_base: Option<RawRegister>,
     /// The user stack of the running thread, read once after the kernel last ran: only
     /// the kernel switches address spaces and threads, and reading cr3 and fs_base on each
-    /// user call and return was a tenth of a traced shell's time (docs/performance.md).
+    /// user call and return was a tenth of a traced shell's time (docs/results/performance.md).
     user: Option<StackKey>,
 }
 
@@ -159,7 +159,7 @@ impl Shadow {
 
     /// The stack trace of the code at `pc`. Kernel code's is the shadow stack as the last
     /// call or return left it, read without registers, which is what lets kernel code be
-    /// instrumented without them (docs/tracer.md, "Stack traces").
+    /// instrumented without them (docs/design/tracer.md, "Stack traces").
     fn current(&mut self, pc: u64) -> Vec<u64> {
         if is_kernel(pc) {
             return self.stacks.latest_kernel();
@@ -203,7 +203,7 @@ enum StackOp {
 /// Every traced access: the shadow stack's push or pop, then the tracer's check of the
 /// address. Registered through the C API: the crate's closures cost a tenth of this path,
 /// and one callback for both took about 5 % off the CPU time of runs with shadow stacks
-/// (docs/performance.md).
+/// (docs/results/performance.md).
 unsafe extern "C" fn on_access_raw(
     _vcpu: std::ffi::c_uint,
     info: qemu_plugin::sys::qemu_plugin_meminfo_t,
@@ -536,7 +536,7 @@ extern "C" fn on_translate(_id: PluginId, tb: *mut qemu_plugin_tb) {
         let s = state();
         // The counting mode instruments from the moment QEMU loads it, not from `start`:
         // retranslating everything at `start` and again at `success` was a fixed cost of
-        // the order of the workload's own (docs/performance.md, "Counting mode"). The counts
+        // the order of the workload's own (docs/results/performance.md, "Counting mode"). The counts
         // are zeroed at `start`.
         let counting = s.counter.is_some();
         let returns = s.calls.as_ref().is_some_and(|c| c.0.watches_returns());
@@ -615,6 +615,10 @@ extern "C" fn on_translate(_id: PluginId, tb: *mut qemu_plugin_tb) {
                 move |_| state().tracer.fence(pc, FenceKind::Serializing),
                 regs,
             ),
+            Class::Iret => insn.register_execute_callback_flags(
+                move |_| state().tracer.fence(pc, FenceKind::Interrupt),
+                regs,
+            ),
             Class::Plain
             | Class::NtStore
             | Class::StringStore
@@ -661,7 +665,7 @@ extern "C" fn on_translate(_id: PluginId, tb: *mut qemu_plugin_tb) {
 /// read rbp, and user code's shadow stack rsp, cr3 and fs_base (a user stack has no fixed
 /// place). Kernel code's shadow stack needs none, and a callback that reads registers
 /// makes QEMU write the guest's registers back before every call of it, a cost paid on
-/// every store of the kernel otherwise (docs/performance.md).
+/// every store of the kernel otherwise (docs/results/performance.md).
 fn register_access(stacks: Stacks, pc: u64) -> CallbackFlags {
     match stacks {
         Stacks::FramePointers => CallbackFlags::QEMU_PLUGIN_CB_R_REGS,
@@ -806,7 +810,7 @@ fn count_instructions(tb: *mut qemu_plugin_tb) {
 /// `every_store=on`; otherwise, in the kernel all but those to its stack, its per-CPU
 /// data and the global variables of its image and modules (never PM nor a device), in
 /// user space none until the kernel has written a page-table entry that maps PM for user
-/// space ([`crate::counter::maps_user_pm`]; docs/performance.md, "Counting mode").
+/// space ([`crate::counter::maps_user_pm`]; docs/results/performance.md, "Counting mode").
 fn counts_stores(pc: u64, len: u64, bytes: &[u8]) -> bool {
     if EVERY_STORE.load(Ordering::Relaxed) {
         return true;
@@ -839,7 +843,7 @@ fn accounts_executions(pc: u64, bytes: &[u8]) -> Option<u64> {
 /// ([`maps_user_pm`]) and it went, through the direct map, into a user page table of the
 /// running address space: values that only look like entries are common (numbers just
 /// above 4 GiB, where PM starts), and one opened the gate in every run of the overhead
-/// bench before (docs/performance.md, "Counting mode").
+/// bench before (docs/results/performance.md, "Counting mode").
 fn watch_user_mappings(info: qemu_plugin::sys::qemu_plugin_meminfo_t, vaddr: u64) {
     use qemu_plugin::sys::qemu_plugin_mem_value_type::QEMU_PLUGIN_MEM_VALUE_U64;
     // SAFETY: the memory access handle of the running callback.
@@ -1091,14 +1095,26 @@ fn on_cpuid(pc: u64) {
     let mut s = state();
     let regs = &s.registers;
     const RSI: u8 = 6;
-    let call = hypercall::decode(regs.gpr(0), regs.gpr(2), regs.gpr(1), regs.gpr(RSI));
+    const RDI: u8 = 7;
+    let call = hypercall::decode(
+        regs.gpr(0),
+        regs.gpr(2),
+        regs.gpr(1),
+        regs.gpr(RSI),
+        regs.gpr(RDI),
+    );
     let call = match call {
         Some(Call::Start { .. }) if s.counter.is_some() => {
             return on_counted_call(&mut s, Hypercall::Start)
         }
-        Some(Call::Start { pid, current_task }) => {
+        Some(Call::Start {
+            pid,
+            current_task,
+            preempt_count,
+        }) => {
             if !s.tracer.tracing() {
                 watch_tasks(&mut s, pid, current_task);
+                watch_interrupts(&mut s, preempt_count);
             }
             Hypercall::Start
         }
@@ -1158,6 +1174,35 @@ fn watch_tasks(s: &mut State, pid: u32, current_task: u64) {
     s.tracer.set_task_source(Some(Box::new(move || {
         let task = TASKS.take_change()?;
         layout.read(task, |addr, buf| memory.read_vaddr(addr, buf))
+    })));
+}
+
+/// The bits of the kernel's preemption count that say an interrupt is being handled: an
+/// NMI, a hard interrupt, or a softirq being served (`SOFTIRQ_OFFSET`; the other softirq
+/// bits count `local_bh_disable`, which the program's own code takes).
+const IN_INTERRUPT: u32 = 0x00f0_0000 | 0x000f_0000 | 0x0000_0100;
+
+/// At `start`: has the tracer tell the fences of interrupt handlers by the preemption count
+/// of the one vCPU a traced guest has (its per-CPU copy at the kernel's gs base plus
+/// `preempt_count`), or says why not.
+fn watch_interrupts(s: &mut State, preempt_count: u64) {
+    s.tracer.set_interrupt_source(None);
+    if preempt_count == 0 {
+        return say(
+            "`hypercall start` found no __preempt_count or pcpu_hot in /proc/kallsyms: \
+             interrupt handlers' fences count as the program's",
+        );
+    }
+    let Some(gs) = s.registers.k_gs_base.as_ref().map(read_u64) else {
+        return say(
+            "QEMU does not expose k_gs_base: interrupt handlers' fences count as the program's",
+        );
+    };
+    let slot = gs.wrapping_add(preempt_count);
+    let mut memory = GuestMemory::new();
+    s.tracer.set_interrupt_source(Some(Box::new(move || {
+        let mut count = [0u8; 4];
+        memory.read_vaddr(slot, &mut count) && u32::from_le_bytes(count) & IN_INTERRUPT != 0
     })));
 }
 

@@ -1,5 +1,5 @@
 //! The counting mode's kernel `rep movs`/`rep stos`: their PM bytes accounted once per
-//! execution instead of with a callback per element (docs/performance.md, "Counting mode").
+//! execution instead of with a callback per element (docs/results/performance.md, "Counting mode").
 //!
 //! At the start of an execution (an instruction callback: QEMU enters the instruction
 //! again after every batch of iterations, interrupt or fault) the destination's pages are

@@ -1,4 +1,4 @@
-//! Which guest thread runs (docs/tracer.md, "Processes and threads"): the kernel's
+//! Which guest thread runs (docs/design/tracer.md, "Processes and threads"): the kernel's
 //! per-CPU pointer to the running task is watched for stores (a thread switch writes it),
 //! and the task's ids and name are read from its `task_struct` when the next entry is
 //! recorded. Where those fields lie in `task_struct` depends on the kernel's build, so they

@@ -69,6 +69,22 @@ impl Recovered {
         Recovered::State { dump }
     }
 
+    /// Whether this state is `other` but for timestamps that recovery wrote here
+    /// ([`SET_BY_RECOVERY`]) where `other` has a time: recovery that finishes an operation
+    /// stamps it with its own clock, which no crash state can have.
+    pub fn is_but_for_recovery_times(&self, other: &Recovered) -> bool {
+        let (Recovered::State { dump: a }, Recovered::State { dump: b }) = (self, other) else {
+            return false;
+        };
+        if self == other || !a.contains(SET_BY_RECOVERY) {
+            return false;
+        }
+        match (serde_json::from_str(a), serde_json::from_str(b)) {
+            (Ok(a), Ok(b)) => same_but_recovery_times(&a, &b),
+            _ => false,
+        }
+    }
+
     pub fn is_error(&self) -> bool {
         !matches!(self, Recovered::State { .. })
     }
@@ -90,6 +106,20 @@ impl Recovered {
             | Recovered::GuestCrash { output }
             | Recovered::Hang { output } => output,
         }
+    }
+}
+
+fn same_but_recovery_times(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::String(set), Value::String(_)) if set == SET_BY_RECOVERY => true,
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && (x.iter()).all(|(k, v)| y.get(k).is_some_and(|w| same_but_recovery_times(v, w)))
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(v, w)| same_but_recovery_times(v, w))
+        }
+        _ => a == b,
     }
 }
 
@@ -159,6 +189,21 @@ mod tests {
         let b = dump(&later, &later);
         assert_eq!(b["/mnt/f"]["ctime"], SET_BY_RECOVERY);
         assert_eq!(b["/mnt/f"]["atime"], SET_BY_RECOVERY);
+    }
+
+    #[test]
+    fn a_state_is_another_but_for_the_times_recovery_wrote() {
+        let state = |mtime: i64, size: u64| {
+            Recovered::state(&format!(
+                r#"{{"/mnt/f": {{"mtime": "{mtime}.5", "size": "{size}"}}}}"#
+            ))
+        };
+        let stamped = state(RECOVERY_EPOCH + 3, 4);
+        assert!(stamped.is_but_for_recovery_times(&state(RECOVERY_EPOCH - 9, 4)));
+        // Not where something else differs, nor the other way round, nor itself.
+        assert!(!stamped.is_but_for_recovery_times(&state(RECOVERY_EPOCH - 9, 5)));
+        assert!(!state(RECOVERY_EPOCH - 9, 4).is_but_for_recovery_times(&stamped));
+        assert!(!stamped.is_but_for_recovery_times(&stamped));
     }
 
     #[test]

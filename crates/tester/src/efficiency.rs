@@ -1,5 +1,5 @@
 //! `persim efficiency run --vm CONFIG`: fio inside Persim's guest, counted by the plugin's
-//! counting mode (docs/efficiency.md): guest instructions per GiB written (kernel and user
+//! counting mode (docs/guides/efficiency.md): guest instructions per GiB written (kernel and user
 //! apart) and the PM and NVMe bytes written per byte fio wrote (write amplification).
 //! These counts are the same on any host; the guest's CPU time under TCG is not, and is
 //! shown only beside them.

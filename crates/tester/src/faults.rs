@@ -1,6 +1,6 @@
 //! `persim faults`: media faults and scribbles in a finished run's PM images, each
 //! corrupted image recovered in the guest as a crash image is, and judged against the
-//! uncorrupted image's state (docs/faults.md). The run directory is only read; results go
+//! uncorrupted image's state (docs/guides/faults.md). The run directory is only read; results go
 //! to their own directory, each state saved as soon as it is known, so a campaign resumes:
 //!
 //! ```text
@@ -236,8 +236,6 @@ impl FaultsDir {
 struct Base {
     label: String,
     hash: String,
-    /// Its state in the run directory, if saved there.
-    saved: Option<Recovered>,
 }
 
 /// Runs the campaign of `opts` on the run in `run` (only read), with `out` (locked by its
@@ -261,6 +259,7 @@ pub fn run_faults(
     let inputs = run
         .read_inputs()?
         .with_context(|| format!("{} has no inputs.json", run.root().display()))?;
+    inputs.check_recovery_on(guest, run.root())?;
     let dir = FaultsDir(out.to_path_buf());
     let header = Reader::open(run.trace().as_path())?.header();
     let (pm_len, image_len) = (header.pm_size, header.pm_size + header.blk_size);
@@ -286,19 +285,16 @@ pub fn run_faults(
     };
     observer.event(&Event::Replaying(Pass::Faults));
     let bases = base_images(run, &pipeline, opts.at, &dir.base(), observer)?;
-    // The uncorrupted states: the run's, or recovered here.
-    let unknown: Vec<(String, PathBuf)> = bases
-        .iter()
-        .filter(|b| b.saved.is_none())
+    // The uncorrupted states, recovered here even where the run saved them: a fault's
+    // verdict compares its recovery's kernel log with the uncorrupted image's, which the
+    // run directory does not keep (a mount banner is no detection).
+    let uncorrupted: Vec<(String, PathBuf)> = (bases.iter())
         .map(|b| (b.hash.clone(), ImageStore::image_file(&dir.base(), &b.hash)))
         .collect();
-    recover(guest, test, &dir, &unknown, false, observer)?;
+    recover(guest, test, &dir, &uncorrupted, false, observer)?;
     let mut baselines = BTreeMap::new();
     for base in &bases {
-        let state = match &base.saved {
-            Some(state) => state.clone(),
-            None => read_state(&dir.state(&base.hash)).context("a baseline state is missing")?,
-        };
+        let state = read_state(&dir.state(&base.hash)).context("a baseline state is missing")?;
         if state.is_error() {
             let first = state.text().lines().next().unwrap_or("");
             bail!(
@@ -440,9 +436,11 @@ fn judge(
     let detail = match outcome {
         FaultOutcome::Silent => first_lines(&line_diff(baseline.text(), state.text(), 1)),
         FaultOutcome::Crash => first_lines(state.text()),
-        FaultOutcome::Detected if !detections.is_empty() => first_lines(&detections.join("\n")),
+        FaultOutcome::Detected | FaultOutcome::Corrected if !detections.is_empty() => {
+            first_lines(&detections.join("\n"))
+        }
         FaultOutcome::Detected => first_lines(state.text()),
-        FaultOutcome::Masked => String::new(),
+        FaultOutcome::Masked | FaultOutcome::Corrected => String::new(),
     };
     let bytes_lost = match outcome {
         FaultOutcome::Silent => state_bytes_lost(baseline, state),
@@ -531,8 +529,7 @@ fn recover(
     failure.map_or(Ok(()), Err)
 }
 
-/// The uncorrupted images of `at`, materialised in `out`, with their states if the run
-/// saved them.
+/// The uncorrupted images of `at`, materialised in `out`.
 fn base_images(
     run: &RunDir,
     pipeline: &PipelineOptions,
@@ -563,7 +560,7 @@ fn base_images(
         .map(|(checkpoint, hash)| (format!("checkpoint {checkpoint}"), hash))
         .collect();
     chosen.push(("final".to_owned(), end));
-    Ok(with_saved_states(run, chosen))
+    Ok(bases(chosen))
 }
 
 /// The run's crash images, those not in `out` yet materialised there.
@@ -583,18 +580,12 @@ fn crash_images(run: &RunDir, out: &Path) -> Result<Vec<Base>> {
         materialise_images(run, &missing, out)?;
     }
     let chosen = index.images.into_keys().map(|h| (h.clone(), h)).collect();
-    Ok(with_saved_states(run, chosen))
+    Ok(bases(chosen))
 }
 
-/// The images (label, hash) with their states, if the run saved them.
-fn with_saved_states(run: &RunDir, chosen: Vec<(String, String)>) -> Vec<Base> {
-    chosen
-        .into_iter()
-        .map(|(label, hash)| Base {
-            saved: read_state(&run.state(&hash)),
-            label,
-            hash,
-        })
+fn bases(chosen: Vec<(String, String)>) -> Vec<Base> {
+    (chosen.into_iter())
+        .map(|(label, hash)| Base { label, hash })
         .collect()
 }
 

@@ -20,6 +20,18 @@ pub trait Guest {
     /// tools), its name on the first line: what a run directory's stages are keyed by.
     fn identity(&self) -> String;
 
+    /// What of the machine changes recovery (configuration, kernel, guest tools, not how
+    /// a run is recorded): `persim faults` refuses to judge a run's images on another.
+    fn recovery_identity(&self) -> String {
+        self.identity()
+    }
+
+    /// The configuration file the machine was loaded from, if any: recorded in a run
+    /// directory, so that the commands that recover its images again find it.
+    fn config_file(&self) -> Option<PathBuf> {
+        None
+    }
+
     /// Runs `setup` untraced and `command` traced, writing the trace (and its initial
     /// image) to `trace`.
     fn record(&self, setup: &str, command: &str, trace: &Path) -> Result<Recorded>;
@@ -93,23 +105,31 @@ impl Guest for VmGuest {
     }
 
     fn identity(&self) -> String {
+        // Stack traces change the recorded trace (and what `fast` skips).
+        let stacks = match self.record.stack_traces {
+            persim_vm::Stacks::Off => String::new(),
+            on => format!("\nstack traces {}", on.name()),
+        };
+        format!("{}{stacks}", self.recovery_identity())
+    }
+
+    fn recovery_identity(&self) -> String {
         let m = &self.machine;
         // The file behind a stable link (vm/ext4-dax-6.12.toml's), so a new build counts.
         let kernel = persim_vm::Kernel::for_config(&m.config)
             .map(|k| k.image.canonicalize().unwrap_or(k.image))
             .map(|image| image.display().to_string())
             .unwrap_or_default();
-        // Stack traces change the recorded trace (and what `fast` skips).
-        let stacks = match self.record.stack_traces {
-            persim_vm::Stacks::Off => String::new(),
-            on => format!("\nstack traces {}", on.name()),
-        };
         format!(
-            "{}\n{}\nkernel {kernel}\nguest tools {}{stacks}",
+            "{}\n{}\nkernel {kernel}\nguest tools {}",
             m.config.name,
             crate::inputs::stable_text(&m.config),
             crate::inputs::stable_text(&m.artifacts.guest_tools)
         )
+    }
+
+    fn config_file(&self) -> Option<PathBuf> {
+        self.machine.config_file.clone()
     }
 
     fn record(&self, setup: &str, command: &str, trace: &Path) -> Result<Recorded> {

@@ -5,10 +5,11 @@
 //! recovery redoes the states.
 
 use crate::cases::TestCase;
+use crate::guest::Guest;
 use crate::options::{NtPrefixes, PipelineOptions};
 use persim_model::{CacheMode, Strategy};
 use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The inputs of a run, as keys per stage (BLAKE3 of everything the stage's output
 /// depends on) and the names a person recognises.
@@ -36,6 +37,14 @@ pub struct Inputs {
     pub commands_key: String,
     #[serde(default)]
     pub machine_key: String,
+    /// What recovery depends on (`Guest::recovery_identity`), keyed; empty in an
+    /// `inputs.json` of an older Persim.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub recovery_key: String,
+    /// The VM configuration file the run was made with, if one was named (`--vm`): where
+    /// `persim faults` finds it again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_file: Option<PathBuf>,
     /// `--reference`: the reference configuration's name, and the key of its states (its
     /// machine, the test's commands and how it extracts its state, the version); empty
     /// without a reference.
@@ -110,6 +119,8 @@ impl Inputs {
             states_key,
             commands_key: Inputs::commands_key(test),
             machine_key,
+            recovery_key: String::new(),
+            config_file: None,
             adopted_from: None,
         }
     }
@@ -117,6 +128,28 @@ impl Inputs {
     /// The key of what `test` runs in the guest.
     pub(crate) fn commands_key(test: &TestCase) -> String {
         key(&[&test.setup, &test.command()])
+    }
+
+    /// Refuses `guest` for recovering the images of the run in `root` again (`persim
+    /// faults`) when it recovers otherwise than the run's machine did: another
+    /// configuration, kernel or guest tools would judge the faults by another recovery.
+    pub fn check_recovery_on(&self, guest: &dyn Guest, root: &Path) -> anyhow::Result<()> {
+        if self.recovery_key.is_empty()
+            || self.recovery_key == recovery_key(&guest.recovery_identity())
+        {
+            return Ok(());
+        }
+        let file =
+            (self.config_file.as_ref()).map_or_else(String::new, |f| format!(" ({})", f.display()));
+        anyhow::bail!(
+            "{} was recovered on `{}`{file} with another configuration, kernel or guest tools \
+             than `{}` has now: its images would be judged by another recovery. Give the \
+             configuration the run was made with (leave out --fs/--vm to use it), or run the \
+             test again on this one",
+            root.display(),
+            self.machine,
+            guest.name()
+        )
     }
 
     /// For a message: whose trace a run directory holds.
@@ -181,6 +214,11 @@ impl Inputs {
             same_execution,
         }
     }
+}
+
+/// The key of a machine's recovery identity (`Inputs::recovery_key`).
+pub(crate) fn recovery_key(recovery_identity: &str) -> String {
+    key(&[recovery_identity])
 }
 
 fn key(parts: &[&str]) -> String {

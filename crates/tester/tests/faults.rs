@@ -1,7 +1,9 @@
 //! `run_faults` with a fake guest: the uncorrupted images of `--at final` and
 //! `--at each-checkpoint` are made without an image at every failure point (on a long
-//! trace that was most of a campaign's start).
+//! trace that was most of a campaign's start); verdicts come from what the fault changed
+//! in recovery's state and kernel log.
 
+use persim_analyze::FaultOutcome;
 use persim_image::FaultKind;
 use persim_model::Strategy;
 use persim_tester::{
@@ -89,4 +91,61 @@ fn a_range_limits_every_place() {
     let out = tmp.path().join("beyond");
     let e = run_faults(&dir, &test, &guest, &faults(0xff8..0x1008), &out, &mut ()).unwrap_err();
     assert!(e.to_string().contains("beyond the run's PM"), "{e}");
+}
+
+/// What NOVA prints at every mount, protected or not.
+const BANNER: &str = "nova: measure timing 0, metadata checksum 0, wprotect 0, data checksum 0";
+
+/// Bit flips in the fake's 16-byte value (0x100, never written by the journal trace), on
+/// a subject whose recovery logs `recovery_log`: the outcome of each.
+fn value_faults(recovery_log: fn(&mut [u8]) -> Vec<String>) -> Vec<FaultOutcome> {
+    let tmp = tempfile::tempdir().unwrap();
+    let guest = FakeGuest {
+        recovery_log,
+        ..FakeGuest::new("journal.trace")
+    };
+    let (dir, test) = journal_run(tmp.path(), &guest);
+    let faults = FaultOptions {
+        kinds: vec![FaultKind::BitFlip],
+        places: vec![FaultPlace::Any],
+        count: 6,
+        seed: 5,
+        at: FaultsAt::Final,
+        range: Some(0x100..0x110),
+        data_writers: Vec::new(),
+    };
+    let out = tmp.path().join("faults");
+    let report = run_faults(&dir, &test, &guest, &faults, &out, &mut ()).unwrap();
+    assert_eq!(report.faults.len(), 6);
+    report.faults.iter().map(|f| f.outcome).collect()
+}
+
+/// A banner with detection words at every mount is no detection: the uncorrupted image's
+/// recovery logs it too (that log was unknown when its state came from the run directory,
+/// and every fault was called detected).
+#[test]
+fn a_message_every_recovery_prints_detects_nothing() {
+    let outcomes = value_faults(|_| vec![BANNER.to_owned()]);
+    assert!(
+        outcomes.iter().all(|&o| o == FaultOutcome::Silent),
+        "{outcomes:?}"
+    );
+}
+
+/// Recovery that repairs the value and says so: the state is the uncorrupted one,
+/// `corrected` rather than `masked`.
+#[test]
+fn a_repair_that_recovery_reports_is_corrected() {
+    let outcomes = value_faults(|pm| {
+        let mut log = vec![BANNER.to_owned()];
+        if pm[0x100..0x110].iter().any(|&b| b != 0) {
+            pm[0x100..0x110].fill(0);
+            log.push("nova: checksum corruption repaired!".to_owned());
+        }
+        log
+    });
+    assert!(
+        outcomes.iter().all(|&o| o == FaultOutcome::Corrected),
+        "{outcomes:?}"
+    );
 }

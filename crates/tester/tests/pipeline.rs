@@ -1003,3 +1003,30 @@ fn a_test_s_expected_contents_are_checked_without_a_reference() {
         .to_text()
         .contains("final state differs from expected"));
 }
+
+/// A traced run that wrote nothing to PM or the disk (a test that writes where nothing is
+/// mounted) tested nothing: the report says so and it is no clean pass.
+#[test]
+fn a_run_that_wrote_nothing_is_no_pass() {
+    let tmp = tempfile::tempdir().unwrap();
+    let quiet = "# persim-trace pm-size=0x1000\nhypercall start\nhypercall checkpoint 1\n\
+                 read 0x40 8\nfence sfence\nhypercall checkpoint 2\nhypercall success\n";
+    for (trace, nothing) in [
+        (quiet, true),
+        (common::example_text("journal.trace"), false),
+    ] {
+        let guest = FakeGuest {
+            trace,
+            ..FakeGuest::new("journal.trace")
+        };
+        let dir = RunDir::create(tmp.path().join(nothing.to_string())).unwrap();
+        let report = run_test(&global_prefix(), &guest, "t", &test_case(), &dir, &mut ()).unwrap();
+        let text = std::fs::read_to_string(dir.report_text()).unwrap();
+        assert_eq!(report.traced_nothing, nothing, "{text}");
+        assert_eq!(report.passed(), !nothing, "{text}");
+        assert_eq!(text.contains("nothing tested"), nothing, "{text}");
+        if nothing {
+            assert_eq!(report.mark(), Mark::NothingTraced);
+        }
+    }
+}

@@ -17,6 +17,24 @@ pub enum FenceKind {
     Mfence,
     Locked,
     Serializing,
+    /// A locked or serializing instruction of an interrupt (its handler, or the `iret`
+    /// that returns from it). It drains the buffers too, but where an interrupt lands is
+    /// no choice of the program, so the crash model does not count it (docs/design/model.md,
+    /// "Interrupts").
+    Interrupt,
+}
+
+impl FenceKind {
+    /// The word the text format and reports name the kind by.
+    pub fn name(self) -> &'static str {
+        match self {
+            FenceKind::Sfence => "sfence",
+            FenceKind::Mfence => "mfence",
+            FenceKind::Locked => "locked",
+            FenceKind::Serializing => "serializing",
+            FenceKind::Interrupt => "interrupt",
+        }
+    }
 }
 
 /// A call from the guest to Persim that marks the phases of a test.
@@ -66,7 +84,7 @@ pub enum Op {
     },
     BlkFlush,
     /// A call of a named function of the traced program or its shared libraries
-    /// (`--trace-calls`, docs/tracer.md "Library calls"), recorded at its first instruction
+    /// (`--trace-calls`, docs/design/tracer.md "Library calls"), recorded at its first instruction
     /// with its argument registers (rdi, rsi, rdx, rcx, r8, r9, as many as the function
     /// takes).
     Call {
@@ -107,7 +125,7 @@ pub struct Meta {
     /// Return addresses, innermost first.
     pub stack: Vec<u64>,
     /// Set on the first entry after the running thread changed: this entry and all that
-    /// follow, up to the next entry with a task, were made by it (docs/trace-format.md).
+    /// follow, up to the next entry with a task, were made by it (docs/reference/trace-format.md).
     pub task: Option<Task>,
 }
 

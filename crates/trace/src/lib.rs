@@ -1,5 +1,5 @@
 //! Persim traces: the entries a traced run records, the human-readable text form
-//! (docs/trace-format.md) and the compact, compressed binary form (docs/trace-format.md).
+//! (docs/reference/trace-format.md) and the compact, compressed binary form (docs/reference/trace-format.md).
 //!
 //! [`Reader`] reads either form, chosen by content (on a thread of its own:
 //! [`Reader::read_ahead`]); [`TextWriter`], [`BinaryWriter`] and

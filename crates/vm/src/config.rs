@@ -53,7 +53,7 @@ pub struct VmConfig {
     /// `persim faults --where data|metadata`: the function-name prefixes whose stores are
     /// data (a store with one of them in its stack); the rest is metadata. Empty: the
     /// kernel's DAX copy (`dax_`), right for a file system mounted with DAX
-    /// (docs/faults.md). Left out of the key when empty, as it changes no run.
+    /// (docs/guides/faults.md). Left out of the key when empty, as it changes no run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fault_data_writers: Vec<String>,
     /// Kernel parameters appended to Persim's own command line, e.g. a file system's

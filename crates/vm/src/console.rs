@@ -155,7 +155,7 @@ impl Vm {
     /// [`Vm::boot`], and the guest runs `first` before it reads its console: `run` of
     /// these scripts, in this order, then only collects their results. Nothing from outside
     /// reaches the guest meanwhile, so under `-icount` they run the same instructions in
-    /// every run of a guest restored from the same snapshot (docs/tracer.md,
+    /// every run of a guest restored from the same snapshot (docs/design/tracer.md,
     /// "Reproducibility"). They end at the first that fails.
     pub fn boot_running(
         spec: &QemuSpec,
@@ -569,8 +569,39 @@ fn is_oops(line: &str) -> bool {
     OOPS.iter().any(|marker| line.contains(marker))
 }
 
+/// The kernel's own copy, fill and checksum routines: an oops in one of them is the fault
+/// of its caller, which a headline names instead (`kernel oops in nova_recover_inode_pages
+/// (memcpy_erms)`).
+const LIBRARY_ROUTINES: [&str; 12] = [
+    "mem",
+    "__mem",
+    "str",
+    "__str",
+    "copy_",
+    "__copy_",
+    "_copy_",
+    "clear_page",
+    "__clear_user",
+    "csum_",
+    "crc32",
+    "rep_",
+];
+
+/// The function an oops is blamed on, from the one it happened in (`RIP:`) and its
+/// callers, innermost first: the first that is not a library routine, with the routine
+/// it happened in beside it.
+fn blamed(functions: &[String]) -> Option<String> {
+    let routine = |f: &str| LIBRARY_ROUTINES.iter().any(|r| f.starts_with(r));
+    let first = functions.first()?;
+    match functions.iter().find(|f| !routine(f)) {
+        Some(caller) if caller != first => Some(format!("{caller} ({first})")),
+        _ => Some(first.clone()),
+    }
+}
+
 /// What a person needs of a kernel oops in console text (kernel timestamps removed): a
-/// first line naming the function it happened in (from `RIP:`, else the call trace), the
+/// first line naming the function it happened in (from `RIP:`, else the call trace; the
+/// first caller outside the kernel's copy routines, [`blamed`]), the
 /// report's headlines (`BUG:`, `Oops:`, `#PF:`), its `RIP:` and its call trace. Registers,
 /// PIDs and code bytes are left out: two images that hit the same bug give the same text.
 /// Text without an oops is returned as it is.
@@ -585,7 +616,8 @@ pub(crate) fn oops_report(text: &str) -> String {
         entry.split(['+', ' ']).next().unwrap_or("").to_owned()
     };
     let mut kept = Vec::new();
-    let mut function = None;
+    let mut rip = None;
+    let mut callers = Vec::new();
     let mut calls = None;
     for &line in &lines[start..] {
         if line.starts_with(OOPS_END) {
@@ -600,7 +632,7 @@ pub(crate) fn oops_report(text: &str) -> String {
                 calls = None;
             } else if *count < CALLS_KEPT && entry == line && !line.starts_with('<') {
                 *count += 1;
-                function.get_or_insert_with(|| symbol(line));
+                callers.push(symbol(line));
                 kept.push(format!(" {line}"));
             }
             continue;
@@ -610,14 +642,17 @@ pub(crate) fn oops_report(text: &str) -> String {
         if headline {
             kept.push(line.to_owned());
         } else if line.starts_with("RIP: ") && !kept.iter().any(|l| l.starts_with("RIP: ")) {
-            function = Some(symbol(line));
+            rip = Some(symbol(line));
             kept.push(line.to_owned());
         } else if line.starts_with("Call Trace:") {
             calls = Some(0);
             kept.push(line.to_owned());
         }
     }
-    let first = match function.filter(|f| !f.is_empty()) {
+    let functions: Vec<String> = (rip.into_iter().chain(callers))
+        .filter(|f| !f.is_empty())
+        .collect();
+    let first = match blamed(&functions) {
         Some(function) => format!("kernel oops in {function}"),
         None => "kernel oops".to_owned(),
     };
@@ -841,6 +876,16 @@ mod tests {
             .join("\n");
         assert!(oops_report(&no_rip).starts_with("kernel oops in persim_oops_write\n"));
         assert_eq!(oops_report("mount: no oops"), "mount: no oops");
+        // An oops in a copy routine names its caller first.
+        let in_memcpy = OOPS_TEXT.replace(
+            "persim_oops_dereference+0x5/0x10 [oops]",
+            "memcpy_erms+0x6/0x10",
+        );
+        assert!(
+            oops_report(&in_memcpy).starts_with("kernel oops in persim_oops_write (memcpy_erms)\n"),
+            "{}",
+            oops_report(&in_memcpy)
+        );
         assert!(is_oops("kernel BUG at fs/ext4/inode.c:1234!"));
         assert!(!is_oops("WARNING: CPU: 0 PID: 1 at fs/x.c:1"));
     }

@@ -2,7 +2,7 @@
 //! file, recovered with the configuration's `recover` command, and dumped with `fs-dump`
 //! (or the test's own state command);
 //! failures (recovery error, kernel crash, hang) are results. Workers run in parallel, each
-//! driving one guest that it reuses for image after image (see docs/extraction.md).
+//! driving one guest that it reuses for image after image (see docs/design/extraction.md).
 
 mod worker;
 

@@ -5,7 +5,7 @@
 # Guest -> runner: "@@PERSIM-BEGIN <id>", the script's output, "@@PERSIM-END <id> <exit code>".
 # The first commands end at the first that fails. They run before any console input, so
 # under -icount a test set up and traced by them runs the same instructions in every run
-# (docs/tracer.md, "Reproducibility"); a guest saved as a booted snapshot waits for them in
+# (docs/design/tracer.md, "Reproducibility"); a guest saved as a booted snapshot waits for them in
 # `fw-cfg --wait`, which the QEMU it is restored in answers.
 /bin/busybox --install -s /bin
 export PATH=/bin:/usr/sbin:/usr/bin:/sbin

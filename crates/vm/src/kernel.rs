@@ -16,7 +16,7 @@ pub struct Kernel {
 }
 
 /// In a `modules` path, the guest kernel's release: a configuration names the module
-/// built for whichever kernel it boots (docs/vm-config.md).
+/// built for whichever kernel it boots (docs/reference/vm-config.md).
 pub const RELEASE_PLACEHOLDER: &str = "{release}";
 
 const SETUP_HINT: &str =

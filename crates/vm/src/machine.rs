@@ -12,6 +12,8 @@ use std::time::Duration;
 #[derive(Clone, Debug)]
 pub struct Machine {
     pub config: VmConfig,
+    /// The file `config` was loaded from, if one was named (absolute).
+    pub config_file: Option<PathBuf>,
     /// The plugin and static guest tools the VM is built from.
     pub artifacts: Artifacts,
     /// Limit of each VM phase (boot, setup, traced run, shutdown) and of each image's

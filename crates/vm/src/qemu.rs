@@ -43,7 +43,7 @@ pub struct QemuSpec {
     /// Only for guests that attach the NVDIMM again before using PM contents.
     pub snapshots: Option<PathBuf>,
     /// Guest time counts instructions (`-icount`): with the first commands a guest runs
-    /// (`Vm::boot_running`), a reproducible run (docs/tracer.md, "Reproducibility").
+    /// (`Vm::boot_running`), a reproducible run (docs/design/tracer.md, "Reproducibility").
     pub icount: bool,
     /// The configuration's `kernel_args`, after Persim's own command line.
     pub kernel_args: String,
@@ -98,7 +98,7 @@ impl QemuSpec {
             "-serial",
             "stdio",
             "-no-reboot",
-            // Fewer differences between runs (docs/tracer.md, "Reproducibility"): the guest's
+            // Fewer differences between runs (docs/design/tracer.md, "Reproducibility"): the guest's
             // clock starts at a fixed date, and RDRAND under TCG is a seeded generator.
             "-rtc",
             GUEST_CLOCK_BASE,

@@ -31,15 +31,15 @@ pub struct RecordOptions {
     /// A stack trace with every entry, and how it is found.
     pub stack_traces: Stacks,
     /// Guest time counts instructions (`-icount`), so a recording in a fresh guest gives
-    /// the same trace in every run (docs/tracer.md, "Reproducibility").
+    /// the same trace in every run (docs/design/tracer.md, "Reproducibility").
     pub reproducible: bool,
     /// The plugin counts instead of tracing (`count=on`): each recording's output file
-    /// holds `persim_abi::Counts` text, not a trace (docs/efficiency.md).
+    /// holds `persim_abi::Counts` text, not a trace (docs/guides/efficiency.md).
     pub count: bool,
     /// Virtual CPUs of a counting guest (0 counts as 1). A tracing guest always has one:
     /// a trace is one vCPU's order of accesses.
     pub cpus: u32,
-    /// Functions whose calls are recorded (`pmdk` for the built-in set; docs/tracer.md,
+    /// Functions whose calls are recorded (`pmdk` for the built-in set; docs/design/tracer.md,
     /// "Library calls"), found in the configuration's `tools` and their libraries.
     pub trace_calls: Vec<String>,
 }
@@ -285,7 +285,7 @@ impl TracingVm {
     /// Boots the guest if it has none, else gives it a blank PM again; returns the boot
     /// time (zero without a boot). A guest started now runs `recording` (the recording's
     /// commands) at once, before any console input: so a test's first recording in a
-    /// fresh guest runs the same instructions every time (docs/tracer.md,
+    /// fresh guest runs the same instructions every time (docs/design/tracer.md,
     /// "Reproducibility").
     fn guest_with_blank_pm(&mut self, recording: &[String]) -> Result<Duration, VmError> {
         let timeout = self.machine.timeout;

@@ -101,6 +101,7 @@ fn hash(path: &Path) -> blake3::Hash {
 fn machine(fs: &str, artifacts: Artifacts, jobs: usize) -> Machine {
     Machine {
         config: config(fs),
+        config_file: None,
         artifacts,
         timeout: Duration::from_secs(60),
         boot_timeout: TIMEOUT,
@@ -494,7 +495,7 @@ fn timestamps_recovery_writes_are_marked_and_do_not_tell_images_apart() {
     assert_eq!(states[2], states[0]);
 }
 
-/// The per-image time of both modes with one worker (docs/extraction.md):
+/// The per-image time of both modes with one worker (docs/design/extraction.md):
 /// `cargo test --release -p persim-vm --test extract -- --ignored --nocapture`
 #[test]
 #[ignore = "a measurement: run it alone, with --release"]

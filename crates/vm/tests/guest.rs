@@ -144,6 +144,7 @@ fn kernel_args_of_a_configuration_reach_the_guest_kernel() {
 fn machine(config: VmConfig, artifacts: Artifacts) -> Machine {
     Machine {
         config,
+        config_file: None,
         artifacts,
         timeout: TIMEOUT,
         boot_timeout: TIMEOUT,
@@ -611,7 +612,7 @@ fn time_workload(
 enum PluginMode {
     Off,
     Trace(Stacks),
-    /// The counting mode (docs/efficiency.md); `every_store`: every store instrumented,
+    /// The counting mode (docs/guides/efficiency.md); `every_store`: every store instrumented,
     /// the reference of the reduced instrumentation.
     Count {
         every_store: bool,
@@ -627,7 +628,7 @@ struct Times {
 
 const BENCH_RUNS: usize = 5;
 
-/// scripts/bench-tracer.sh: the figures of docs/performance.md "## Tracer". Ignored by
+/// scripts/bench-tracer.sh: the figures of docs/results/performance.md "## Tracer". Ignored by
 /// default (about two minutes of VM time).
 #[test]
 #[ignore]
@@ -657,7 +658,7 @@ fn bench_tracer_overhead() {
     );
 }
 
-/// The NVMe side of the tracer (docs/performance.md, "NVMe"): the same 16 MiB written to
+/// The NVMe side of the tracer (docs/results/performance.md, "Tracer"): the same 16 MiB written to
 /// ext4 on the NVMe SSD and synced, the plugin decoding the driver's commands or not.
 /// Ignored by default (a few minutes of VM time):
 /// `cargo test --release -p persim-vm --test guest bench_nvme_tracing -- --ignored --nocapture`
@@ -739,7 +740,7 @@ fn compare_tracing(
     );
 }
 
-/// The counting mode's cost (docs/performance.md, "Counting mode"): the 16 MiB workload
+/// The counting mode's cost (docs/results/performance.md, "Counting mode"): the 16 MiB workload
 /// with the plugin loaded and tracing off, counting, and counting with every store
 /// instrumented (the reference), alternated; also each mode's PM bytes. With
 /// `PERSIM_BENCH_BASE_PLUGIN=PATH` (another build of the plugin, e.g. main's), a fourth
@@ -867,7 +868,7 @@ fn counting_only_the_stores_that_can_reach_pm_counts_every_pm_byte() {
 /// The user-store gate stays shut while no process maps PM: a guest that makes a file
 /// system, mounts it and writes files through the kernel stores many values that look
 /// like page-table entries mapping PM (numbers just above 4 GiB), none of them into a
-/// page table (docs/performance.md, "Counting mode").
+/// page table (docs/results/performance.md, "Counting mode").
 #[test]
 fn counting_a_workload_that_maps_no_pm_leaves_user_stores_out() {
     let test = "counting_a_workload_that_maps_no_pm_leaves_user_stores_out";
@@ -946,7 +947,7 @@ fn counting_mode_counts_instructions_and_the_bytes_written_to_pm_and_nvme() {
     );
 }
 
-/// Persim's tracing cost on PMicroProfile's workload (docs/analysis.md), beside its
+/// Persim's tracing cost on PMicroProfile's workload (docs/design/analysis.md), beside its
 /// reported 287x. Ignored by default (a few minutes of VM time):
 /// `cargo test --release -p persim-vm --test guest bench_pmicroprofile_workload -- --ignored --nocapture`
 #[test]
@@ -1224,7 +1225,7 @@ fn dpwc_writes_through_pm_replays_its_log_and_refuses_tables_that_misread_it() {
     }
 }
 
-/// Mutant 4 of dm-dpwc.ko (recovery without the CRC check, docs/dpwc.md "Mutants"), built
+/// Mutant 4 of dm-dpwc.ko (recovery without the CRC check, docs/design/dpwc.md "Mutants"), built
 /// by `DPWC_MUTANT=4 bash scripts/build-kmods.sh`, fails the corrupted-entry step of the
 /// test above: the corrupted entry is replayed, not counted, and the origin's block is
 /// overwritten with the corrupted data.
@@ -1271,7 +1272,7 @@ dd if=/dev/nvme0n1 bs=4096 skip=70 count=1 iflag=direct status=none | cmp -s - /
     assert_eq!(oopses.output.trim(), "0", "{}", oopses.output);
 }
 
-/// DPWC's watermark writeback and throttling (docs/dpwc.md, "Block semantics") on a log
+/// DPWC's watermark writeback and throttling (docs/design/dpwc.md, "Block semantics") on a log
 /// of 2 generations of 2 chunks of 64 KiB (capacity 256 KiB; a 4 KiB write takes 4,352
 /// bytes, 15 to a chunk) with one writer slot, so that the counts are exact. With
 /// `high_watermark=50 low_watermark=25`: 30 direct writes (49.8 %) write nothing back,
@@ -1499,7 +1500,7 @@ const THROTTLE_UNLOAD: &str = "unload() {
     ! grep -q '^pm_throttle ' /proc/modules
 }";
 
-/// pm-throttle.ko (targets/pm-throttle, docs/overload.md) in a 4-vCPU guest on ext4-DAX
+/// pm-throttle.ko (targets/pm-throttle, docs/design/pm-throttle.md) in a 4-vCPU guest on ext4-DAX
 /// and XFS-DAX, on both guest kernels: 4 fio writers of 128 KiB blocks with crc32c
 /// verification in each mode
 /// read their data back; `semaphore` with limit 1 keeps one writer in the copy at a time
@@ -1629,7 +1630,7 @@ dmesg | grep -c -e 'Oops' -e 'BUG:' -e 'WARNING:' || true");
 /// (vm/ext4-throttle-workqueue.toml): the module's worker copies it, its data reaches PM in
 /// non-temporal stores only, and an `sfence` follows the last of them before any other PM
 /// store or fence (the worker's `wmb()`, before the caller's write returns:
-/// docs/overload.md). busybox `cat` writes with sendfile, a kernel buffer, which the kernel
+/// docs/design/pm-throttle.md). busybox `cat` writes with sendfile, a kernel buffer, which the kernel
 /// copies without a fence of its own (a user buffer's copy ends in one): without the
 /// worker's `wmb()` the next fence is the locked decrement after it, and the test fails.
 #[test]
@@ -1703,7 +1704,7 @@ cat /sys/kernel/pm_throttle/region0/copies_by_workers";
     );
 }
 
-/// pm-throttle's overhead where PM is not overloaded (docs/performance.md, "pm-throttle"):
+/// pm-throttle's overhead where PM is not overloaded (docs/results/performance.md, "Subjects"):
 /// one fio writer of 16 KiB blocks (32 MiB on the 64 MiB PM, `sync=1`) on ext4-DAX in a 1-vCPU guest, each
 /// mode against `off`, the modes taking turns for `BENCH_RUNS` rounds; fio's bandwidth in
 /// the guest and QEMU's CPU time per GiB (under TCG it grows with the guest instructions

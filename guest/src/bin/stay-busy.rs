@@ -5,7 +5,7 @@
 //! halted guest sleeps in host time, and QEMU wakes it when the host's timer fires, a
 //! little after the guest timer's deadline, by however much the host was late; the guest's
 //! clock moves on by that much. While this runs, the guest never halts, so its clock, and
-//! with it every timestamp a test writes, is a count of instructions (docs/tracer.md,
+//! with it every timestamp a test writes, is a count of instructions (docs/design/tracer.md,
 //! "Reproducibility"). init.sh runs it while a guest runs its first commands.
 
 use persim_guest::command_line::parse_or_exit;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The on-PM side of DPWC (docs/dpwc.md): the superblock, formatting, opening and
+ * The on-PM side of DPWC (docs/design/dpwc.md): the superblock, formatting, opening and
  * freeing generations, appending an entry, and recovery's replay of the log.
  * Every store to PM is a non-temporal one (memcpy_flushcache) and every ordering
  * point a pmem_wmb() (sfence on x86), so that the stores are durable in the order

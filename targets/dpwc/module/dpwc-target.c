@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * dm-dpwc: the "dpwc" device-mapper target, a write cache on persistent memory
- * for a block device (docs/dpwc.md). Writes are appended to a log on PM and
+ * for a block device (docs/design/dpwc.md). Writes are appended to a log on PM and
  * acknowledged once durable there; a workqueue writes them back to the origin in
  * acknowledge order. Reads go to the origin after the writebacks they overlap.
  *
@@ -380,7 +380,7 @@ static int dpwc_parse(struct dm_target *ti, struct dpwc *dc, struct dpwc_options
 	for (i = 2; i < argc; i++) {
 		if (dpwc_parse_option(argv[i], opt, dc)) {
 			DMERR("bad option \"%s\"", argv[i]);
-			ti->error = "Bad option (see docs/dpwc.md)";
+			ti->error = "Bad option (see docs/design/dpwc.md)";
 			return -EINVAL;
 		}
 	}

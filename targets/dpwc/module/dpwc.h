@@ -2,7 +2,7 @@
 /*
  * DPWC: a write cache on persistent memory for a block device, as a device-mapper
  * target. The on-PM layout (version 1) and the write protocol are described in
- * docs/dpwc.md; this header is their C side.
+ * docs/design/dpwc.md; this header is their C side.
  */
 #ifndef DPWC_H
 #define DPWC_H
@@ -18,7 +18,7 @@
 #include <linux/workqueue.h>
 
 /*
- * Compile-time mutants of the write protocol, for Persim's tests (docs/dpwc.md):
+ * Compile-time mutants of the write protocol, for Persim's tests (docs/design/dpwc.md):
  * 1 no fence between an entry's bytes and its chunk's `used`,
  * 2 `used` bumped before the entry's bytes,
  * 3 a generation reused without resetting its chunks' `used`,

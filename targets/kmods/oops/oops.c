@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * oops.ko: a real kernel oops on demand, for Persim's tests of a recovery that
- * crashes the guest kernel (docs/kmods.md). Writing to /proc/persim-oops takes a
+ * crashes the guest kernel (docs/guides/kernel-fs.md). Writing to /proc/persim-oops takes a
  * mutex and dereferences NULL while holding it: the writer is killed by the oops,
  * the mutex stays locked, and a second writer blocks for good, as a mount does
  * after a file system oopsed with a lock held.

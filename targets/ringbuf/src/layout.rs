@@ -78,7 +78,7 @@ impl Header {
 
     /// The encoded header with its checksum word zeroed: what a release writes first, so
     /// that no crash during a release leaves a first header whose checksum word is written
-    /// and whose id word is not (docs/ringbuf.md, "Torn or damaged?").
+    /// and whose id word is not (docs/design/ringbuf.md, "Torn or damaged?").
     pub fn without_checksum(bytes: &[u8; HEADER_LEN]) -> [u8; HEADER_LEN] {
         let mut out = *bytes;
         out[CHECKSUM_WORD..].fill(0);

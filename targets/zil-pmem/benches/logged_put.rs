@@ -5,7 +5,7 @@
 //!
 //! Criterion measures the mean time of each; a second pass times single operations and
 //! prints their median and 99th percentile, and the ratio of the txg commit's median to
-//! the logged put's (docs/performance.md).
+//! the logged put's (docs/results/performance.md).
 
 use std::hint::black_box;
 use std::path::PathBuf;

@@ -1,6 +1,6 @@
 //! ZIL-PMEM's log engine: an intent log written directly to persistent memory, as the
 //! ZIL-PMEM design proposed for OpenZFS, as a library a storage system can embed
-//! (docs/zil-pmem.md).
+//! (docs/design/zil-pmem.md).
 //!
 //! - A PM region is carved into chunks; each of up to 64 committers
 //!   ([`DEFAULT_COMMITTERS`] by default) writes entries into a chunk of its own; full

@@ -11,7 +11,7 @@ use persim_tester::{
 use std::path::PathBuf;
 
 /// Run a directory of tests as a campaign (e.g. `persim generate ace --seq 2`), or merge
-/// the results of its shards. See docs/campaigns.md.
+/// the results of its shards. See docs/guides/campaigns.md.
 #[derive(Args, Debug)]
 pub struct CampaignArgs {
     #[command(subcommand)]
@@ -46,7 +46,7 @@ pub struct RunCampaignArgs {
     /// (SLURM_ARRAY_TASK_ID of SLURM_ARRAY_TASK_COUNT; scripts/slurm/campaign.sbatch), or
     /// with `auto/N` a Kubernetes Indexed Job's pod (JOB_COMPLETION_INDEX of N
     /// completions). Give each part its own --out: a task run again (a node lost, the job
-    /// requeued) resumes its part there. See docs/campaigns.md.
+    /// requeued) resumes its part there. See docs/guides/campaigns.md.
     #[arg(long, value_name = "K/N|auto[/N]")]
     pub shard: Option<ShardArg>,
     /// Where the runs and results.json / results.txt go (an existing one is resumed).

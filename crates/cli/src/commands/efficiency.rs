@@ -1,5 +1,5 @@
 //! `persim efficiency run`: CPU and energy cost per GiB written, with fio, on the host's
-//! file systems (docs/efficiency.md).
+//! file systems (docs/guides/efficiency.md).
 
 use crate::html;
 use crate::vm_args::VmArgs;
@@ -20,7 +20,7 @@ use persim_tester::{
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-/// Measure what writing a GiB costs a storage stack (docs/efficiency.md).
+/// Measure what writing a GiB costs a storage stack (docs/guides/efficiency.md).
 #[derive(Subcommand, Debug)]
 pub enum EfficiencyCommand {
     Run(EfficiencyRunArgs),

@@ -1,5 +1,5 @@
 //! `persim faults`: media faults and scribbles injected into a finished run's PM images,
-//! each corrupted image recovered in the guest and judged (docs/faults.md).
+//! each corrupted image recovered in the guest and judged (docs/guides/faults.md).
 
 use crate::progress::Progress;
 use crate::size::parse_size;
@@ -22,7 +22,7 @@ use std::path::PathBuf;
 /// panic, hang). Silent and crash faults are findings: exit code 1, each printed with
 /// where it hit, the code that last wrote those bytes, and the state diff.
 ///
-/// QEMU's NVDIMM has no poison: a zeroed range stands for a lost page (docs/faults.md).
+/// QEMU's NVDIMM has no poison: a zeroed range stands for a lost page (docs/guides/faults.md).
 /// The run directory is only read; results go to --out (default RUN_DIR/faults), where the
 /// same command resumes an interrupted campaign. `persim report OUT --html FILE` shows them
 /// as one self-contained page (the table, its plot and each finding).
@@ -30,8 +30,10 @@ use std::path::PathBuf;
 pub struct FaultsArgs {
     /// A run directory of `persim run` (its trace, test and states).
     pub run_dir: PathBuf,
-    /// The configuration the run was made on; default: the one of its name among
-    /// Persim's (vm/<name>.toml).
+    /// The configuration the run was made on; default: the configuration file the run was
+    /// made with (`persim run --vm FILE`), else the one of its name among Persim's
+    /// (vm/<name>.toml). A machine that recovers otherwise (another configuration, kernel
+    /// or guest tools) is refused.
     #[command(flatten)]
     pub vm: VmArgs,
     /// Fault kinds (repeat or separate with commas): bitflip (one bit), scribble:N (N
@@ -57,7 +59,7 @@ pub struct FaultsArgs {
     /// Only PM bytes OFFSET..OFFSET+LEN (sizes as 0x1000, 4096 or 4K): with --where any,
     /// that range; with the others, their bytes in it. Aims faults at a structure written
     /// before the trace began, such as a PMDK pool's header written in the test's setup
-    /// (`grep -obUa PMEMOBJ RUN_DIR/trace.ptrace.initial`; docs/faults.md).
+    /// (`grep -obUa PMEMOBJ RUN_DIR/trace.ptrace.initial`; docs/guides/faults.md).
     #[arg(long, value_name = "OFFSET:LEN", value_parser = parse_range)]
     pub range: Option<Range<u64>>,
     /// Faults per kind, place and image (fewer when the place holds fewer distinct ones).
@@ -110,13 +112,18 @@ pub fn run(args: &FaultsArgs) -> Result<bool> {
         );
     };
     let test = TestCase::load(&run.test())?;
-    let machine = args
-        .vm
-        .machine_of_run(&inputs.machine, args.jobs, !args.quiet)?;
+    let machine = args.vm.machine_of_run(
+        &inputs.machine,
+        inputs.config_file.as_deref(),
+        args.jobs,
+        !args.quiet,
+    )?;
     let data_writers = match machine.config.fault_data_writers.is_empty() {
         true => DEFAULT_DATA_WRITERS.iter().map(|w| w.to_string()).collect(),
         false => machine.config.fault_data_writers.clone(),
     };
+    let guest = VmGuest::new(machine);
+    inputs.check_recovery_on(&guest, run.root())?;
     let out = args.out.clone().unwrap_or_else(|| run.faults());
     // Locks the campaign's directory, as a run directory's.
     let locked = RunDir::create(&out)?;
@@ -129,7 +136,6 @@ pub fn run(args: &FaultsArgs) -> Result<bool> {
         range: args.range.clone(),
         data_writers,
     };
-    let guest = VmGuest::new(machine);
     let mut progress = Progress::new(format!("persim faults {}", inputs.test), !args.quiet);
     let report = run_faults(&run, &test, &guest, &opts, locked.root(), &mut progress)?;
     if args.json {

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 
 /// Generate the crash images a trace can leave on persistent memory.
 ///
-/// Replays TRACE through the crash model (docs/model.md) and, at every failure point
+/// Replays TRACE through the crash model (docs/design/model.md) and, at every failure point
 /// (fences, checkpoints, the end of the trace), chooses crash images with the strategy,
 /// hashes them (BLAKE3, as b3sum) and, with --out, stores each distinct image once.
 #[derive(Args, Debug)]

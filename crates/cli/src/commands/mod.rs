@@ -17,13 +17,13 @@ pub mod suite;
 pub mod trace;
 
 /// The long help of `--strategy` (run, suite, campaign, images): what each strategy checks
-/// and, plainly, what it cannot find (docs/model.md, "Strategies").
+/// and, plainly, what it cannot find (docs/design/model.md, "Strategies").
 /// `--trace-calls`, on `persim run`, `suite` and `trace`.
 pub const TRACE_CALLS: &str = "Record calls of these functions of the traced programs and \
 their shared libraries (the configuration's `tools`), with their argument registers, \
-addresses in PM as PM offsets (docs/tracer.md, \"Library calls\"). `pmdk` stands for \
+addresses in PM as PM offsets (docs/design/tracer.md, \"Library calls\"). `pmdk` stands for \
 libpmemobj's transaction, allocation and persist calls and libpmem's flushes, which \
-`persim analyze` checks PMDK's programming rules on (docs/analysis.md). A name found in no \
+`persim analyze` checks PMDK's programming rules on (docs/design/analysis.md). A name found in no \
 program or library is an error (exit code 2). Example: --trace-calls pmdk,my_commit";
 
 pub const STRATEGIES: &str = "Which crash images to check at each failure point, and what each \

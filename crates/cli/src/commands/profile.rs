@@ -19,7 +19,7 @@ use std::path::PathBuf;
 /// contiguous with the previous one (0 sequential, 1 random); reads, when traced with
 /// --reads. Then stores by size, flushes and fences by kind, and the code that stored,
 /// flushed and fenced, per function (through the symbols recorded with the trace) or per
-/// pc. docs/analysis.md defines each figure.
+/// pc. docs/design/analysis.md defines each figure.
 ///
 /// Exact accounting: `--by process` splits bytes stored (and their share, NT share),
 /// stores, flushes, fences and reads by the process (pid) that made them, with a row per

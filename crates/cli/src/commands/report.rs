@@ -55,7 +55,7 @@ pub fn run(args: &ReportArgs) -> Result<bool> {
     let report = dir.read_report()?;
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&report)?)?;
-        return Ok(report.violations() > 0);
+        return Ok(!report.passed());
     }
     out!("{}", report.to_text())?;
     let evidence = args.diff || args.failure_points || args.dirty_lines;
@@ -84,7 +84,7 @@ pub fn run(args: &ReportArgs) -> Result<bool> {
             print_dirty_lines(&dir, &report, c.to)?;
         }
     }
-    Ok(report.violations() > 0)
+    Ok(!report.passed())
 }
 
 /// The page of `dir`, whichever kind of directory it is; returns whether it holds

@@ -58,7 +58,7 @@ pub struct PipelineArgs {
     /// system as --fs names it (e.g. vm/xfs-dax.toml, or xfs). A difference is a
     /// violation, "final state differs from reference" (exit code 1). Times, inode numbers,
     /// block counts and directories' sizes and link counts are left out of the comparison,
-    /// as are the test's `ignore` fields (docs/tester.md, "Is the final state right?").
+    /// as are the test's `ignore` fields (docs/design/tester.md, "Is the final state right?").
     #[arg(long, value_name = "CONFIG")]
     pub reference: Option<String>,
 }
@@ -95,7 +95,8 @@ impl PipelineArgs {
 }
 
 /// Run one test: trace it in the VM, generate its crash images, recover each, and judge
-/// every checkpoint interval. Exit code 0: no violation, 1: violations, 2: the tool failed.
+/// every checkpoint interval. Exit code 0: no violation, 1: violations (or a traced run that
+/// wrote nothing to PM or the disk), 2: the tool failed.
 ///
 /// The run directory keeps every stage's output (trace.ptrace, images.json, images/,
 /// states/, report.json, report.txt); a stage whose output exists is reused, so an
@@ -118,7 +119,7 @@ pub struct RunArgs {
     pub out: std::path::PathBuf,
     /// Record so that another run gives the same trace, byte for byte, and so the same
     /// images, states and report: the guest's time counts instructions (QEMU `-icount`)
-    /// and nothing from outside reaches it while it runs the test (docs/tracer.md,
+    /// and nothing from outside reaches it while it runs the test (docs/design/tracer.md,
     /// "Reproducibility"). The traced run takes about 1.2x as long.
     #[arg(long)]
     pub reproducible: bool,
@@ -127,7 +128,8 @@ pub struct RunArgs {
 /// Returns whether violations were found.
 pub fn run(args: &RunArgs) -> Result<bool> {
     let p = &args.pipeline;
-    // A bad test is refused before the run directory exists: nothing is left behind.
+    // A bad test or configuration is refused before the run directory exists: nothing is
+    // left behind.
     let given = match &args.test {
         Some(test) => {
             let (name, path) = Suite::resolve(&p.vm.home()?, test)?;
@@ -135,8 +137,8 @@ pub fn run(args: &RunArgs) -> Result<bool> {
         }
         None => None,
     };
-    let dir = RunDir::create(&args.out)?;
     let mut guest = p.guest()?;
+    let dir = RunDir::create(&args.out)?;
     guest.record.reproducible = args.reproducible;
     let (name, test) = match (given, &args.trace_from) {
         (Some(given), _) => given,
@@ -160,5 +162,5 @@ pub fn run(args: &RunArgs) -> Result<bool> {
         "run directory: {} (persim report {0} --diff)",
         args.out.display()
     )?;
-    Ok(report.violations() > 0)
+    Ok(!report.passed())
 }

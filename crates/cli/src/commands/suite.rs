@@ -29,9 +29,10 @@ pub struct SuiteArgs {
 /// Returns whether any test found violations or could not be run.
 pub fn run(args: &SuiteArgs) -> Result<bool> {
     let p = &args.pipeline;
-    // An unusable --out is found before any VM runs.
-    RunDir::create(&args.out)?;
+    // A bad configuration is refused before --out exists; an unusable --out is found
+    // before any VM runs.
     let guest = p.guest()?;
+    RunDir::create(&args.out)?;
     let suite = Suite::named_or_dir(&p.vm.home()?, &args.suite);
     let mut progress = Progress::new("persim suite", !p.quiet);
     let results = run_campaign(

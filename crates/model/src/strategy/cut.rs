@@ -7,7 +7,7 @@
 //!   window runs from the units before the cut to its whole sequence;
 //! - persistent caches: cuts through the cached units in global order (the store buffer
 //!   drains in order); a line's window runs from just after its last cached unit before
-//!   the cut to just before its first cached unit after it (docs/model.md);
+//!   the cut to just before its first cached unit after it (docs/design/model.md);
 //! - `reads`: cuts through the cached units and the runs of NT units of a line (in both
 //!   cache modes, so a line's NT units go all or nothing), only after units of the
 //!   explored lines, which take either end; the other lines follow the cut (their

@@ -1,5 +1,5 @@
-//! Strategies: which crash images to materialise at a failure point (docs/model.md, "What the
-//! strategies promise"). Every image chosen here lies in the model's exact set.
+//! Strategies: which crash images to materialise at a failure point (docs/design/model.md,
+//! "Strategies"). Every image chosen here lies in the model's exact set.
 
 mod cut;
 mod single_line;

@@ -1,5 +1,5 @@
 //! `single-line`: nothing and everything pending, plus each dirty line alone persisted
-//! and each alone lost (docs/model.md). Deterministic and linear in the dirty lines: the
+//! and each alone lost (docs/design/model.md). Deterministic and linear in the dirty lines: the
 //! images a missing fence between two lines needs (a commit record durable while one
 //! line it covers is not), without sampling the product of all lines.
 

@@ -1,6 +1,6 @@
 //! The counting mode's glue for kernel `rep movs`/`rep stos` (`crate::string_stores`): an
 //! instruction callback at each entry and an inline add per stored element, instead of a
-//! memory callback per element (44 % of the callbacks, docs/performance.md).
+//! memory callback per element (44 % of the callbacks, docs/results/performance.md).
 
 use super::{GuestMemory, RawRegister, RegisterHandle, PM_BASE, PM_SIZE, PM_STORED};
 use crate::string_stores::Execution;

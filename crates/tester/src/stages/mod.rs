@@ -95,17 +95,18 @@ pub fn run_test(
     observer: &mut dyn Observer,
 ) -> Result<Report> {
     let started = Instant::now();
-    reconcile(
-        dir,
-        &Inputs::of(
+    let inputs = Inputs {
+        recovery_key: crate::inputs::recovery_key(&guest.recovery_identity()),
+        config_file: guest.config_file(),
+        ..Inputs::of(
             opts,
             name,
             test,
             &guest.identity(),
             guest.reference().map(|r| r.identity()).as_deref(),
-        ),
-        opts.force,
-    )?;
+        )
+    };
+    reconcile(dir, &inputs, opts.force)?;
     let mut run = Run {
         opts,
         guest,

@@ -1,4 +1,4 @@
-//! The first pass of the `reads` strategy (docs/model.md, "Recovery-guided images"): the
+//! The first pass of the `reads` strategy (docs/design/model.md, "Recovery-guided images"): the
 //! fully persisted image of every failure point, and the PM lines its recovery loads.
 //! The distinct images are collected first and their recoveries traced on the extraction
 //! workers in parallel (the thesis traced them one after another). Their states are kept

@@ -12,7 +12,7 @@ use persim_image::{ImageStore, ImagesIndex, PointReads};
 use persim_model::Config;
 use persim_state::Recovered;
 use persim_trace::atomic_file::write_atomically;
-use persim_trace::{Reader, Recording, Symbols};
+use persim_trace::{Op, Reader, Recording, Symbols};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
@@ -67,6 +67,7 @@ pub(super) fn verdicts(
         checkpoints,
         nt_prefixes,
         runtime_data,
+        traced_nothing: !writes_media(&run.dir.trace())?,
         timings,
     };
     let dir = run.dir;
@@ -100,6 +101,16 @@ pub fn judge(
         |h| states.get(h),
         invariants,
     )
+}
+
+/// Whether the trace holds a store to PM or a write to the disk (it stops at the first).
+fn writes_media(trace: &std::path::Path) -> Result<bool> {
+    for entry in Reader::open(trace)? {
+        if matches!(entry?.op, Op::Write { .. } | Op::BlkWrite { .. }) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// Names the code behind each violation (`persim_analyze::find_culprits`), through the

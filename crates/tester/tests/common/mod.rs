@@ -75,6 +75,9 @@ pub struct FakeGuest {
     pub traced_reads: Count,
     /// The reference configuration (`--reference`).
     pub reference: Option<Box<FakeGuest>>,
+    /// What recovery logs of an image, given its PM before recovery reads it; it may
+    /// repair the PM first (a file system with replicas or parity).
+    pub recovery_log: fn(&mut [u8]) -> Vec<String>,
 }
 
 impl FakeGuest {
@@ -91,6 +94,7 @@ impl FakeGuest {
             extracted: Count::default(),
             traced_reads: Count::default(),
             reference: None,
+            recovery_log: |_| Vec::new(),
         }
     }
 }
@@ -156,7 +160,8 @@ impl Guest for FakeGuest {
     ) -> anyhow::Result<Vec<Extracted>> {
         let mut states = Vec::new();
         for (i, image) in images.iter().enumerate() {
-            let pm = std::fs::read(image)?;
+            let mut pm = std::fs::read(image)?;
+            let kernel_log = (self.recovery_log)(&mut pm);
             // the log is read only when the commit flag is set
             let (home, mut words_read) = if pm[0x40] == 1 {
                 (&pm[0..0x10], vec![0x00, 0x08, 0x40, 0x80, 0x88])
@@ -171,7 +176,7 @@ impl Guest for FakeGuest {
                     "{{\"home\": \"{home:02x?}\", \"value\": \"{value:02x?}\"}}"
                 )),
                 words_read: reads.then_some(words_read),
-                kernel_log: Vec::new(),
+                kernel_log,
             };
             finished(i, &extracted);
             states.push(extracted);

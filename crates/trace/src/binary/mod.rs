@@ -1,5 +1,5 @@
 //! The compact binary form of a trace: a fixed header, then one zstd frame holding the
-//! entry stream. docs/trace-format.md describes the layout byte by byte.
+//! entry stream. docs/reference/trace-format.md describes the layout byte by byte.
 
 mod decode;
 mod encode;

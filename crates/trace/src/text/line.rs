@@ -1,4 +1,4 @@
-//! One entry as one line of text (docs/trace-format.md): `Display` writes it, `FromStr`
+//! One entry as one line of text (docs/reference/trace-format.md): `Display` writes it, `FromStr`
 //! reads it.
 
 use std::fmt::{self, Write as _};
@@ -96,6 +96,7 @@ fn parse_op<'a>(kind: &str, words: &mut impl Iterator<Item = &'a str>) -> Result
             "mfence" => FenceKind::Mfence,
             "locked" => FenceKind::Locked,
             "serializing" => FenceKind::Serializing,
+            "interrupt" => FenceKind::Interrupt,
             other => {
                 return Err(format!(
                     "unknown fence kind `{other}`; expected sfence, mfence, locked or serializing"
@@ -262,12 +263,7 @@ impl fmt::Display for Op {
                 };
                 write!(f, "flush {kind} {addr:#x}")
             }
-            Op::Fence(kind) => f.write_str(match kind {
-                FenceKind::Sfence => "fence sfence",
-                FenceKind::Mfence => "fence mfence",
-                FenceKind::Locked => "fence locked",
-                FenceKind::Serializing => "fence serializing",
-            }),
+            Op::Fence(kind) => write!(f, "fence {}", kind.name()),
             Op::Hypercall(Hypercall::Start) => f.write_str("hypercall start"),
             Op::Hypercall(Hypercall::Checkpoint(n)) => write!(f, "hypercall checkpoint {n}"),
             Op::Hypercall(Hypercall::Success) => f.write_str("hypercall success"),

@@ -1,4 +1,4 @@
-//! The human-readable text form of a trace (docs/trace-format.md).
+//! The human-readable text form of a trace (docs/reference/trace-format.md).
 
 mod header;
 mod line;

@@ -1,5 +1,5 @@
 //! Each mutant build breaks one step of the write path; the crash checks must catch it,
-//! with the violation docs/ringbuf.md describes, wherever the model allows it to show.
+//! with the violation docs/design/ringbuf.md describes, wherever the model allows it to show.
 
 use persim_crash_check::{styles, CACHES};
 use persim_model::{CacheMode, FailurePoint, Strategy};

@@ -112,7 +112,7 @@ fn every_flipped_bit_of_a_body_is_detected() {
 /// masked, and so is one that zeroes an id of one set bit (the id is restored: the header
 /// is valid with it). Before the first fix, these flips ended the chunk without a word (silent); before
 /// the release zeroed the checksum word first, the flip that zeroes the id word of a chunk's
-/// first entry (id 1, bit 0) was taken for a release cut short (docs/ringbuf.md).
+/// first entry (id 1, bit 0) was taken for a release cut short (docs/design/ringbuf.md).
 #[test]
 fn every_flipped_bit_of_a_header_is_detected() {
     for entry in 1..=ENTRIES {

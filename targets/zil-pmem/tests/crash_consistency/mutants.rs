@@ -1,5 +1,5 @@
 //! Each mutant build breaks one step of the engine; the checks must catch it, with the
-//! violation docs/zil-pmem.md describes, wherever the model allows it to show.
+//! violation docs/design/zil-pmem.md describes, wherever the model allows it to show.
 
 use persim_crash_check::{styles, CACHES};
 use persim_model::{CacheMode, Strategy};

@@ -17,7 +17,7 @@ const EXIT_BAD_INPUT: u8 = 2;
     name = "dpwc-dump",
     version,
     about = "Print what a DPWC cache (dm-dpwc's PM device, or a crash image of it) holds",
-    long_about = "Reads a DPWC cache as dm-dpwc's recovery does (layout version 1, docs/dpwc.md) \
+    long_about = "Reads a DPWC cache as dm-dpwc's recovery does (layout version 1, docs/design/dpwc.md) \
                   and prints: the superblock, every generation with its id and chunk counters, \
                   the valid entries of each live generation's chunks, the entry where a chunk's \
                   walk stopped (bad magic, length, checksum, or past `used`) with its reason, \
