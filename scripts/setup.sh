@@ -96,6 +96,11 @@ install_packages() {
     # zfs-dkms: that would build and install the modules for the host's kernels.
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q -t bookworm-backports \
         --no-install-recommends zfsutils-linux
+    # The browser that renders `persim report --html`'s pages in the tests
+    # (crates/cli/tests/html_report.rs), and Slurm with munge for the cluster tests
+    # (docs/guides/campaigns.md).
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+        chromium slurm-wlm munge
 }
 
 # Downloads the current linux-image-6.12.*-amd64 (the package the meta-package

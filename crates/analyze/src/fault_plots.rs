@@ -10,6 +10,8 @@ const WIDTH: u32 = 900;
 /// Pixels per bar, and around the chart.
 const ROW: u32 = 36;
 const MARGINS: u32 = 140;
+/// Pixels of the legend's column, right of the chart.
+const LEGEND: u32 = 110;
 
 /// The summary as an SVG document.
 pub fn fault_summary_svg(summary: &FaultSummary) -> Result<String, String> {
@@ -22,9 +24,12 @@ pub fn fault_summary_svg(summary: &FaultSummary) -> Result<String, String> {
         let labels: Vec<String> = (summary.rows.iter())
             .map(|r| format!("{} {} ({})", r.kind, r.place, r.faults))
             .collect();
-        let mut chart = ChartBuilder::on(&root)
+        // The legend beside the chart, not over its bars (they always reach 100 %).
+        let (plot, legend) = root.split_horizontally(WIDTH - LEGEND);
+        let mut chart = ChartBuilder::on(&plot)
             .caption("Faults by outcome", ("sans-serif", 20))
             .margin(10)
+            .margin_right(20)
             .x_label_area_size(40)
             .y_label_area_size(200)
             .build_cartesian_2d(0.0..100.0, 0.0..rows as f64)
@@ -60,21 +65,15 @@ pub fn fault_summary_svg(summary: &FaultSummary) -> Result<String, String> {
                     color.filled(),
                 )
             });
-            chart
-                .draw_series(bars)
-                .map_err(plot_error)?
-                .label(outcome.to_string())
-                .legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 5), (x + 15, y + 5)], color.filled())
-                });
+            chart.draw_series(bars).map_err(plot_error)?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .border_style(BLACK)
-            .background_style(WHITE)
-            .draw()
-            .map_err(plot_error)?;
+        for (i, outcome) in FaultOutcome::iter().enumerate() {
+            let y = 50 + 22 * i as i32;
+            let swatch = Rectangle::new([(0, y - 6), (15, y + 6)], colour(outcome).filled());
+            legend.draw(&swatch).map_err(plot_error)?;
+            let name = Text::new(outcome.to_string(), (22, y - 7), ("sans-serif", 14));
+            legend.draw(&name).map_err(plot_error)?;
+        }
         root.present().map_err(plot_error)?;
     }
     Ok(svg)

@@ -44,7 +44,10 @@ pub use patterns::{find_patterns, Finding, Kind as PatternKind, Patterns, Site};
 pub use pebs::{Estimate, Row as EstimateRow};
 pub use profile::{profile, Derived, Part, Profile, Series, Stats};
 pub use profile_plots::profile_svgs;
-pub use report::{Mark, NtSummary, Report, RuntimeSummary, Timings};
+pub use report::{
+    abbreviate, culprits_by_kind, telling_lines, verdict_label, Mark, NtSummary, Report,
+    RuntimeSummary, Timings,
+};
 pub use signature::{signature, without_numbers};
 pub use verdict::{
     verdicts, BrokenInvariant, CheckpointVerdict, ErrorInfo, ImageOrigins, InvariantVerdict, Media,

@@ -70,16 +70,21 @@ pub struct Timings {
 }
 
 impl Timings {
-    fn to_text(&self) -> Option<String> {
-        let stages = [
+    /// Each stage's name and seconds, in the order a run goes through them, `total` last.
+    pub fn stages(&self) -> [(&'static str, Option<f64>); 6] {
+        [
             ("trace", self.trace),
             ("reference", self.reference),
             ("reads", self.reads),
             ("images", self.images),
             ("states", self.states),
             ("total", self.total),
-        ];
-        let parts: Vec<String> = stages
+        ]
+    }
+
+    fn to_text(&self) -> Option<String> {
+        let parts: Vec<String> = self
+            .stages()
             .iter()
             .filter_map(|(name, seconds)| seconds.map(|s| format!("{name} {s:.1} s")))
             .collect();
@@ -114,7 +119,7 @@ pub enum Mark {
 }
 
 impl Mark {
-    const ALL: [Mark; 10] = [
+    pub const ALL: [Mark; 10] = [
         Mark::Atomic,
         Mark::AtomicityViolation,
         Mark::InvariantViolation,
@@ -126,6 +131,22 @@ impl Mark {
         Mark::NotRun,
         Mark::NothingTraced,
     ];
+
+    /// What the mark means, for a legend.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Mark::Atomic => "every interval atomic",
+            Mark::AtomicityViolation => "atomicity violation",
+            Mark::InvariantViolation => "invariant broken",
+            Mark::MultipleFinalStates => "several final states",
+            Mark::WrongFinalState => "final state differs from the reference or expect",
+            Mark::ExtractionError => "recovery failed",
+            Mark::RecoveryHang => "recovery hung",
+            Mark::RecoveryCrash => "guest kernel crashed in recovery",
+            Mark::NotRun => "could not be run",
+            Mark::NothingTraced => "nothing written to PM or the disk: nothing tested",
+        }
+    }
 
     pub fn symbol(self) -> &'static str {
         match self {
@@ -337,7 +358,7 @@ const LAST_LINES: usize = 2;
 /// What a person needs of a failed recovery's console output: the lines where the kernel
 /// or the recovery command say what went wrong (an oops, `EXT4-fs error`, "Structure
 /// needs cleaning"), else its first line.
-pub(crate) fn telling_lines(output: &str) -> Vec<&str> {
+pub fn telling_lines(output: &str) -> Vec<&str> {
     const SIGNS: [&str; 11] = [
         "kernel oops",
         "RIP: ",
@@ -400,17 +421,9 @@ const SITES_SHOWN: usize = 8;
 /// The code behind an interval's violation, kinds in `find_culprits`' order (most relevant
 /// first), and within each kind the most relevant sites, then those with most stores.
 fn culprits_text(t: &mut String, culprits: &[crate::Culprit]) {
-    let mut kinds: Vec<&str> = Vec::new();
-    for c in culprits {
-        if !kinds.contains(&c.what.as_str()) {
-            kinds.push(&c.what);
-        }
-    }
     let hex =
         |values: &[u64]| -> Vec<String> { values.iter().map(|v| format!("{v:#x}")).collect() };
-    for kind in kinds {
-        let mut sites: Vec<&crate::Culprit> = culprits.iter().filter(|c| c.what == kind).collect();
-        sites.sort_by_key(|c| (c.relevance, std::cmp::Reverse(c.stores)));
+    for (kind, sites) in culprits_by_kind(culprits) {
         let total: usize = sites.iter().map(|c| c.stores).sum();
         let (what, at) = match sites.first().is_some_and(|c| c.disk) {
             true => ("disk write(s)", "offsets"),
@@ -447,6 +460,22 @@ fn culprits_text(t: &mut String, culprits: &[crate::Culprit]) {
     }
 }
 
+/// The culprits by kind, kinds in `find_culprits`' order (most relevant first), and within
+/// each kind the most relevant sites first, then those with most stores.
+pub fn culprits_by_kind(culprits: &[crate::Culprit]) -> Vec<(&str, Vec<&crate::Culprit>)> {
+    let mut kinds: Vec<(&str, Vec<&crate::Culprit>)> = Vec::new();
+    for c in culprits {
+        match kinds.iter_mut().find(|(kind, _)| *kind == c.what) {
+            Some((_, sites)) => sites.push(c),
+            None => kinds.push((&c.what, vec![c])),
+        }
+    }
+    for (_, sites) in &mut kinds {
+        sites.sort_by_key(|c| (c.relevance, std::cmp::Reverse(c.stores)));
+    }
+    kinds
+}
+
 /// `0x40, 0x80, … (9 in all)`, or `none`.
 fn line_list(lines: &[u64]) -> String {
     const SHOWN: usize = 6;
@@ -463,7 +492,7 @@ fn line_list(lines: &[u64]) -> String {
 }
 
 /// `1, 5, 9, … (12 in all)` for long lists.
-fn abbreviate(points: &[u64]) -> String {
+pub fn abbreviate(points: &[u64]) -> String {
     const SHOWN: usize = 6;
     let shown: Vec<String> = points.iter().take(SHOWN).map(u64::to_string).collect();
     if points.len() > SHOWN {
@@ -476,7 +505,7 @@ fn abbreviate(points: &[u64]) -> String {
 /// "atomic", or every violation of the interval: a failed recovery does not hide that the
 /// interval also has several final states or too many states. With invariants, whether
 /// they hold, and more than two states are no violation.
-fn verdict_label(c: &CheckpointVerdict) -> String {
+pub fn verdict_label(c: &CheckpointVerdict) -> String {
     let holds = c.invariant.as_ref().map(|i| i.holds);
     let right = final_state_label(c);
     match (c.violated(), c.atomic, holds) {

@@ -29,6 +29,7 @@ macro_rules! say {
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod commands;
+mod html;
 mod progress;
 mod size;
 mod vm_args;

@@ -178,11 +178,25 @@ fn a_series_on_tmpfs_and_ext4_measures_every_point_resumes_and_leaves_no_files()
         .unwrap()
         .path();
     let before = std::fs::read(&point).unwrap();
+    // (with the results as an HTML page: the table and the plots inline)
+    let page = tmp.path().join("series.html");
     let again = Command::cargo_bin("persim")
         .unwrap()
         .args(short_series(&targets, &out))
+        .arg("--html")
+        .arg(&page)
         .assert()
         .success();
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("fio-3") && html.contains("No energy figures"),
+        "{html}"
+    );
+    assert_eq!(
+        html.matches("<svg").count(),
+        2,
+        "bandwidth and CPU cost: {html}"
+    );
     let stderr = String::from_utf8_lossy(&again.get_output().stderr).into_owned();
     assert_eq!(stderr.matches("done earlier, kept").count(), 4, "{stderr}");
     assert!(!stderr.contains("fio with"), "{stderr}");

@@ -73,6 +73,77 @@ impl Shard {
     }
 }
 
+impl Shard {
+    /// The part a cluster scheduler gave this process (`--shard auto`), from its
+    /// environment (`var`): a Slurm job array's task (`SLURM_ARRAY_TASK_ID` among
+    /// `SLURM_ARRAY_TASK_MIN`..`MAX` by `STEP`, `SLURM_ARRAY_TASK_COUNT` tasks), or a
+    /// Kubernetes Indexed Job's pod (`JOB_COMPLETION_INDEX` from 0, of `count` completions,
+    /// which the Job does not tell its pods). `count`, when given, must agree with Slurm's.
+    pub fn from_scheduler(
+        count: Option<usize>,
+        var: impl Fn(&str) -> Option<String>,
+    ) -> Result<Shard, String> {
+        let number = |name: &str| -> Result<Option<usize>, String> {
+            var(name)
+                .map(|v| (v.trim().parse()).map_err(|_| format!("{name}={v} is not a number")))
+                .transpose()
+        };
+        let shard = if let Some(id) = number("SLURM_ARRAY_TASK_ID")? {
+            let (Some(min), Some(max), Some(tasks)) = (
+                number("SLURM_ARRAY_TASK_MIN")?,
+                number("SLURM_ARRAY_TASK_MAX")?,
+                number("SLURM_ARRAY_TASK_COUNT")?,
+            ) else {
+                return Err("SLURM_ARRAY_TASK_ID is set but not SLURM_ARRAY_TASK_MIN, \
+                     _MAX and _COUNT: is this Slurm older than 18.08?"
+                    .into());
+            };
+            let step = number("SLURM_ARRAY_TASK_STEP")?.unwrap_or(1).max(1);
+            if (max - min) / step + 1 != tasks || id < min || (id - min) % step != 0 {
+                return Err(format!(
+                    "the job array's tasks are not evenly spaced ({tasks} tasks from {min} \
+                     to {max}, this one {id}): give --array as a range such as 1-{tasks}"
+                ));
+            }
+            if count.is_some_and(|n| n != tasks) {
+                return Err(format!(
+                    "--shard auto/{} but the job array has {tasks} tasks",
+                    count.unwrap_or(0)
+                ));
+            }
+            Shard {
+                index: (id - min) / step + 1,
+                count: tasks,
+            }
+        } else if let Some(index) = number("JOB_COMPLETION_INDEX")? {
+            let Some(count) = count else {
+                return Err(
+                    "JOB_COMPLETION_INDEX is set (a Kubernetes Indexed Job), but a \
+                     pod is not told the Job's completions: give --shard auto/N with N \
+                     the Job's completions"
+                        .into(),
+                );
+            };
+            Shard {
+                index: index + 1,
+                count,
+            }
+        } else {
+            return Err("--shard auto: this is no task of a Slurm job array \
+                 (SLURM_ARRAY_TASK_ID) nor a pod of a Kubernetes Indexed Job \
+                 (JOB_COMPLETION_INDEX): run it as one, or give --shard K/N"
+                .into());
+        };
+        if shard.index > shard.count || shard.count == 0 {
+            return Err(format!(
+                "this task is part {} of {}: is the count right?",
+                shard.index, shard.count
+            ));
+        }
+        Ok(shard)
+    }
+}
+
 impl std::str::FromStr for Shard {
     type Err = String;
 
@@ -369,9 +440,14 @@ impl SuiteResults {
         groups
     }
 
+    /// `dir/results.json`, where a campaign's results are.
+    pub fn file(dir: &Path) -> std::path::PathBuf {
+        dir.join("results.json")
+    }
+
     /// Reads `dir/results.json`.
     pub fn load(dir: &Path) -> Result<SuiteResults> {
-        let path = dir.join("results.json");
+        let path = SuiteResults::file(dir);
         let text =
             std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
         serde_json::from_slice(&text).with_context(|| format!("{} is malformed", path.display()))
@@ -381,7 +457,7 @@ impl SuiteResults {
     pub fn save(&self, dir: &Path) -> Result<()> {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         write_atomically(
-            &dir.join("results.json"),
+            &SuiteResults::file(dir),
             serde_json::to_string_pretty(self)?.as_bytes(),
         )?;
         write_atomically(&dir.join("results.txt"), self.to_text().as_bytes())?;
@@ -460,6 +536,78 @@ impl SuiteResults {
 
 #[cfg(test)]
 mod tests {
+    use super::Shard;
+
+    fn env<'a>(vars: &'a [(&str, &str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        |name| {
+            (vars.iter())
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    fn slurm(id: &str, min: &str, max: &str, count: &str) -> Vec<(&'static str, String)> {
+        [
+            ("SLURM_ARRAY_TASK_ID", id),
+            ("SLURM_ARRAY_TASK_MIN", min),
+            ("SLURM_ARRAY_TASK_MAX", max),
+            ("SLURM_ARRAY_TASK_COUNT", count),
+        ]
+        .map(|(n, v)| (n, v.to_owned()))
+        .into()
+    }
+
+    fn auto(count: Option<usize>, vars: &[(&'static str, String)]) -> Result<Shard, String> {
+        let vars: Vec<(&str, &str)> = vars.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        Shard::from_scheduler(count, env(&vars))
+    }
+
+    #[test]
+    fn a_slurm_array_task_or_an_indexed_pod_is_its_shard() {
+        let shard = |index, count| Ok(Shard { index, count });
+        // --array=0-3 and --array=1-4: the same four parts
+        assert_eq!(auto(None, &slurm("0", "0", "3", "4")), shard(1, 4));
+        assert_eq!(auto(None, &slurm("4", "1", "4", "4")), shard(4, 4));
+        assert_eq!(auto(Some(4), &slurm("2", "1", "4", "4")), shard(2, 4));
+        // --array=0-6:2 (0, 2, 4, 6)
+        let mut stepped = slurm("4", "0", "6", "4");
+        stepped.push(("SLURM_ARRAY_TASK_STEP", "2".into()));
+        assert_eq!(auto(None, &stepped), shard(3, 4));
+        let k8s = [("JOB_COMPLETION_INDEX", "0".to_owned())];
+        assert_eq!(auto(Some(8), &k8s), shard(1, 8));
+        let k8s = [("JOB_COMPLETION_INDEX", "7".to_owned())];
+        assert_eq!(auto(Some(8), &k8s), shard(8, 8));
+
+        let refused = |count, vars: &[(&'static str, String)], words: &str| {
+            let e = auto(count, vars).unwrap_err();
+            assert!(e.contains(words), "{e}");
+        };
+        refused(None, &[], "no task of a Slurm job array");
+        refused(None, &k8s, "give --shard auto/N");
+        refused(
+            Some(4),
+            &[("JOB_COMPLETION_INDEX", "4".into())],
+            "part 5 of 4",
+        );
+        refused(
+            Some(3),
+            &slurm("1", "1", "4", "4"),
+            "auto/3 but the job array has 4",
+        );
+        // --array=1,2,7: not a range
+        refused(None, &slurm("7", "1", "7", "3"), "not evenly spaced");
+        refused(
+            None,
+            &slurm("x", "1", "7", "3"),
+            "SLURM_ARRAY_TASK_ID=x is not a number",
+        );
+        refused(
+            None,
+            &slurm("1", "1", "4", "4")[..1],
+            "not SLURM_ARRAY_TASK_MIN",
+        );
+    }
+
     /// results.json must load as the numbers it was written with (a resumed or merged
     /// campaign compares them): serde_json's default float parser is off by one unit in
     /// the last place for some of the seconds a campaign measures.

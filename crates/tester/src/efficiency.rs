@@ -328,7 +328,7 @@ fn write_results(out: &Path, results: &GuestResults) -> Result<(), String> {
 /// The guest series' plots over jobs, a line per stack: instructions per GiB (kernel and
 /// user), and PM and NVMe bytes per byte written (NVMe lines only for stacks with an SSD
 /// written).
-fn guest_svgs(points: &[GuestPoint]) -> Result<Vec<(&'static str, String)>, String> {
+pub fn guest_svgs(points: &[GuestPoint]) -> Result<Vec<(&'static str, String)>, String> {
     let instructions: Vec<LinePoint> = points
         .iter()
         .map(|p| {

@@ -159,6 +159,19 @@ pub struct FaultsReport {
 }
 
 impl FaultsReport {
+    /// Reads a fault campaign's `faults.json` from its directory; None when it has none.
+    pub fn load(dir: &Path) -> Result<Option<FaultsReport>> {
+        let path = FaultsDir(dir.to_path_buf()).report();
+        let text = match std::fs::read(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+        };
+        let report = serde_json::from_slice(&text)
+            .with_context(|| format!("{} is malformed", path.display()))?;
+        Ok(Some(report))
+    }
+
     pub fn findings(&self) -> impl Iterator<Item = &FaultResult> {
         self.faults.iter().filter(|f| f.outcome.is_finding())
     }

@@ -23,7 +23,7 @@ pub use campaign::{
 };
 pub use cases::{ace, Suite, TestCase};
 pub use efficiency::{
-    guest_job, guest_table, run_guest_series, GuestPoint, GuestProgress, GuestResults,
+    guest_job, guest_svgs, guest_table, run_guest_series, GuestPoint, GuestProgress, GuestResults,
     GuestSeriesOptions,
 };
 pub use faults::{run_faults, FaultOptions, FaultPlace, FaultResult, FaultsAt, FaultsReport};

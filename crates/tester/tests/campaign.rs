@@ -3,33 +3,13 @@
 
 mod common;
 
-use common::{example_text, FakeGuest};
+use common::{example_text, journal_suite as tests, FakeGuest};
 use persim_analyze::Mark;
 use persim_model::Strategy;
 use persim_tester::{
     merge, run_campaign, CampaignOptions, PipelineOptions, Shard, Suite, SuiteResults,
 };
 use std::path::Path;
-
-/// Seven tests; those whose operation says so record the journal without its fence.
-fn tests(dir: &Path) -> Suite {
-    for i in 0..7 {
-        let op = if i % 3 == 1 {
-            "missing-fence"
-        } else {
-            "update"
-        };
-        std::fs::write(
-            dir.join(format!("t{i}.toml")),
-            format!("description = \"journal\"\nops = [\"journal-{op}\"]\n"),
-        )
-        .unwrap();
-    }
-    Suite {
-        name: "gen".into(),
-        dir: dir.to_path_buf(),
-    }
-}
 
 fn guest() -> FakeGuest {
     let mut guest = FakeGuest::new("journal.trace");

@@ -2,6 +2,7 @@
 //! generated tests on warm VMs, several at once, in shards, grouped by signature.
 
 use crate::commands::run::PipelineArgs;
+use crate::html;
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use persim_tester::{
@@ -40,9 +41,14 @@ pub struct RunCampaignArgs {
     #[arg(long)]
     pub parallel: Option<usize>,
     /// Run part K of N (the tests at positions K-1, K-1+N, … of the sorted names), e.g.
-    /// one task of a Slurm array or a CI matrix; `persim campaign merge` combines the parts.
-    #[arg(long, value_name = "K/N")]
-    pub shard: Option<Shard>,
+    /// one job of a CI matrix; `persim campaign merge` combines the parts. `auto`: the
+    /// part a cluster scheduler gives this task: a Slurm job array's task
+    /// (SLURM_ARRAY_TASK_ID of SLURM_ARRAY_TASK_COUNT; scripts/slurm/campaign.sbatch), or
+    /// with `auto/N` a Kubernetes Indexed Job's pod (JOB_COMPLETION_INDEX of N
+    /// completions). Give each part its own --out: a task run again (a node lost, the job
+    /// requeued) resumes its part there. See docs/guides/campaigns.md.
+    #[arg(long, value_name = "K/N|auto[/N]")]
+    pub shard: Option<ShardArg>,
     /// Where the runs and results.json / results.txt go (an existing one is resumed).
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
@@ -57,6 +63,10 @@ pub struct MergeArgs {
     pub shards: Vec<PathBuf>,
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
+    /// Also write the merged campaign as one self-contained HTML page (`persim report
+    /// --html`), each failing test's run report taken from its shard's directory.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }
 
 /// Returns whether any test found violations or could not be run.
@@ -71,13 +81,60 @@ pub fn run(args: &CampaignArgs) -> Result<bool> {
                 .collect::<Result<Vec<_>>>()?;
             let merged = merge(parts)?;
             merged.save(&args.out)?;
+            if let Some(file) = &args.html {
+                let run_dir = |test: &str| {
+                    (args.shards.iter())
+                        .map(|shard| RunDir::new(shard.join(test)))
+                        .find(|dir| dir.report_json().exists())
+                };
+                html::write(file, &html::campaign_page(&merged, run_dir)?)?;
+            }
             out!("{}", merged.to_text())?;
             Ok(merged.failed())
         }
     }
 }
 
+/// `--shard`: a part given, or the scheduler's.
+#[derive(Clone, Copy, Debug)]
+pub enum ShardArg {
+    Given(Shard),
+    /// From the environment, with the count when given (`auto/N`).
+    Auto(Option<usize>),
+}
+
+impl std::str::FromStr for ShardArg {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<ShardArg, String> {
+        match text.strip_prefix("auto") {
+            Some("") => Ok(ShardArg::Auto(None)),
+            Some(count) => match count.strip_prefix('/').and_then(|n| n.parse().ok()) {
+                Some(n) if n >= 1 => Ok(ShardArg::Auto(Some(n))),
+                _ => Err(format!(
+                    "`{text}` is not a shard: give auto, or auto/N with N >= 1 the number \
+                     of parts"
+                )),
+            },
+            None => text.parse().map(ShardArg::Given),
+        }
+    }
+}
+
+impl ShardArg {
+    /// The part this process runs; `auto` reads the scheduler's variables.
+    fn shard(self) -> Result<Shard> {
+        match self {
+            ShardArg::Given(shard) => Ok(shard),
+            ShardArg::Auto(count) => Shard::from_scheduler(count, |name| std::env::var(name).ok())
+                .map_err(anyhow::Error::msg),
+        }
+    }
+}
+
 fn run_tests(args: &RunCampaignArgs) -> Result<bool> {
+    // Before anything is made: a refused --shard auto leaves nothing behind.
+    let shard = args.shard.map_or(Ok(Shard::WHOLE), ShardArg::shard)?;
     let p = &args.pipeline;
     let mut guest = p.guest()?;
     let parallel = tests_at_once(args.parallel, guest.machine.jobs)?;
@@ -88,10 +145,7 @@ fn run_tests(args: &RunCampaignArgs) -> Result<bool> {
         reference.machine.progress = false;
     }
     let suite = Suite::named_or_dir(&p.vm.home()?, &args.tests);
-    let campaign = CampaignOptions {
-        parallel,
-        shard: args.shard.unwrap_or(Shard::WHOLE),
-    };
+    let campaign = CampaignOptions { parallel, shard };
     let mut progress = crate::progress::Progress::new("persim campaign", false);
     let results = run_campaign(
         &p.into(),
@@ -139,6 +193,20 @@ fn tests_at_once(parallel: Option<usize>, jobs: usize) -> Result<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shard_arguments_are_given_parts_or_auto() {
+        let given = |text: &str| match text.parse::<ShardArg>() {
+            Ok(ShardArg::Given(shard)) => Some(shard.to_string()),
+            _ => None,
+        };
+        assert_eq!(given("2/8").as_deref(), Some("2/8"));
+        assert!(matches!("auto".parse(), Ok(ShardArg::Auto(None))));
+        assert!(matches!("auto/4".parse(), Ok(ShardArg::Auto(Some(4)))));
+        for bad in ["auto/0", "auto/x", "autos", "0/2"] {
+            assert!(bad.parse::<ShardArg>().is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn tests_at_once_follow_jobs_unless_given() {

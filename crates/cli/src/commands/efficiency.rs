@@ -1,18 +1,22 @@
 //! `persim efficiency run`: CPU and energy cost per GiB written, with fio, on the host's
 //! file systems (docs/guides/efficiency.md).
 
+use crate::html;
 use crate::vm_args::VmArgs;
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use persim_efficiency::fio::FioJob;
 use persim_efficiency::interrupt;
 use persim_efficiency::numa;
+use persim_efficiency::plots::series_svgs;
 use persim_efficiency::power::PowerSource;
 use persim_efficiency::powercap::POWERCAP_DIR;
-use persim_efficiency::results::Results;
+use persim_efficiency::results::{table, Results};
 use persim_efficiency::series::{self, Progress, SeriesOptions};
 use persim_efficiency::target::TargetSpec;
-use persim_tester::{guest_job, guest_table, run_guest_series, GuestProgress, GuestSeriesOptions};
+use persim_tester::{
+    guest_job, guest_svgs, guest_table, run_guest_series, GuestProgress, GuestSeriesOptions,
+};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -109,6 +113,9 @@ pub struct EfficiencyRunArgs {
     /// The output directory (an existing one with the same options is resumed).
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
+    /// Also write the results table and the plots as one self-contained HTML page.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }
 
 /// `--jobs`: job counts in order.
@@ -184,6 +191,11 @@ pub fn run(command: &EfficiencyCommand) -> Result<ExitCode> {
         Err(e) => bail!("{e}"),
     };
     print_results(&results, args.json)?;
+    if let Some(file) = &args.html {
+        let svgs = series_svgs(&results.points).map_err(anyhow::Error::msg)?;
+        let page = html::plots_page("What writing a GiB costs", &table(&results), &svgs);
+        html::write(file, &page)?;
+    }
     say!("results: {}", args.out.display());
     Ok(ExitCode::SUCCESS)
 }
@@ -233,6 +245,15 @@ fn run_in_guest(args: &EfficiencyRunArgs) -> Result<ExitCode> {
     } else {
         out!("{}", guest_table(&results))?;
     }
+    if let Some(file) = &args.html {
+        let svgs = guest_svgs(&results.points).map_err(anyhow::Error::msg)?;
+        let page = html::plots_page(
+            "What writing a GiB costs in the guest",
+            &guest_table(&results),
+            &svgs,
+        );
+        html::write(file, &page)?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -240,7 +261,7 @@ fn print_results(results: &Results, json: bool) -> Result<()> {
     if json {
         outln!("{}", serde_json::to_string_pretty(results)?)?;
     } else {
-        out!("{}", persim_efficiency::results::table(results))?;
+        out!("{}", table(results))?;
     }
     Ok(())
 }

@@ -24,7 +24,8 @@ use std::path::PathBuf;
 ///
 /// QEMU's NVDIMM has no poison: a zeroed range stands for a lost page (docs/guides/faults.md).
 /// The run directory is only read; results go to --out (default RUN_DIR/faults), where the
-/// same command resumes an interrupted campaign.
+/// same command resumes an interrupted campaign. `persim report OUT --html FILE` shows them
+/// as one self-contained page (the table, its plot and each finding).
 #[derive(Args, Debug)]
 pub struct FaultsArgs {
     /// A run directory of `persim run` (its trace, test and states).

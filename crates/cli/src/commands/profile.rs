@@ -1,6 +1,7 @@
 //! `persim profile TRACE|RUN_DIR`: how a trace uses PM; with `--by` or
 //! `--sample-interval`, split per process or function and the PEBS estimator.
 
+use crate::html;
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use persim_analyze::{account, profile, profile_svgs, By};
@@ -43,6 +44,9 @@ pub struct ProfileArgs {
     /// written-lines.svg (a heat map of the bytes written per PM region).
     #[arg(long, value_name = "DIR", conflicts_with_all = ["by", "sample_interval"])]
     pub svg: Option<PathBuf>,
+    /// Also write the profile and those plots as one self-contained HTML page.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["by", "sample_interval"])]
+    pub html: Option<PathBuf>,
     /// Split the figures per process (and thread) or per function.
     #[arg(long, value_enum)]
     pub by: Option<ByArg>,
@@ -95,9 +99,17 @@ pub fn run(args: &ProfileArgs) -> Result<()> {
     } else {
         out!("{}", profile.to_text())?;
     }
+    if args.svg.is_none() && args.html.is_none() {
+        return Ok(());
+    }
+    let svgs = profile_svgs(&profile).map_err(anyhow::Error::msg)?;
+    if let Some(file) = &args.html {
+        let title = format!("PM profile of {}", trace.display());
+        html::write(file, &html::plots_page(&title, &profile.to_text(), &svgs))?;
+    }
     if let Some(dir) = &args.svg {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        for (name, svg) in profile_svgs(&profile).map_err(anyhow::Error::msg)? {
+        for (name, svg) in svgs {
             let path = dir.join(name);
             write_atomically(&path, svg.as_bytes())
                 .with_context(|| format!("cannot write {}", path.display()))?;

@@ -1,20 +1,36 @@
 //! `persim report DIR`: print a run's report again, with the evidence asked for.
 
-use anyhow::{Context, Result};
+use crate::html;
+use anyhow::{bail, Context, Result};
 use clap::Args;
-use persim_analyze::{line_diff, pending_at, Report};
+use persim_analyze::{line_diff, pending_at, CheckpointVerdict, Report};
 use persim_image::ImagesIndex;
 use persim_model::Config;
-use persim_tester::RunDir;
+use persim_tester::{FaultsReport, RunDir, SuiteResults};
 use persim_trace::{Reader, Symbols};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Print a run's report again; --diff and --dirty-lines add the evidence behind each
-/// violation.
+/// violation. With --html, write one self-contained HTML page of a run, a campaign or a
+/// fault campaign instead.
+///
+/// The page loads nothing from the network (style, filter script and plots are inline), so
+/// it opens from a mail attachment or a CI artifact:
+///   persim report runs/hello --html hello.html          # a run: verdicts, diffs, culprits
+///   persim report runs/ace --html ace.html              # a campaign: filters, signatures
+///   persim report runs/hello/faults --html faults.html  # `persim faults`: table and plot
+/// A campaign's page holds each failing test's run report; for merged shards, give
+/// `persim campaign merge --html`, which knows the shards' directories.
 #[derive(Args, Debug)]
+#[command(verbatim_doc_comment)]
 pub struct ReportArgs {
-    /// A run directory of `persim run` (or one test's directory of `persim suite`).
+    /// A run directory of `persim run` (or one test's directory of `persim suite`); with
+    /// --html also a directory of `persim suite` or `persim campaign run` (results.json)
+    /// or of `persim faults` (faults.json).
     pub dir: PathBuf,
+    /// Write the report as one self-contained HTML page to FILE instead of printing it.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["diff", "failure_points", "dirty_lines", "json"])]
+    pub html: Option<PathBuf>,
     /// Line diffs between each violating interval's first state and its other states.
     #[arg(long)]
     pub diff: bool,
@@ -32,6 +48,9 @@ pub struct ReportArgs {
 
 /// Returns whether the run found violations.
 pub fn run(args: &ReportArgs) -> Result<bool> {
+    if let Some(file) = &args.html {
+        return html_report(&args.dir, file);
+    }
     let dir = RunDir::new(&args.dir);
     let report = dir.read_report()?;
     if args.json {
@@ -56,14 +75,9 @@ pub fn run(args: &ReportArgs) -> Result<bool> {
             }
         }
         if args.diff {
-            let Some((first, rest)) = c.states.split_first() else {
-                continue;
-            };
-            let old = dir.read_state(&first.images[0])?;
-            for s in rest {
-                let new = dir.read_state(&s.images[0])?;
-                outln!("\ndiff {} -> {}:", first.name, s.name)?;
-                out!("{}", line_diff(old.text(), new.text(), 2))?;
+            for d in state_diffs(&dir, c)? {
+                outln!("\ndiff {} -> {}:", d.from, d.to)?;
+                out!("{}", d.diff)?;
             }
         }
         if args.dirty_lines && !c.single_final_state {
@@ -71,6 +85,58 @@ pub fn run(args: &ReportArgs) -> Result<bool> {
         }
     }
     Ok(!report.passed())
+}
+
+/// The page of `dir`, whichever kind of directory it is; returns whether it holds
+/// findings (violations, failing tests, silent or crashing faults).
+fn html_report(dir: &Path, file: &Path) -> Result<bool> {
+    let run = RunDir::new(dir);
+    let (page, found) = if run.report_json().exists() {
+        let report = run.read_report()?;
+        (html::run_page(&run, &report)?, report.violations() > 0)
+    } else if let Some(faults) = FaultsReport::load(dir)? {
+        (
+            html::faults_page(&faults)?,
+            faults.findings().next().is_some(),
+        )
+    } else if SuiteResults::file(dir).exists() {
+        let results = SuiteResults::load(dir)?;
+        let page = html::campaign_page(&results, |test| Some(RunDir::new(dir.join(test))))?;
+        (page, results.failed())
+    } else {
+        bail!(
+            "{} holds no report: give a directory of `persim run` (report.json), of `persim \
+             suite` or `persim campaign run` (results.json), or of `persim faults` (faults.json)",
+            dir.display()
+        );
+    };
+    html::write(file, &page)?;
+    Ok(found)
+}
+
+/// One state's line diff against its interval's first state.
+pub struct StateDiff {
+    pub from: String,
+    pub to: String,
+    pub diff: String,
+}
+
+/// What `--diff` shows of an interval: each state's diff against its first state.
+pub fn state_diffs(dir: &RunDir, c: &CheckpointVerdict) -> Result<Vec<StateDiff>> {
+    let Some((first, rest)) = c.states.split_first() else {
+        return Ok(Vec::new());
+    };
+    let old = dir.read_state(&first.images[0])?;
+    let mut diffs = Vec::new();
+    for s in rest {
+        let new = dir.read_state(&s.images[0])?;
+        diffs.push(StateDiff {
+            from: first.name.clone(),
+            to: s.name.clone(),
+            diff: line_diff(old.text(), new.text(), 2),
+        });
+    }
+    Ok(diffs)
 }
 
 /// The pending lines at checkpoint `to`'s failure point: the stores whose order or

@@ -1,7 +1,7 @@
 //! A guest without a VM for the pipeline's and campaigns' tests.
 
 use persim_state::Recovered;
-use persim_tester::{Guest, Recorded, TestCase};
+use persim_tester::{Guest, Recorded, Suite, TestCase};
 use persim_vm::Extracted;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -27,6 +27,29 @@ pub fn example_text(example: &str) -> &'static str {
         .join("../../examples")
         .join(example);
     std::fs::read_to_string(path).unwrap().leak()
+}
+
+/// Seven tests in `dir` (suite `gen`); t1 and t4, whose operation says so, record the
+/// journal without its fence (`FakeGuest::other_traces`' marker `missing-fence`). Used by
+/// the campaign tests and the cli's html_report.rs, not by every test crate here.
+#[allow(dead_code)]
+pub fn journal_suite(dir: &Path) -> Suite {
+    for i in 0..7 {
+        let op = if i % 3 == 1 {
+            "missing-fence"
+        } else {
+            "update"
+        };
+        std::fs::write(
+            dir.join(format!("t{i}.toml")),
+            format!("description = \"journal\"\nops = [\"journal-{op}\"]\n"),
+        )
+        .unwrap();
+    }
+    Suite {
+        name: "gen".into(),
+        dir: dir.to_path_buf(),
+    }
 }
 
 const PM_SIZE: u64 = 0x1000;
