@@ -1,5 +1,6 @@
 //! The operations of `fs-ops`: what a generated test runs, one exact system call each.
 
+use std::collections::HashMap;
 use std::ffi::CString;
 use std::fs::{self, OpenOptions};
 use std::io;
@@ -39,6 +40,9 @@ impl Falloc {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Op {
+    /// open(O_CREAT|O_RDWR, 0644), the file kept open by the [`Process`] until `close`.
+    Open(String),
+    Close(String),
     Creat(String),
     Mkdir(String),
     Write {
@@ -100,6 +104,8 @@ impl Op {
         let w: Vec<&str> = words.iter().map(String::as_str).collect();
         let s = |x: &str| x.to_owned();
         Ok(match w[..] {
+            ["open", p] => Op::Open(s(p)),
+            ["close", p] => Op::Close(s(p)),
             ["creat", p] => Op::Creat(s(p)),
             ["mkdir", p] => Op::Mkdir(s(p)),
             ["write", p, off, len] => Op::Write {
@@ -170,61 +176,113 @@ fn c_string(s: &str) -> io::Result<CString> {
     CString::new(s).map_err(|_| io::Error::other(format!("`{s}` contains a NUL byte")))
 }
 
-/// Runs the operation; the error names the call and its arguments.
+/// Runs the operation in a process of its own; the error names the call and its arguments.
 pub fn run(op: &Op) -> Result<(), String> {
-    let result = match op {
-        Op::Creat(p) => OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o644)
-            .open(p)
-            .map(drop),
-        Op::Mkdir(p) => fs::create_dir(p),
-        Op::Write {
-            path,
-            offset,
-            len,
-            tag,
-        } => OpenOptions::new()
-            .write(true)
-            .open(path)
-            .and_then(|f| f.write_all_at(&pattern(*tag, *offset, *len), *offset)),
-        Op::Falloc {
-            path,
-            mode,
-            offset,
-            len,
-        } => OpenOptions::new().write(true).open(path).and_then(|f| {
-            let (offset, len) = (*offset as libc::off_t, *len as libc::off_t);
-            // SAFETY: a valid descriptor; fallocate only reads its integer arguments.
-            let rc = unsafe { libc::fallocate(f.as_raw_fd(), mode.flags(), offset, len) };
-            if rc == 0 {
-                Ok(())
-            } else {
-                Err(io::Error::last_os_error())
-            }
-        }),
-        Op::Truncate { path, len } => OpenOptions::new()
-            .write(true)
-            .open(path)
-            .and_then(|f| f.set_len(*len)),
-        Op::Link(a, b) => fs::hard_link(a, b),
-        Op::Symlink(a, b) => std::os::unix::fs::symlink(a, b),
-        Op::Rename(a, b) => fs::rename(a, b),
-        Op::Unlink(p) => fs::remove_file(p),
-        Op::Rmdir(p) => fs::remove_dir(p),
-        Op::Setxattr { path, name, value } => xattr(path, name, Some(value)),
-        Op::Removexattr { path, name } => xattr(path, name, None),
-        Op::Fsync(p) => fs::File::open(p).and_then(|f| f.sync_all()),
-        Op::Fdatasync(p) => fs::File::open(p).and_then(|f| f.sync_data()),
-        Op::Sync => {
-            // SAFETY: no arguments.
-            unsafe { libc::sync() };
-            Ok(())
+    Process::default().run(op)
+}
+
+/// A process that runs operations one after another: the files it opened (`open`) stay
+/// open until `close`, and the operations on a path it holds open (`write`, `falloc`,
+/// `truncate`, `fsync`, `fdatasync`) use that descriptor, so nothing closes a file between
+/// two system calls of a test (`fs-ops calls`).
+#[derive(Default)]
+pub struct Process {
+    open: HashMap<String, fs::File>,
+}
+
+impl Process {
+    /// Runs `op`; the error names the call and its arguments.
+    pub fn run(&mut self, op: &Op) -> Result<(), String> {
+        self.call(op).map_err(|e| format!("{op:?}: {e}"))
+    }
+
+    /// The file at `path`: the one this process holds open, or opened for writing.
+    fn file(&self, path: &str, work: impl FnOnce(&fs::File) -> io::Result<()>) -> io::Result<()> {
+        match self.open.get(path) {
+            Some(file) => work(file),
+            None => work(&OpenOptions::new().write(true).open(path)?),
         }
-    };
-    result.map_err(|e| format!("{op:?}: {e}"))
+    }
+
+    fn call(&mut self, op: &Op) -> io::Result<()> {
+        match op {
+            Op::Open(p) => {
+                let file = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .mode(0o644)
+                    .open(p)?;
+                self.open.insert(p.clone(), file);
+                Ok(())
+            }
+            Op::Close(p) => match self.open.remove(p) {
+                Some(file) => {
+                    // close(2) itself, so that its error is the call's.
+                    // SAFETY: the descriptor is owned here and not used after.
+                    let rc =
+                        unsafe { libc::close(std::os::unix::io::IntoRawFd::into_raw_fd(file)) };
+                    if rc == 0 {
+                        Ok(())
+                    } else {
+                        Err(io::Error::last_os_error())
+                    }
+                }
+                None => Err(io::Error::other(format!(
+                    "{p} is not open: `open` it first"
+                ))),
+            },
+            Op::Write {
+                path,
+                offset,
+                len,
+                tag,
+            } => self.file(path, |f| {
+                f.write_all_at(&pattern(*tag, *offset, *len), *offset)
+            }),
+            Op::Falloc {
+                path,
+                mode,
+                offset,
+                len,
+            } => self.file(path, |f| {
+                let (offset, len) = (*offset as libc::off_t, *len as libc::off_t);
+                // SAFETY: a valid descriptor; fallocate only reads its integer arguments.
+                let rc = unsafe { libc::fallocate(f.as_raw_fd(), mode.flags(), offset, len) };
+                if rc == 0 {
+                    Ok(())
+                } else {
+                    Err(io::Error::last_os_error())
+                }
+            }),
+            Op::Truncate { path, len } => self.file(path, |f| f.set_len(*len)),
+            Op::Fsync(p) if self.open.contains_key(p) => self.file(p, fs::File::sync_all),
+            Op::Fdatasync(p) if self.open.contains_key(p) => self.file(p, fs::File::sync_data),
+            Op::Creat(p) => OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o644)
+                .open(p)
+                .map(drop),
+            Op::Mkdir(p) => fs::create_dir(p),
+            Op::Link(a, b) => fs::hard_link(a, b),
+            Op::Symlink(a, b) => std::os::unix::fs::symlink(a, b),
+            Op::Rename(a, b) => fs::rename(a, b),
+            Op::Unlink(p) => fs::remove_file(p),
+            Op::Rmdir(p) => fs::remove_dir(p),
+            Op::Setxattr { path, name, value } => xattr(path, name, Some(value)),
+            Op::Removexattr { path, name } => xattr(path, name, None),
+            Op::Fsync(p) => fs::File::open(p).and_then(|f| f.sync_all()),
+            Op::Fdatasync(p) => fs::File::open(p).and_then(|f| f.sync_data()),
+            Op::Sync => {
+                // SAFETY: no arguments.
+                unsafe { libc::sync() };
+                Ok(())
+            }
+        }
+    }
 }
 
 fn xattr(path: &str, name: &str, value: Option<&str>) -> io::Result<()> {
@@ -347,6 +405,36 @@ mod tests {
         assert!(e.contains("Unlink") && e.contains("No such file"), "{e}");
         let e = run(&Op::parse(&words(&format!("rmdir {}", at("")))).unwrap()).unwrap_err();
         assert!(e.contains("Rmdir"), "{e}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// `calls`: a file opened once is written and synced through its descriptor, which
+    /// stays open (an unlinked file is still written), until `close`.
+    #[test]
+    fn a_process_keeps_its_files_open_between_calls() {
+        let dir = std::env::temp_dir().join(format!("fs-ops-calls-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir(&dir).unwrap();
+        let f = dir.join("f").display().to_string();
+        let mut process = Process::default();
+        let mut call = |line: String| process.run(&Op::parse(&words(&line)).unwrap());
+        call(format!("open {f}")).unwrap();
+        call(format!("write {f} 0 4 1")).unwrap();
+        let kept = fs::File::open(&f).unwrap();
+        call(format!("unlink {f}")).unwrap();
+        // The path is gone; the process's descriptor still reaches the file.
+        call(format!("write {f} 4 4 1")).unwrap();
+        call(format!("fsync {f}")).unwrap();
+        call(format!("close {f}")).unwrap();
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut &kept, &mut bytes).unwrap();
+        assert_eq!(bytes, pattern(1, 0, 8));
+        let e = call(format!("close {f}")).unwrap_err();
+        assert!(e.contains("is not open"), "{e}");
+        assert!(
+            call(format!("write {f} 0 1")).is_err(),
+            "written without a descriptor"
+        );
         fs::remove_dir_all(&dir).unwrap();
     }
 }

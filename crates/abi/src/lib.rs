@@ -8,12 +8,15 @@
 //! - [`machine`]: the guest-physical PM base and the kernel command line the plugin's
 //!   address arithmetic relies on (host ↔ plugin);
 //! - [`RECOVERY_EPOCH`]: the clock every recovery runs on, and how a state tells the
-//!   timestamps recovery wrote (extraction guest ↔ host).
+//!   timestamps recovery wrote (extraction guest ↔ host);
+//! - [`operations`]: the lines that mark a test's operations in the guest's output
+//!   (guest ↔ tester).
 
 pub mod calls;
 mod counts;
 pub mod hypercall;
 pub mod machine;
+pub mod operations;
 mod plugin_args;
 
 pub use counts::Counts;

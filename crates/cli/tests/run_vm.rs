@@ -11,6 +11,32 @@ fn report(dir: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(dir.join("report.json")).unwrap()).unwrap()
 }
 
+/// A test of `calls`: four system calls of one process (fs-ops), a checkpoint after each
+/// from the process itself, no `sync` between them, each expected durable when it returns.
+/// ext4 makes a write durable only at fsync: the pwrite that returned before it was durable
+/// is found (the bug a PM file system's write path can have), the fsync is not.
+#[test]
+fn a_test_of_calls_finds_a_write_that_returned_before_it_was_durable() {
+    if !vm_ready("a_test_of_calls_finds_a_write_that_returned_before_it_was_durable") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("calls");
+    let run = run_test_file("calls.toml", &out, &[]);
+    let report = report(&out);
+    let checkpoints = report["checkpoints"].as_array().unwrap();
+    assert_eq!(checkpoints.len(), 4, "{report:#}");
+    let differs = |c: &Value| c["expected"]["differs"].as_array().map_or(0, Vec::len);
+    assert_eq!(differs(&checkpoints[1]), 1, "the write: {report:#}");
+    assert_eq!(differs(&checkpoints[2]), 0, "the fsync: {report:#}");
+    assert_eq!(run.status.code(), Some(1), "{report:#}");
+    let output = std::fs::read_to_string(out.join("output.txt")).unwrap();
+    assert!(
+        output.contains("== operation 2: write /mnt/f 0 4096 1"),
+        "{output}"
+    );
+}
+
 #[test]
 fn hello_world_is_atomic_on_ext4_dax() {
     if !vm_ready("hello_world_is_atomic_on_ext4_dax") {

@@ -2,7 +2,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use persim_tester::ace::{generate, operations, MAX_SEQ};
+use persim_tester::ace::{generate, operations, Form, MAX_SEQ};
 use persim_trace::atomic_file::write_atomically;
 use std::path::PathBuf;
 
@@ -34,6 +34,12 @@ pub struct AceArgs {
     /// without it).
     #[arg(long)]
     pub persistence: bool,
+    /// Each test's checked operation as its system calls in one process (open, pwrite,
+    /// fsync, close, …), a checkpoint after each and no `sync` (test key `calls`): every
+    /// call must be durable when it returns, as a PM file system promises (Chipmunk's
+    /// check). Without it, the operation runs whole and is followed by `sync`.
+    #[arg(long)]
+    pub calls: bool,
     /// The directory the test files go to (created).
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
@@ -58,7 +64,11 @@ pub fn run(command: &GenerateCommand) -> Result<()> {
         );
     }
     let ops = operations(args.persistence);
-    let tests = generate(&ops, args.seq, args.sample.map(|n| (n, args.seed)));
+    let form = match args.calls {
+        true => Form::Calls,
+        false => Form::Operations,
+    };
+    let tests = generate(&ops, args.seq, args.sample.map(|n| (n, args.seed)), form);
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create {}", args.out.display()))?;
     for t in &tests {

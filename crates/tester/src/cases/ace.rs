@@ -19,6 +19,16 @@ const INITIAL_LEN: u64 = 8192;
 /// (fs-ops has 26 byte patterns; 0 is the setup's).
 pub const MAX_SEQ: usize = 25;
 
+/// How a test runs its checked operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Form {
+    /// One `fs-ops` command between two checkpoints, then `sync`.
+    Operations,
+    /// Its system calls in one process, a checkpoint after each (`calls`): what Chipmunk
+    /// checks, for file systems that promise every call durable when it returns.
+    Calls,
+}
+
 /// One operation with its parameters.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AceOp {
@@ -69,6 +79,27 @@ impl fmt::Display for AceOp {
 }
 
 impl AceOp {
+    /// The operation as the system calls of one process (`calls`): a call on a file's
+    /// data opens the file, makes its call, and closes it, each on its own.
+    fn calls(&self) -> Vec<String> {
+        let op = self.to_string().replacen("fs-ops ", "", 1);
+        let on_open = |p: &str| {
+            vec![
+                format!("open /mnt/{p}"),
+                op.clone(),
+                format!("close /mnt/{p}"),
+            ]
+        };
+        match *self {
+            AceOp::Creat(p) => vec![format!("open /mnt/{p}"), format!("close /mnt/{p}")],
+            AceOp::Write(p, ..)
+            | AceOp::Falloc(p, ..)
+            | AceOp::Truncate(p, _)
+            | AceOp::Fsync(p) => on_open(p),
+            _ => vec![op],
+        }
+    }
+
     /// The operation at `position` (from 1) of a sequence: a write gets the position as
     /// its tag, so an overwrite changes the bytes it overwrites.
     fn at_position(&self, position: usize) -> AceOp {
@@ -333,7 +364,7 @@ pub struct AceTest {
 
 /// The test of one sequence, or None when the sequence cannot run (an operation whose
 /// target already exists, a directory that is not empty).
-pub fn test_of(number: usize, sequence: &[&AceOp]) -> Option<AceTest> {
+pub fn test_of(number: usize, sequence: &[&AceOp], form: Form) -> Option<AceTest> {
     let mut ns = Namespace::default();
     let mut steps = Vec::new();
     let positioned: Vec<AceOp> = (1..)
@@ -362,7 +393,14 @@ pub fn test_of(number: usize, sequence: &[&AceOp]) -> Option<AceTest> {
                     .join("; ")
             ),
             setup: setup.join("\n"),
-            ops: vec![last.to_string()],
+            ops: match form {
+                Form::Operations => vec![last.to_string()],
+                Form::Calls => Vec::new(),
+            },
+            calls: match form {
+                Form::Operations => Vec::new(),
+                Form::Calls => last.calls(),
+            },
             run: None,
             ignore: vec!["atime".to_owned()],
             state: None,
@@ -375,7 +413,12 @@ pub fn test_of(number: usize, sequence: &[&AceOp]) -> Option<AceTest> {
 /// Every sequence of `len` (at most [`MAX_SEQ`]) operations of `ops` (`sample`: a seeded
 /// sample of that many, for longer sequences), as tests in a fixed order; sequences that
 /// cannot run are left out. The same arguments give the same tests with the same names.
-pub fn generate(ops: &[AceOp], len: usize, sample: Option<(usize, u64)>) -> Vec<AceTest> {
+pub fn generate(
+    ops: &[AceOp],
+    len: usize,
+    sample: Option<(usize, u64)>,
+    form: Form,
+) -> Vec<AceTest> {
     let total = (ops.len() as u128).pow(len as u32);
     let numbers: Vec<u128> = match sample {
         None => (0..total).collect(),
@@ -391,7 +434,7 @@ pub fn generate(ops: &[AceOp], len: usize, sample: Option<(usize, u64)>) -> Vec<
                 rest /= ops.len() as u128;
             }
             sequence.reverse();
-            test_of(number as usize, &sequence)
+            test_of(number as usize, &sequence, form)
         })
         .collect()
 }
@@ -418,7 +461,7 @@ mod tests {
 
     fn seq(ops: &[AceOp]) -> Option<AceTest> {
         let refs: Vec<&AceOp> = ops.iter().collect();
-        test_of(7, &refs)
+        test_of(7, &refs, Form::Operations)
     }
 
     #[test]
@@ -465,7 +508,7 @@ mod tests {
         // the sequence its own other tag
         let ops = operations(true);
         for len in [1, 2] {
-            for t in generate(&ops, len, None) {
+            for t in generate(&ops, len, None, Form::Operations) {
                 let tag = |line: &str| match line.split_whitespace().collect::<Vec<_>>()[..] {
                     ["fs-ops", "write", _, "0", "8192"] => Some(0),
                     ["fs-ops", "write", _, _, _, tag] => Some(tag.parse::<usize>().unwrap()),
@@ -507,20 +550,54 @@ mod tests {
     #[test]
     fn generation_is_deterministic_and_counted() {
         let ops = operations(false);
-        let seq1 = generate(&ops, 1, None);
+        let seq1 = generate(&ops, 1, None, Form::Operations);
         assert_eq!(seq1.len(), ops.len(), "every single operation can run");
-        let seq2 = generate(&ops, 2, None);
+        let seq2 = generate(&ops, 2, None, Form::Operations);
         assert!(seq2.len() < ops.len() * ops.len() && seq2.len() > ops.len() * ops.len() / 2);
         let names = |tests: &[AceTest]| tests.iter().map(|t| t.name.clone()).collect::<Vec<_>>();
-        assert_eq!(names(&seq2), names(&generate(&ops, 2, None)));
-        let a = generate(&ops, 3, Some((20, 1)));
-        let b = generate(&ops, 3, Some((20, 1)));
+        assert_eq!(
+            names(&seq2),
+            names(&generate(&ops, 2, None, Form::Operations))
+        );
+        let a = generate(&ops, 3, Some((20, 1)), Form::Operations);
+        let b = generate(&ops, 3, Some((20, 1)), Form::Operations);
         assert_eq!(names(&a), names(&b));
         assert!(a.len() <= 20 && !a.is_empty());
-        assert_ne!(names(&a), names(&generate(&ops, 3, Some((20, 2)))));
+        assert_ne!(
+            names(&a),
+            names(&generate(&ops, 3, Some((20, 2)), Form::Operations))
+        );
         // every test is a valid test file
         for t in seq1.iter().chain(&seq2) {
             TestCase::parse(&t.test.to_toml().unwrap()).unwrap();
         }
+    }
+
+    /// `calls`: the checked operation as its system calls, a write between the open and
+    /// the close of its file; the form parses as a test.
+    #[test]
+    fn the_calls_form_splits_the_checked_operation_into_its_system_calls() {
+        let ops = [AceOp::Write("foo", 100, 3000, 0)];
+        let refs: Vec<&AceOp> = ops.iter().collect();
+        let t = test_of(7, &refs, Form::Calls).unwrap();
+        assert!(t.test.ops.is_empty());
+        assert_eq!(
+            t.test.calls,
+            [
+                "open /mnt/foo",
+                "write /mnt/foo 100 3000 1",
+                "close /mnt/foo"
+            ]
+        );
+        assert_eq!(
+            t.test.command(),
+            "fs-ops calls 'open /mnt/foo' 'write /mnt/foo 100 3000 1' 'close /mnt/foo'\n"
+        );
+        let parsed = TestCase::parse(&t.test.to_toml().unwrap()).unwrap();
+        assert_eq!(parsed.operations(), t.test.calls.as_slice());
+        let link = [AceOp::Link("foo", "bar")];
+        let refs: Vec<&AceOp> = link.iter().collect();
+        let t = test_of(1, &refs, Form::Calls).unwrap();
+        assert_eq!(t.test.calls, ["link /mnt/foo /mnt/bar"]);
     }
 }

@@ -21,6 +21,11 @@ pub struct TestCase {
     /// Instead of `ops`: one command that marks its own checkpoints 1, 2, … (a program
     /// under test calling the hypercall around each of its operations).
     pub run: Option<String>,
+    /// Instead of `ops`: system calls of one process (`fs-ops` operations, with `open` and
+    /// `close`), a checkpoint after each and no `sync` between them: `calls[N-1]` runs
+    /// between checkpoints N and N+1, and must be durable when it returns.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<String>,
     /// fs-dump fields the test does not care about.
     #[serde(default)]
     pub ignore: Vec<String>,
@@ -37,10 +42,7 @@ pub struct TestCase {
     pub expect: Expect,
 }
 
-/// What the guest prints when operation N fails: `persim: operation N failed (exit code C)`.
-const OP_FAILED: &str = "persim: operation";
-/// What the guest prints as operation N starts: `@@PERSIM-OP N`.
-const OP_STARTS: &str = "@@PERSIM-OP ";
+use persim_abi::operations::{OPERATION_FAILED as OP_FAILED, OPERATION_STARTS as OP_STARTS};
 
 impl TestCase {
     pub fn load(path: &Path) -> Result<TestCase> {
@@ -61,10 +63,18 @@ impl TestCase {
     }
 
     fn check(&self) -> Result<()> {
-        match (self.ops.is_empty(), &self.run) {
-            (true, None) => bail!("give `ops` (at least one operation) or `run`"),
-            (false, Some(_)) => bail!("give `ops` or `run`, not both"),
-            _ => {}
+        let forms = [
+            !self.ops.is_empty(),
+            self.run.is_some(),
+            !self.calls.is_empty(),
+        ];
+        match forms.iter().filter(|&&given| given).count() {
+            0 => bail!("give `ops` (at least one operation), `calls` or `run`"),
+            1 => {}
+            _ => bail!("give one of `ops`, `calls` and `run`"),
+        }
+        if let Some(call) = self.calls.iter().find(|c| c.contains('\'')) {
+            bail!("`calls` entry `{call}` holds a quote: paths and values go without quotes");
         }
         if self.state.is_some() && !self.ignore.is_empty() {
             bail!("`ignore` lists fs-dump fields; a test with its own `state` command has none");
@@ -97,11 +107,11 @@ impl TestCase {
             .expect
             .0
             .keys()
-            .find(|&&n| self.run.is_none() && n > self.ops.len() as u64)
+            .find(|&&n| self.run.is_none() && n > self.operations().len() as u64)
         {
             bail!(
                 "`expect.{n}` names operation {n}, but the test has {} operation(s)",
-                self.ops.len()
+                self.operations().len()
             );
         }
         for field in self.expect.fields() {
@@ -130,6 +140,10 @@ impl TestCase {
         if let Some(run) = &self.run {
             return format!("{run}\n");
         }
+        if !self.calls.is_empty() {
+            let calls: Vec<String> = self.calls.iter().map(|c| format!("'{c}'")).collect();
+            return format!("fs-ops calls {}\n", calls.join(" "));
+        }
         let mut command = String::new();
         for (i, op) in self.ops.iter().enumerate() {
             let n = i + 1;
@@ -141,6 +155,14 @@ impl TestCase {
         command
     }
 
+    /// The operations between checkpoints: `ops`, or `calls`; none for `run`.
+    pub fn operations(&self) -> &[String] {
+        match self.calls.is_empty() {
+            true => &self.ops,
+            false => &self.calls,
+        }
+    }
+
     /// What the guest printed, with a heading per operation.
     pub fn output_by_operation(&self, output: &str) -> String {
         let mut text = String::new();
@@ -148,7 +170,7 @@ impl TestCase {
             let op = line
                 .strip_prefix(OP_STARTS)
                 .and_then(|n| n.trim().parse::<usize>().ok())
-                .and_then(|n| Some((n, self.ops.get(n.checked_sub(1)?)?)));
+                .and_then(|n| Some((n, self.operations().get(n.checked_sub(1)?)?)));
             match op {
                 Some((n, op)) => text.push_str(&format!("== operation {n}: {op}\n")),
                 None => {
@@ -165,7 +187,7 @@ impl TestCase {
     pub fn operation_at_end(&self, output: &str) -> Option<String> {
         output.lines().rev().find_map(|l| {
             let n: usize = l.trim().strip_prefix(OP_STARTS)?.trim().parse().ok()?;
-            let op = self.ops.get(n.checked_sub(1)?)?;
+            let op = self.operations().get(n.checked_sub(1)?)?;
             Some(format!("operation {n} (`{op}`)"))
         })
     }
@@ -184,7 +206,7 @@ impl TestCase {
                     .parse()
                     .ok()
             })
-            .and_then(|n: usize| Some((n, self.ops.get(n.checked_sub(1)?)?)));
+            .and_then(|n: usize| Some((n, self.operations().get(n.checked_sub(1)?)?)));
         let what = match op {
             Some((n, op)) => format!("operation {n} (`{op}`) failed with exit code {exit_code}"),
             None if self.run.is_some() => {
