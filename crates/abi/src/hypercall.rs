@@ -1,5 +1,5 @@
 //! Persim's hypercall: a `cpuid` whose leaf (eax) is [`MAGIC`], with the operation code in
-//! edx, its argument in rcx and a second one in rsi. The guest's `hypercall` tool and
+//! edx, its argument in rcx, a second one in rsi and a third in rdi. The guest's `hypercall` tool and
 //! programs through `include/persim.h` execute it, the TCG plugin decodes it
 //! (docs/design/tracer.md, "Hypercall").
 
@@ -19,10 +19,13 @@ pub enum Operation {
     /// running task (`current_task`, or `pcpu_hot` whose first field it is, in
     /// /proc/kallsyms): the plugin finds the task fields it records with each thread
     /// switch from them (docs/design/tracer.md, "Processes and threads"). 0: unknown, no threads
-    /// recorded.
+    /// recorded. `preempt_count`: the per-CPU offset of the kernel's preemption count
+    /// (`__preempt_count`, or 8 past `pcpu_hot`), whose interrupt bits tell the fences of
+    /// interrupt handlers apart (docs/design/tracer.md, "Interrupts"); 0: unknown.
     Start {
         pid: u32,
         current_task: u64,
+        preempt_count: u64,
     },
     Checkpoint(u64),
     Success,
@@ -44,6 +47,7 @@ impl Operation {
             ["start"] => Ok(Operation::Start {
                 pid: 0,
                 current_task: 0,
+                preempt_count: 0,
             }),
             ["success"] => Ok(Operation::Success),
             ["fail"] => Ok(Operation::Fail),
@@ -58,20 +62,24 @@ impl Operation {
         }
     }
 
-    /// (operation code in edx, argument in rcx, second argument in rsi)
-    pub fn encode(self) -> (u32, u64, u64) {
+    /// (operation code in edx, argument in rcx, second argument in rsi, third in rdi)
+    pub fn encode(self) -> (u32, u64, u64, u64) {
         match self {
-            Operation::Start { pid, current_task } => (START, pid.into(), current_task),
-            Operation::Checkpoint(n) => (CHECKPOINT, n, 0),
-            Operation::Success => (SUCCESS, 0, 0),
-            Operation::Fail => (FAIL, 0, 0),
-            Operation::Volatile { addr, len } => (VOLATILE, addr, len),
+            Operation::Start {
+                pid,
+                current_task,
+                preempt_count,
+            } => (START, pid.into(), current_task, preempt_count),
+            Operation::Checkpoint(n) => (CHECKPOINT, n, 0, 0),
+            Operation::Success => (SUCCESS, 0, 0, 0),
+            Operation::Fail => (FAIL, 0, 0, 0),
+            Operation::Volatile { addr, len } => (VOLATILE, addr, len, 0),
         }
     }
 
     /// The hypercall a `cpuid` makes, from its registers; None for an ordinary cpuid.
     /// Only the low 32 bits of rax and rdx count, as `cpuid` reads only eax and edx.
-    pub fn decode(rax: u64, rdx: u64, rcx: u64, rsi: u64) -> Option<Operation> {
+    pub fn decode(rax: u64, rdx: u64, rcx: u64, rsi: u64, rdi: u64) -> Option<Operation> {
         if rax as u32 != MAGIC {
             return None;
         }
@@ -79,6 +87,7 @@ impl Operation {
             START => Some(Operation::Start {
                 pid: rcx as u32,
                 current_task: rsi,
+                preempt_count: rdi,
             }),
             CHECKPOINT => Some(Operation::Checkpoint(rcx)),
             SUCCESS => Some(Operation::Success),
@@ -104,6 +113,7 @@ mod tests {
         Operation::Start {
             pid: 42,
             current_task: 0x2_0a40,
+            preempt_count: 0x2_0a48,
         },
         Operation::Checkpoint(9),
         Operation::Success,
@@ -120,7 +130,8 @@ mod tests {
             Operation::parse(&args("start")),
             Ok(Operation::Start {
                 pid: 0,
-                current_task: 0
+                current_task: 0,
+                preempt_count: 0
             })
         );
         assert_eq!(
@@ -144,11 +155,11 @@ mod tests {
         assert_eq!(
             codes,
             [
-                (1, 42, 0x2_0a40),
-                (2, 9, 0),
-                (3, 0, 0),
-                (4, 0, 0),
-                (5, 0x7f00_1000, 64)
+                (1, 42, 0x2_0a40, 0x2_0a48),
+                (2, 9, 0, 0),
+                (3, 0, 0, 0),
+                (4, 0, 0, 0),
+                (5, 0x7f00_1000, 64, 0)
             ]
         );
     }
@@ -156,18 +167,18 @@ mod tests {
     #[test]
     fn decoding_inverts_encoding() {
         for op in ALL {
-            let (code, arg, arg2) = op.encode();
+            let (code, arg, arg2, arg3) = op.encode();
             assert_eq!(
-                Operation::decode(u64::from(MAGIC), u64::from(code), arg, arg2),
+                Operation::decode(u64::from(MAGIC), u64::from(code), arg, arg2, arg3),
                 Some(op)
             );
         }
         // Upper halves of rax/rdx are not part of the call.
         assert_eq!(
-            Operation::decode(0xffff_ffff_5045_5253, 0xdead_0000_0002, 42, 0),
+            Operation::decode(0xffff_ffff_5045_5253, 0xdead_0000_0002, 42, 0, 0),
             Some(Operation::Checkpoint(42))
         );
-        assert_eq!(Operation::decode(0, 1, 0, 0), None);
-        assert_eq!(Operation::decode(u64::from(MAGIC), 9, 0, 0), None);
+        assert_eq!(Operation::decode(0, 1, 0, 0, 0), None);
+        assert_eq!(Operation::decode(u64::from(MAGIC), 9, 0, 0, 0), None);
     }
 }

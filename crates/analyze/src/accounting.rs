@@ -6,7 +6,7 @@
 
 use crate::pebs::{Estimate, Sampler};
 use crate::profile::code_name;
-use persim_trace::{Entry, Op, Symbols, TraceError};
+use persim_trace::{Entry, FenceKind, Op, Symbols, TraceError};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::borrow::Borrow;
@@ -69,6 +69,8 @@ impl Counts {
                 self.bytes_read += size;
             }
             Op::Flush { .. } => self.flushes += 1,
+            // An interrupt's drain is no fence of the program (docs/design/model.md).
+            Op::Fence(FenceKind::Interrupt) => {}
             Op::Fence(_) => self.fences += 1,
             _ => {}
         }

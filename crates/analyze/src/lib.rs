@@ -10,6 +10,7 @@ mod faults;
 mod final_state;
 mod invariant;
 mod line_table;
+mod owners;
 mod patterns;
 mod pebs;
 mod pmdk_objects;
@@ -38,6 +39,7 @@ pub use final_state::{
     REFERENCE_LEAVES_OUT, REFERENCE_LEAVES_OUT_OF_DIRS,
 };
 pub use invariant::{BadInvariant, Invariant};
+pub use owners::Owner;
 pub use patterns::{find_patterns, Finding, Kind as PatternKind, Patterns, Site};
 pub use pebs::{Estimate, Row as EstimateRow};
 pub use profile::{profile, Derived, Part, Profile, Series, Stats};

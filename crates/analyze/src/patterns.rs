@@ -3,11 +3,14 @@
 //! model (docs/design/model.md): with volatile caches a cached store is durable after a flush of
 //! its line and a later fence, an NT store after a fence (which also drains the line's
 //! earlier cached data); with persistent caches every store needs only a fence.
+//! Findings are counted per call site and by whose code they are in (`crate::owners`), so
+//! that the program's are not buried under its library's and the kernel's.
 
 use crate::line_table::LineTable;
-use crate::pmdk_rules::{call_site, Breach, Owners, PmdkRules};
+use crate::owners::{Owner, Owners};
+use crate::pmdk_rules::{call_site, persisted_range, Breach, PmdkRules};
 use persim_model::{unknown_name, CacheMode, Named, UnknownName};
-use persim_trace::{Entry, Hypercall, Meta, Op, Symbols, TraceError};
+use persim_trace::{Arg, Entry, FenceKind, Hypercall, Meta, Op, Symbols, TraceError};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::borrow::Borrow;
@@ -18,6 +21,11 @@ use strum::{Display, EnumString, IntoStaticStr, VariantNames};
 const LINE: u64 = 64;
 /// Findings kept per call site as examples; the rest are counted.
 const EXAMPLES_PER_SITE: usize = 3;
+/// Call sites listed per owner whose findings the text summarises; `--json` has them all.
+const SITES_SUMMARISED: usize = 8;
+/// Callers shown of a summarised site: enough to name the library function behind a
+/// libc copy.
+const CALLERS_SUMMARISED: usize = 2;
 
 #[derive(
     Clone,
@@ -42,9 +50,11 @@ const EXAMPLES_PER_SITE: usize = 3;
 )]
 pub enum Kind {
     /// A flush of a line with nothing of its own to write back: no cached store since the
-    /// line was last flushed (with persistent caches, every flush).
+    /// line was last flushed (with persistent caches, every flush); or a program's persist
+    /// call of only such lines, at its call site.
     RedundantFlush,
-    /// A fence with nothing to order: no store or flush since the previous fence.
+    /// A fence with nothing to order: no store or flush since the previous fence; or a
+    /// program's `pmem_drain` then, at its call site.
     RedundantFence,
     /// Stored bytes not durable at a checkpoint, at `success`, or at the end of the trace.
     MissingPersist,
@@ -69,10 +79,12 @@ pub enum Kind {
     UseAfterFree,
     /// An add to a transaction of bytes another thread's open transaction added (rule 5).
     TxOverlappingAdd,
+    /// An add to a transaction of bytes it added already (a performance bug).
+    TxDuplicateAdd,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 12] = [
+    pub const ALL: [Kind; 13] = [
         Kind::RedundantFlush,
         Kind::RedundantFence,
         Kind::MissingPersist,
@@ -85,6 +97,7 @@ impl Kind {
         Kind::TxUninitialisedAlloc,
         Kind::UseAfterFree,
         Kind::TxOverlappingAdd,
+        Kind::TxDuplicateAdd,
     ];
 
     pub fn name(self) -> &'static str {
@@ -112,10 +125,12 @@ pub struct Finding {
     pub detail: String,
 }
 
-/// Findings of one kind from one program counter.
+/// Findings of one kind from one program counter in one owner's code (a libc function
+/// serves the program and the library alike).
 #[derive(Clone, Debug, Serialize)]
 pub struct Site {
     pub kind: Kind,
+    pub owner: Owner,
     pub pc: Option<u64>,
     pub count: u64,
     pub examples: Vec<Finding>,
@@ -128,7 +143,9 @@ pub struct Patterns {
     pub entries: u64,
     /// Findings per kind; every kind is listed.
     pub counts: BTreeMap<Kind, u64>,
-    /// Call sites, most findings first.
+    /// Findings per kind in each owner's code, of the owners and kinds found.
+    pub by_owner: BTreeMap<Owner, BTreeMap<Kind, u64>>,
+    /// Call sites by owner (the program's first), most findings first.
     pub sites: Vec<Site>,
 }
 
@@ -137,16 +154,32 @@ impl Patterns {
         self.counts.get(&kind).copied().unwrap_or(0)
     }
 
+    /// Findings of `kind` in the code judged when `code` is asked for (`--code`).
+    pub fn count_in(&self, kind: Kind, code: &[Owner]) -> u64 {
+        self.by_owner
+            .iter()
+            .filter(|(owner, _)| owner.judged(code))
+            .filter_map(|(_, counts)| counts.get(&kind))
+            .sum()
+    }
+
     /// Every example finding, in site order.
     pub fn examples(&self) -> impl Iterator<Item = &Finding> {
         self.sites.iter().flat_map(|s| &s.examples)
     }
 
-    /// The findings as text; with `symbols`, every address of code as
-    /// `function+0xoff [module]`.
-    pub fn to_text(&self, symbols: Option<&Symbols>) -> String {
+    /// The findings as text, by owner: those of the code judged (`code`) first and in
+    /// full, each other owner's after them, summarised by call site, so that a library's
+    /// or the kernel's findings do not bury the program's. With `symbols`, every address
+    /// of code as `function+0xoff [module]`.
+    pub fn to_text(&self, symbols: Option<&Symbols>, code: &[Owner]) -> String {
         use fmt::Write as _;
         let mut t = String::new();
+        let total = |owner: &Owner| -> u64 {
+            self.by_owner
+                .get(owner)
+                .map_or(0, |counts| counts.values().sum())
+        };
         let _ = writeln!(
             t,
             "{} entries, cache {}: {} findings",
@@ -154,38 +187,103 @@ impl Patterns {
             self.cache,
             self.counts.values().sum::<u64>()
         );
-        for (kind, n) in &self.counts {
-            let _ = writeln!(t, "  {:<22} {n:>9}", kind.name());
+        let columns: Vec<Owner> = Owner::ALL
+            .into_iter()
+            .filter(|o| *o == Owner::Program || self.by_owner.contains_key(o))
+            .collect();
+        let _ = write!(t, "  {:<22} {:>9}", "pattern", "total");
+        for owner in &columns {
+            let _ = write!(t, " {:>9}", owner.to_string());
         }
-        for site in &self.sites {
-            let pc = site
-                .pc
+        for (kind, n) in &self.counts {
+            let _ = write!(t, "\n  {:<22} {n:>9}", kind.name());
+            for owner in &columns {
+                let n = self.by_owner.get(owner).and_then(|c| c.get(kind));
+                let _ = write!(t, " {:>9}", n.copied().unwrap_or(0));
+            }
+        }
+        t.push('\n');
+        let pc = |site: &Site| {
+            site.pc
                 .map_or("pc unknown".to_string(), |pc| match symbols {
                     Some(symbols) => format!("pc={pc:#x} ({})", symbols.describe(pc)),
                     None => format!("pc={pc:#x}"),
-                });
-            let _ = writeln!(t, "\n{} at {pc}: {}", site.kind, site.count);
-            for f in &site.examples {
-                let at = f.addr.map_or(String::new(), |a| {
-                    format!(" addr {a:#x} line {:#x}", a & !(LINE - 1))
-                });
-                let _ = writeln!(t, "  entry {}{at}: {}", f.index, f.detail);
-                if !f.stack.is_empty() {
-                    let frames: Vec<String> = match symbols {
-                        Some(symbols) => symbols.describe_frames(&f.stack),
-                        None => f.stack.iter().map(|a| format!("{a:#x}")).collect(),
-                    };
-                    let _ = writeln!(t, "    stack {}", frames.join(" < "));
+                })
+        };
+        let stack = |frames: &[u64]| -> String {
+            let frames: Vec<String> = match symbols {
+                Some(symbols) => symbols.describe_frames(frames),
+                None => frames.iter().map(|a| format!("{a:#x}")).collect(),
+            };
+            frames.join(" < ")
+        };
+        let (judged, others): (Vec<Owner>, Vec<Owner>) =
+            Owner::ALL.into_iter().partition(|o| o.judged(code));
+        if judged.iter().map(total).sum::<u64>() == 0 {
+            let asked: Vec<&str> = judged
+                .iter()
+                .filter(|o| code.contains(o))
+                .map(|o| o.code())
+                .collect();
+            let _ = writeln!(t, "\nno finding in {}", asked.join(" or "));
+        }
+        for owner in judged {
+            let n = total(&owner);
+            if n > 0 {
+                let _ = writeln!(t, "\n{} in {}:", findings(n), owner.code());
+            }
+            for site in self.sites.iter().filter(|s| s.owner == owner) {
+                let _ = writeln!(t, "\n{} at {}: {}", site.kind, pc(site), site.count);
+                for f in &site.examples {
+                    let at = f.addr.map_or(String::new(), |a| {
+                        format!(" addr {a:#x} line {:#x}", a & !(LINE - 1))
+                    });
+                    let _ = writeln!(t, "  entry {}{at}: {}", f.index, f.detail);
+                    if !f.stack.is_empty() {
+                        let _ = writeln!(t, "    stack {}", stack(&f.stack));
+                    }
                 }
+            }
+        }
+        for owner in others {
+            let sites: Vec<&Site> = self.sites.iter().filter(|s| s.owner == owner).collect();
+            let n = total(&owner);
+            if n == 0 {
+                continue;
+            }
+            let _ = writeln!(
+                t,
+                "\n{} in {}, summarised (--code {owner} shows them in full):",
+                findings(n),
+                owner.code()
+            );
+            for site in sites.iter().take(SITES_SUMMARISED) {
+                let _ = writeln!(t, "  {} at {}: {}", site.kind, pc(site), site.count);
+                if let Some(f) = site.examples.first().filter(|f| !f.stack.is_empty()) {
+                    let callers = &f.stack[..f.stack.len().min(CALLERS_SUMMARISED)];
+                    let _ = writeln!(t, "    stack {}", stack(callers));
+                }
+            }
+            if let Some(rest) = sites.get(SITES_SUMMARISED..).filter(|r| !r.is_empty()) {
+                let more: u64 = rest.iter().map(|s| s.count).sum();
+                let _ = writeln!(t, "  and {more} at {} other sites", rest.len());
             }
         }
         t
     }
 }
 
+/// `1 finding`, `2 findings`.
+fn findings(n: u64) -> String {
+    match n {
+        1 => "1 finding".to_owned(),
+        n => format!("{n} findings"),
+    }
+}
+
 /// Scans a trace once: entries as a [`persim_trace::Reader`] gives them, or borrowed.
-/// `symbols` (the trace's) tell the application's stores from PMDK's own for PMDK's
-/// rules; without them every user-space store is the application's.
+/// `symbols` (the trace's) tell whose code each finding is in (`crate::owners`); without
+/// them all user code is the program's.
 pub fn find_patterns<E: Borrow<Entry>>(
     entries: impl IntoIterator<Item = Result<E, TraceError>>,
     cache: CacheMode,
@@ -247,10 +345,14 @@ struct Scan<'a> {
     epoch: u64,
     /// Distinct lines flushed since the last fence.
     flushed_lines: u64,
+    /// The thread whose persist or drain call was just found redundant: the library's
+    /// flushes and fence that carry the call out are that finding, not more, until the
+    /// thread's next fence, store or call.
+    excused: Option<u32>,
     index: u64,
-    sites: FxHashMap<(Kind, Option<u64>), SiteAcc>,
-    /// Findings per kind, indexed by `Kind as usize`.
-    counts: [u64; Kind::ALL.len()],
+    sites: FxHashMap<(Kind, Owner, Option<u64>), SiteAcc>,
+    /// Findings per owner and kind, indexed by `Owner as usize` and `Kind as usize`.
+    counts: [[u64; Kind::ALL.len()]; Owner::ALL.len()],
 }
 
 impl<'a> Scan<'a> {
@@ -267,9 +369,10 @@ impl<'a> Scan<'a> {
             activity: false,
             epoch: 1,
             flushed_lines: 0,
+            excused: None,
             index: 0,
             sites: FxHashMap::default(),
-            counts: [0; Kind::ALL.len()],
+            counts: [[0; Kind::ALL.len()]; Owner::ALL.len()],
         }
     }
 
@@ -279,9 +382,10 @@ impl<'a> Scan<'a> {
         }
         match &entry.op {
             Op::Write { addr, data, nt } => {
+                self.excused = self.excused.filter(|&tid| tid != self.tid);
                 self.store(*addr, data.len() as u64, *nt, &entry.meta);
                 self.pmdk.stored(*addr, data.len() as u64);
-                if self.owners.is_application(&entry.meta) {
+                if self.owners.is_program(&entry.meta) {
                     let len = data.len() as u64;
                     let (tid, index) = (self.tid, self.index);
                     let out = &mut self.breaches;
@@ -289,11 +393,13 @@ impl<'a> Scan<'a> {
                 }
             }
             Op::Flush { addr, .. } => self.flush(*addr, &entry.meta),
+            // An interrupt's drain is no fence of the program (docs/design/model.md).
+            Op::Fence(FenceKind::Interrupt) => {}
             Op::Fence(_) => self.fence(&entry.meta),
             Op::Hypercall(Hypercall::Checkpoint(n)) => self.barrier(&format!("checkpoint {n}")),
             Op::Hypercall(Hypercall::Success) => self.barrier("success"),
             Op::Read { addr, size }
-                if self.pmdk.watches_loads() && self.owners.is_application(&entry.meta) =>
+                if self.pmdk.watches_loads() && self.owners.is_program(&entry.meta) =>
             {
                 let out = &mut self.breaches;
                 self.pmdk.load(*addr, *size, &entry.meta, out);
@@ -301,11 +407,15 @@ impl<'a> Scan<'a> {
             Op::Return { name, value } => self.pmdk.returned(self.tid, name, value),
             Op::Call { name, args } => {
                 let caller = call_site(&entry.meta);
-                let by_application = self.owners.is_application(&caller);
+                let by_application = self.owners.is_program(&caller);
                 let (tid, index) = (self.tid, self.index);
                 let out = &mut self.breaches;
                 self.pmdk
                     .call((tid, index), name, args, &entry.meta, by_application, out);
+                if by_application {
+                    self.excused = self.excused.filter(|&t| t != tid);
+                    self.persist_call(name, args, &caller);
+                }
             }
             _ => {}
         }
@@ -378,6 +488,9 @@ impl<'a> Scan<'a> {
             self.flushed_lines += 1;
         }
         if persistent || state.cached == 0 {
+            if self.excused == Some(self.tid) {
+                return;
+            }
             let why = if persistent {
                 "caches are persistent: a fence alone makes stores durable"
             } else {
@@ -394,7 +507,9 @@ impl<'a> Scan<'a> {
     }
 
     fn fence(&mut self, meta: &Meta) {
-        if !self.activity {
+        let excused = self.excused == Some(self.tid);
+        self.excused = self.excused.filter(|_| !excused);
+        if !self.activity && !excused {
             self.report(Kind::RedundantFence, None, meta, || {
                 "no store or flush since the previous fence".to_string()
             });
@@ -420,6 +535,44 @@ impl<'a> Scan<'a> {
         self.epoch += 1;
         self.flushed_lines = 0;
         self.activity = false;
+    }
+
+    /// A persist, flush or drain call of the program's, at `site`: the program's own
+    /// `redundant-flush` when no line of its range holds a store not yet flushed (the
+    /// flush instructions are the library's or, through `msync`, the kernel's), and
+    /// `redundant-fence` for a drain with no store or flush since the last fence.
+    fn persist_call(&mut self, name: &str, args: &[Arg], site: &Meta) {
+        if name == "pmem_drain" {
+            if !self.activity {
+                self.excused = Some(self.tid);
+                self.report(Kind::RedundantFence, None, site, || {
+                    "pmem_drain with nothing to wait for: no store or flush since the \
+                     previous fence"
+                        .to_string()
+                });
+            }
+            return;
+        }
+        let Some((Arg::Pm(start), len)) = persisted_range(name, args).filter(|r| r.1 > 0) else {
+            return;
+        };
+        let lines = start / LINE..(start + len).div_ceil(LINE);
+        let dirty = lines.clone().any(|line| {
+            let state = self.lines.get_mut(line);
+            state.is_some_and(|s| s.cached != 0)
+        });
+        if dirty {
+            return;
+        }
+        self.excused = Some(self.tid);
+        let at = self.pmdk.at(start);
+        let n = lines.count();
+        self.report(Kind::RedundantFlush, Some(start), site, || {
+            format!(
+                "{name} of {len} bytes at {at}: no store to its {n} line(s) since they were \
+                 last flushed, nothing to write back"
+            )
+        });
     }
 
     /// Every line with bytes that are not durable at `what` (reported once until stored
@@ -460,8 +613,9 @@ impl<'a> Scan<'a> {
         meta: &Meta,
         detail: impl FnOnce() -> String,
     ) {
-        self.counts[kind as usize] += 1;
-        let site = self.sites.entry((kind, meta.pc)).or_default();
+        let owner = self.owners.of(meta);
+        self.counts[owner as usize][kind as usize] += 1;
+        let site = self.sites.entry((kind, owner, meta.pc)).or_default();
         site.count += 1;
         if site.examples.len() < EXAMPLES_PER_SITE {
             site.examples.push(Finding {
@@ -481,23 +635,37 @@ impl<'a> Scan<'a> {
         let mut sites: Vec<Site> = self
             .sites
             .into_iter()
-            .map(|((kind, pc), acc)| Site {
+            .map(|((kind, owner, pc), acc)| Site {
                 kind,
+                owner,
                 pc,
                 count: acc.count,
                 examples: acc.examples,
             })
             .collect();
         sites.sort_by(|a, b| {
-            b.count
-                .cmp(&a.count)
+            a.owner
+                .cmp(&b.owner)
+                .then(b.count.cmp(&a.count))
                 .then(a.kind.cmp(&b.kind))
                 .then(a.pc.cmp(&b.pc))
         });
+        let by_owner = Owner::ALL
+            .into_iter()
+            .zip(self.counts)
+            .map(|(owner, counts)| {
+                let found = Kind::ALL.into_iter().zip(counts).filter(|(_, n)| *n > 0);
+                (owner, found.collect::<BTreeMap<Kind, u64>>())
+            })
+            .filter(|(_, counts)| !counts.is_empty())
+            .collect();
+        let counts =
+            Kind::ALL.map(|kind| self.counts.iter().map(|c| c[kind as usize]).sum::<u64>());
         Patterns {
             cache: self.cache,
             entries: self.index,
-            counts: Kind::ALL.into_iter().zip(self.counts).collect(),
+            counts: Kind::ALL.into_iter().zip(counts).collect(),
+            by_owner,
             sites,
         }
     }
@@ -559,6 +727,7 @@ mod tests {
             (Kind::TxUninitialisedAlloc, "tx-uninitialised-alloc"),
             (Kind::UseAfterFree, "use-after-free"),
             (Kind::TxOverlappingAdd, "tx-overlapping-add"),
+            (Kind::TxDuplicateAdd, "tx-duplicate-add"),
         ];
         let listed: Vec<&str> = names.iter().map(|(_, name)| *name).collect();
         assert_eq!(Kind::VARIANTS, listed);
@@ -573,7 +742,7 @@ mod tests {
             "unknown pattern 'missing-flush' (expected redundant-flush, redundant-fence, \
              missing-persist, overwrite-unpersisted, unordered-flushes, flush-unwritten, \
              tx-unlogged-store, flush-not-pm, persist-short, tx-uninitialised-alloc, \
-             use-after-free or tx-overlapping-add)"
+             use-after-free, tx-overlapping-add or tx-duplicate-add)"
         );
     }
 

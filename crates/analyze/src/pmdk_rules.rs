@@ -1,22 +1,19 @@
 //! PMDK's programming rules, checked on the library calls a trace records (`--trace-calls
 //! pmdk`; docs/design/analysis.md, "PMDK's rules"): stores in a transaction to bytes it never
 //! logged (`tx-unlogged-store`), transactions of two threads adding the same bytes
-//! (`tx-overlapping-add`), persists of addresses outside PM (`flush-not-pm`), and
-//! persists too short for the bytes stored (`persist-short`); the rules on allocated and
-//! freed objects are `crate::pmdk_objects`'.
+//! (`tx-overlapping-add`), adds of bytes the transaction added already
+//! (`tx-duplicate-add`, a performance bug), persists of addresses outside PM
+//! (`flush-not-pm`), and persists too short for the bytes stored (`persist-short`); the
+//! rules on allocated and freed objects are `crate::pmdk_objects`'.
 //!
-//! Only the application's stores are judged. A store is the library's (an undo log, the
-//! allocator's metadata, run-time fields) when the first code address of its call chain
-//! outside the C library is in libpmemobj or libpmem: the library's own copies go through
-//! libc's `memcpy`, and the application's do too, so libc frames say nothing either way.
-//! Kernel stores are never the application's.
+//! Only the application's stores and calls are judged (`crate::owners` tells whose they
+//! are).
 
 use crate::pmdk_objects::Objects;
-use persim_trace::{Arg, Meta, Symbols};
+use persim_trace::{Arg, Meta};
 use rustc_hash::FxHashMap;
 
 const LINE: u64 = 64;
-const KERNEL: u64 = 1 << 63;
 
 /// A rule broken, for the scan to report.
 pub(crate) struct Breach {
@@ -24,49 +21,6 @@ pub(crate) struct Breach {
     pub addr: Option<u64>,
     pub meta: Meta,
     pub detail: String,
-}
-
-/// Tells the application's code from the libraries' (see the module's comment).
-pub(crate) struct Owners<'a> {
-    symbols: Option<&'a Symbols>,
-    /// By the frames judged: the same store instructions recur.
-    known: FxHashMap<(u64, u64), bool>,
-}
-
-impl<'a> Owners<'a> {
-    pub fn new(symbols: Option<&'a Symbols>) -> Owners<'a> {
-        Owners {
-            symbols,
-            known: FxHashMap::default(),
-        }
-    }
-
-    /// Whether the code at `pc` with call chain `stack` is the application's.
-    pub fn is_application(&mut self, meta: &Meta) -> bool {
-        let Some(pc) = meta.pc else {
-            return false;
-        };
-        if pc >= KERNEL {
-            return false;
-        }
-        let Some(symbols) = self.symbols else {
-            return true;
-        };
-        let key = (pc, meta.stack.first().copied().unwrap_or(0));
-        *self.known.entry(key).or_insert_with(|| {
-            for &address in std::iter::once(&pc).chain(&meta.stack) {
-                let Some(at) = symbols.resolve(address) else {
-                    return true;
-                };
-                let object = at.module.unwrap_or(at.function);
-                if object.contains("libc.so") {
-                    continue;
-                }
-                return !object.contains("libpmem");
-            }
-            true
-        })
-    }
 }
 
 /// A thread's transaction.
@@ -126,7 +80,7 @@ pub(crate) fn call_site(meta: &Meta) -> Meta {
 }
 
 /// The (address, length) a persist or flush call names, by function.
-fn persisted_range(name: &str, args: &[Arg]) -> Option<(Arg, u64)> {
+pub(crate) fn persisted_range(name: &str, args: &[Arg]) -> Option<(Arg, u64)> {
     let (addr, len) = match name {
         "pmem_persist" | "pmem_flush" | "pmem_msync" => (args.first()?, args.get(1)?),
         "pmemobj_persist" | "pmemobj_flush" => (args.get(1)?, args.get(2)?),
@@ -208,6 +162,7 @@ impl PmdkRules {
         if let Some((start, end)) = added_range(name, args) {
             if by_application {
                 self.overlapping_add((tid, index), (start, end), meta, out);
+                self.duplicate_add(tid, name, (start, end), meta, out);
             }
             let tx = self.txs.entry(tid).or_default();
             tx.added.push((start, end));
@@ -271,6 +226,38 @@ impl PmdkRules {
         }
     }
 
+    /// An add of [start, end) by thread `tid`: a performance bug when its open transaction
+    /// added every byte of it already (libpmemobj looks the range up and logs nothing).
+    fn duplicate_add(
+        &self,
+        tid: u32,
+        name: &str,
+        (start, end): (u64, u64),
+        meta: &Meta,
+        out: &mut Vec<Breach>,
+    ) {
+        let Some(tx) = self.txs.get(&tid).filter(|tx| tx.depth > 0) else {
+            return;
+        };
+        if start == end || !uncovered(start, end, &tx.added).is_empty() {
+            return;
+        }
+        let first = tx.added.iter().position(|&(s, e)| s <= start && start < e);
+        let added = tx.added_at[first.expect("every byte was added")];
+        out.push(Breach {
+            kind: super::patterns::Kind::TxDuplicateAdd,
+            addr: Some(start),
+            meta: call_site(meta),
+            detail: format!(
+                "{name} of {} bytes at {} that the transaction (begun at entry {}) added \
+                 already (at entry {added}): drop this add",
+                end - start,
+                in_pool(self.pool, start),
+                tx.begun
+            ),
+        });
+    }
+
     /// The return of a traced call to thread `tid`: an object allocated in its
     /// transaction is the transaction's to write.
     pub fn returned(&mut self, tid: u32, name: &str, value: &Arg) {
@@ -282,6 +269,11 @@ impl PmdkRules {
     /// Any store, the library's and the kernel's too: it initialises new objects.
     pub fn stored(&mut self, addr: u64, len: u64) {
         self.objects.stored(addr, len);
+    }
+
+    /// `addr` in messages: `pool+0xOFF` in the last pool a transaction named.
+    pub fn at(&self, addr: u64) -> String {
+        in_pool(self.pool, addr)
     }
 
     /// Whether loads are judged now: only while a committed transaction's free is known.

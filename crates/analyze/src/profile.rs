@@ -349,14 +349,10 @@ impl Profiler {
                 };
                 *self.current.flushes.entry(name).or_default() += 1;
             }
+            // An interrupt's drain is no fence of the program (docs/design/model.md).
+            Op::Fence(FenceKind::Interrupt) => {}
             Op::Fence(kind) => {
-                let name = match kind {
-                    FenceKind::Sfence => "sfence",
-                    FenceKind::Mfence => "mfence",
-                    FenceKind::Locked => "locked",
-                    FenceKind::Serializing => "serializing",
-                };
-                *self.current.fences.entry(name).or_default() += 1;
+                *self.current.fences.entry(kind.name()).or_default() += 1;
                 self.end_epoch();
             }
             _ => {}

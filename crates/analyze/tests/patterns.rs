@@ -1,7 +1,7 @@
 //! Trace patterns: one hand-written trace per pattern, the bundled journal examples, and
 //! the ring buffer's own traces.
 
-use persim_analyze::{find_patterns, Finding, PatternKind as Kind, Patterns};
+use persim_analyze::{find_patterns, Finding, Owner, PatternKind as Kind, Patterns};
 use persim_model::CacheMode;
 use persim_trace::Reader;
 use std::path::Path;
@@ -18,10 +18,25 @@ fn example(name: &str) -> Patterns {
     find_patterns(Reader::open(&path).unwrap(), CacheMode::Volatile, None).unwrap()
 }
 
+/// The only finding of a trace: of `kind`, at entry `index` and code `pc`, its detail
+/// starting with `detail`.
+fn only_at<'a>(p: &'a Patterns, kind: Kind, (index, pc): (u64, u64), detail: &str) -> &'a Finding {
+    let f = only(p);
+    assert_eq!((f.kind, f.index, f.pc), (kind, index, Some(pc)));
+    assert!(f.detail.starts_with(detail), "{}", f.detail);
+    f
+}
+
+/// Asserts that a trace has no finding.
+fn none(p: &Patterns) {
+    let all: Vec<&Finding> = p.examples().collect();
+    assert!(all.is_empty(), "{}", p.to_text(None, &[Owner::Program]));
+}
+
 /// The only finding of a trace, which must have exactly one.
 fn only(p: &Patterns) -> &Finding {
     let all: Vec<&Finding> = p.examples().collect();
-    assert_eq!(all.len(), 1, "{}", p.to_text(None));
+    assert_eq!(all.len(), 1, "{}", p.to_text(None, &[Owner::Program]));
     all[0]
 }
 
@@ -118,7 +133,7 @@ fn nt_stores_need_a_fence_and_persistent_caches_need_no_flush() {
         eadr.count(Kind::MissingPersist),
         0,
         "{}",
-        eadr.to_text(None)
+        eadr.to_text(None, &[Owner::Program])
     );
     let flushed = "write 0x0 01\nflush clwb 0x0\nfence sfence\n";
     assert_eq!(
@@ -142,7 +157,7 @@ fn a_store_across_two_lines_is_judged_per_line() {
 fn the_correct_journal_is_clean_and_the_missing_fence_shows() {
     let clean = example("journal.trace");
     let total: u64 = clean.counts.values().sum();
-    assert_eq!(total, 0, "{}", clean.to_text(None));
+    assert_eq!(total, 0, "{}", clean.to_text(None, &[Owner::Program]));
     let broken = example("journal-missing-fence.trace");
     let f = only(&broken);
     // the log and the commit flag are flushed together: nothing orders them
@@ -150,8 +165,21 @@ fn the_correct_journal_is_clean_and_the_missing_fence_shows() {
         (f.kind, f.index),
         (Kind::UnorderedFlushes, 7),
         "{}",
-        broken.to_text(None)
+        broken.to_text(None, &[Owner::Program])
     );
+}
+
+/// A timer interrupt where the journal's fence is missing orders nothing of the program's:
+/// the unordered flushes still show.
+#[test]
+fn an_interrupt_where_a_fence_is_missing_hides_nothing() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/journal-missing-fence.trace");
+    let text = std::fs::read_to_string(path).unwrap();
+    let interrupted = text.replace("flush clwb 0x0\n", "flush clwb 0x0\nfence interrupt\n");
+    assert_ne!(interrupted, text);
+    let f = only(&scan(&interrupted, CacheMode::Volatile)).clone();
+    assert_eq!(f.kind, Kind::UnorderedFlushes);
 }
 
 #[test]
@@ -166,10 +194,12 @@ fn counts_group_by_call_site_and_json_names_kinds() {
     let json = serde_json::to_value(&p).unwrap();
     assert_eq!(json["counts"]["redundant-fence"], 3);
     assert_eq!(json["sites"][0]["kind"], "redundant-fence");
-    assert!(p.to_text(None).contains("redundant-fence at pc=0x1: 2"));
+    assert!(p
+        .to_text(None, &[Owner::Program])
+        .contains("redundant-fence at pc=0x1: 2"));
     let symbols = persim_trace::Symbols::from_kallsyms("0000000000000001 t journal_commit\n");
     assert!(p
-        .to_text(Some(&symbols))
+        .to_text(Some(&symbols), &[Owner::Program])
         .contains("redundant-fence at pc=0x1 (journal_commit+0x0): 2"));
 }
 
@@ -205,7 +235,7 @@ fn pmdk_rules_find_the_missing_call_and_nothing_in_the_fixed_programs() {
         "call pmemobj_tx_add_range 0x55 pm:0x1000 0x10 0x8 @ pc=0x7f0400 stack=0x401008\n",
     ] {
         let logged = scan(&tx(add), CacheMode::Volatile);
-        assert_eq!(logged.examples().count(), 0, "{}", logged.to_text(None));
+        none(&logged);
     }
     // a store of the library itself (a kernel pc here) is never judged
     let library = tx("").replace("@ pc=0x401010", "@ pc=0xffffffff81000000");
@@ -246,7 +276,7 @@ fn pmdk_rules_find_the_missing_call_and_nothing_in_the_fixed_programs() {
         f.detail
     );
     let whole = scan(&persist("pm:0x2000", 20), CacheMode::Volatile);
-    assert_eq!(whole.examples().count(), 0, "{}", whole.to_text(None));
+    none(&whole);
 }
 
 /// A transaction of the pool at 0x1000 around `body`, committed or (`commit` false) not,
@@ -305,7 +335,12 @@ fn pmdk_new_objects_need_no_add_but_every_byte_stored_before_commit() {
             + part,
     ] {
         let p = scan(&pmdk_tx(&body, true, ""), CacheMode::Volatile);
-        assert_eq!(p.examples().count(), 0, "{body}\n{}", p.to_text(None));
+        assert_eq!(
+            p.examples().count(),
+            0,
+            "{body}\n{}",
+            p.to_text(None, &[Owner::Program])
+        );
     }
     // without the allocation's return the same store is an unlogged one (the old false
     // positive), and an aborted transaction's object is undone, not judged
@@ -316,7 +351,7 @@ fn pmdk_new_objects_need_no_add_but_every_byte_stored_before_commit() {
         &pmdk_tx(&format!("{ALLOC}{part}"), false, ""),
         CacheMode::Volatile,
     );
-    assert_eq!(p.examples().count(), 0, "{}", p.to_text(None));
+    none(&p);
 }
 
 /// Rule 4: a load or store to an object after the transaction that freed it committed.
@@ -352,7 +387,12 @@ fn pmdk_an_object_freed_by_a_committed_transaction_is_not_used() {
         &(made.clone() + &pmdk_tx(free, true, &store)),
         CacheMode::Volatile,
     );
-    assert_eq!(p.count(Kind::UseAfterFree), 1, "{}", p.to_text(None));
+    assert_eq!(
+        p.count(Kind::UseAfterFree),
+        1,
+        "{}",
+        p.to_text(None, &[Owner::Program])
+    );
     // read before the free, in an aborted transaction's free, or after the bytes were
     // allocated again: no finding
     for trace in [
@@ -362,7 +402,7 @@ fn pmdk_an_object_freed_by_a_committed_transaction_is_not_used() {
     ] {
         let p = scan(&trace, CacheMode::Volatile);
         let uaf = p.count(Kind::UseAfterFree);
-        assert_eq!(uaf, 0, "{trace}\n{}", p.to_text(None));
+        assert_eq!(uaf, 0, "{trace}\n{}", p.to_text(None, &[Owner::Program]));
     }
     // an object allocated before the trace: its size is the one the tracer read from its
     // allocation header, the free's third argument (the header's size wins over the
@@ -376,7 +416,12 @@ fn pmdk_an_object_freed_by_a_committed_transaction_is_not_used() {
     ] {
         let p = scan(&trace, CacheMode::Volatile);
         let uaf = p.count(Kind::UseAfterFree);
-        assert_eq!(uaf, found, "{trace}\n{}", p.to_text(None));
+        assert_eq!(
+            uaf,
+            found,
+            "{trace}\n{}",
+            p.to_text(None, &[Owner::Program])
+        );
     }
 }
 
@@ -448,6 +493,250 @@ fn pmdk_open_transactions_of_two_threads_add_no_byte_twice() {
     .concat();
     for trace in [apart, after] {
         let p = scan(&trace, CacheMode::Volatile);
-        assert_eq!(p.examples().count(), 0, "{trace}\n{}", p.to_text(None));
+        assert_eq!(
+            p.examples().count(),
+            0,
+            "{trace}\n{}",
+            p.to_text(None, &[Owner::Program])
+        );
     }
+}
+
+/// A program (`prog`), libc's `memcpy`, PMDK's libraries and the kernel, for tests of whose
+/// code a finding is in.
+const OWNERS_SYMBOLS: &str = "\
+0000000000401000 T main [prog]
+0000000000402000 T insert [prog]
+00007f0000000000 T memcpy [libc.so.6]
+00007f1000001000 T pmemobj_open [libpmemobj.so.1]
+00007f1000002000 T pmemobj_persist [libpmemobj.so.1]
+00007f2000000000 T flush_clwb [libpmem.so.1]
+00007f2000001000 T pmem_persist [libpmem.so.1]
+00007f2000002000 T pmem_drain [libpmem.so.1]
+ffffffff81000000 T arch_wb_cache_pmem
+";
+
+fn scan_with_symbols(text: &str) -> Patterns {
+    let symbols = persim_trace::Symbols::from_kallsyms(OWNERS_SYMBOLS);
+    let reader = Reader::new(std::io::Cursor::new(text.as_bytes().to_vec())).unwrap();
+    find_patterns(reader, CacheMode::Volatile, Some(&symbols)).unwrap()
+}
+
+/// Issue 42, 9: libpmemobj's open leaves its run-time fields undurable and the kernel's
+/// msync flushes lines nothing wrote, more findings than the program's one and earlier in
+/// the trace; the program's comes first, in full, and the others are summarised apart. The
+/// program's store and the library's go through the same `memcpy`: two sites.
+#[test]
+fn findings_are_ranked_by_whose_code_the_programs_first() {
+    let trace = |program: &str| {
+        format!(
+            "write 0x1000 0100000000000000 @ pc=0x7f0000000010 stack=0x7f1000001010,0x401010\n\
+             write 0x1040 0100000000000000 @ pc=0x7f0000000010 stack=0x7f1000001010,0x401010\n\
+             flush clwb 0x3000 @ pc=0xffffffff81000010\n\
+             flush clwb 0x3040 @ pc=0xffffffff81000010\n\
+             flush clwb 0x3080 @ pc=0xffffffff81000010\n\
+             fence sfence @ pc=0xffffffff81000020\n\
+             write 0x2000 0700000000000000 @ pc=0x7f0000000010 stack=0x402010,0x401020\n\
+             {program}hypercall success\n"
+        )
+    };
+    let buggy = scan_with_symbols(&trace(""));
+    let program = [Owner::Program];
+    let text = buggy.to_text(None, &program);
+    let owners: Vec<(Owner, Kind, u64)> = buggy
+        .sites
+        .iter()
+        .map(|s| (s.owner, s.kind, s.count))
+        .collect();
+    assert_eq!(
+        owners,
+        [
+            (Owner::Program, Kind::MissingPersist, 1),
+            (Owner::Library, Kind::MissingPersist, 2),
+            (Owner::Kernel, Kind::FlushUnwritten, 3),
+        ],
+        "{text}"
+    );
+    assert_eq!(buggy.count(Kind::MissingPersist), 3);
+    assert_eq!(buggy.count_in(Kind::MissingPersist, &program), 1);
+    assert_eq!(buggy.count_in(Kind::FlushUnwritten, &program), 0);
+    assert_eq!(buggy.count_in(Kind::FlushUnwritten, &[Owner::Kernel]), 3);
+
+    let at = |text: &str, what: &str| text.find(what).unwrap_or_else(|| panic!("{what}:\n{text}"));
+    let mine = at(&text, "\n1 finding in the program's code:\n");
+    let example = at(&text, "entry 7 addr 0x2000");
+    let library = at(
+        &text,
+        "\n2 findings in PMDK's libraries' code, summarised (--code library",
+    );
+    let kernel = at(
+        &text,
+        "\n3 findings in the kernel's code, summarised (--code kernel",
+    );
+    assert!(
+        mine < example && example < library && library < kernel,
+        "{text}"
+    );
+    assert!(
+        !text[library..].contains("entry "),
+        "summaries have no examples:\n{text}"
+    );
+    assert!(
+        text.contains("  flush-unwritten at pc=0xffffffff81000010: 3\n"),
+        "{text}"
+    );
+    let copy = "  missing-persist at pc=0x7f0000000010: 2\n    stack 0x7f1000001010 < 0x401010\n";
+    assert!(
+        text.contains(copy),
+        "the library's function behind the copy:\n{text}"
+    );
+    let row = |first: &str| -> Vec<&str> {
+        let line = text.lines().find(|l| l.trim_start().starts_with(first));
+        line.expect(first).split_whitespace().collect()
+    };
+    assert_eq!(
+        row("pattern "),
+        ["pattern", "total", "program", "library", "kernel"]
+    );
+    assert_eq!(
+        row("missing-persist "),
+        ["missing-persist", "3", "1", "2", "0"]
+    );
+    // asked for, the library's and the kernel's are in full, still after the program's
+    let all = buggy.to_text(None, &[Owner::Program, Owner::Library, Owner::Kernel]);
+    assert!(all.contains("entry 2 addr 0x3000"), "{all}");
+    assert!(
+        at(&all, "entry 7 addr 0x2000") < at(&all, "entry 7 addr 0x1000"),
+        "{all}"
+    );
+
+    // a file system's view: the kernel's first, in full; the program's summarised
+    let kernel = buggy.to_text(None, &[Owner::Kernel]);
+    let full = at(&kernel, "\n3 findings in the kernel's code:\n");
+    let summary = "\n1 finding in the program's code, summarised (--code program";
+    assert!(full < at(&kernel, summary), "{kernel}");
+    // code of no recorded pc is judged, and is not the program's to be clean
+    let anyone = scan(
+        "write 0x80 0102\nhypercall checkpoint 1\n",
+        CacheMode::Volatile,
+    );
+    let text = anyone.to_text(None, &program);
+    assert!(
+        text.contains("\n1 finding in code of no recorded pc:\n"),
+        "{text}"
+    );
+    assert!(!text.contains("no finding"), "{text}");
+
+    let json = serde_json::to_value(&buggy).unwrap();
+    assert_eq!(json["sites"][0]["owner"], "program");
+    assert_eq!(json["by_owner"]["kernel"]["flush-unwritten"], 3);
+    assert_eq!(json["by_owner"]["library"]["missing-persist"], 2);
+
+    // The program persists its store: it reads clean, before the others' summaries.
+    let correct = scan_with_symbols(&trace(
+        "flush clwb 0x2000 @ pc=0x402020 stack=0x401020\nfence sfence @ pc=0x402024\n",
+    ));
+    let text = correct.to_text(None, &program);
+    assert_eq!(correct.by_owner.get(&Owner::Program), None, "{text}");
+    let clean = at(&text, "\nno finding in the program's code\n");
+    assert!(
+        clean < at(&text, "findings in PMDK's libraries' code"),
+        "{text}"
+    );
+}
+
+/// Issue 42, 10: a persist of lines with no store since their last flush. Its flush
+/// instructions are libpmem's (without the call entries the generic rule finds the
+/// library's, which is why the program's never showed); with them, the program's call
+/// site, once.
+#[test]
+fn a_programs_persist_of_lines_it_did_not_store_to_since_is_redundant() {
+    let trace = |between: &str, calls: bool| {
+        let text = format!(
+            "write 0x2000 0700000000000000 @ pc=0x402000 stack=0x401010\n\
+             call pmemobj_persist pm:0x1000 pm:0x2000 0x8 @ pc=0x7f1000002000 stack=0x402010\n\
+             flush clwb 0x2000 @ pc=0x7f2000000010 stack=0x7f1000002010,0x402010\n\
+             fence sfence @ pc=0x7f2000000020 stack=0x7f1000002010,0x402010\n\
+             {between}\
+             call pmemobj_persist pm:0x1000 pm:0x2000 0x8 @ pc=0x7f1000002000 stack=0x402020\n\
+             flush clwb 0x2000 @ pc=0x7f2000000010 stack=0x7f1000002010,0x402020\n\
+             fence sfence @ pc=0x7f2000000020 stack=0x7f1000002010,0x402020\n\
+             hypercall success\n"
+        );
+        match calls {
+            true => text,
+            false => text
+                .lines()
+                .filter(|l| !l.starts_with("call "))
+                .map(|l| format!("{l}\n"))
+                .collect(),
+        }
+    };
+    let twice = scan_with_symbols(&trace("", true));
+    let detail = "pmemobj_persist of 8 bytes at 0x2000: no store to its 1 line(s)";
+    let f = only_at(&twice, Kind::RedundantFlush, (4, 0x402020), detail);
+    assert_eq!(f.addr, Some(0x2000));
+    assert_eq!(twice.sites[0].owner, Owner::Program);
+    let generic = [(Owner::Library, Kind::RedundantFlush, Some(0x7f2000000010))];
+    let sites = |p: &Patterns| -> Vec<(Owner, Kind, Option<u64>)> {
+        p.sites.iter().map(|s| (s.owner, s.kind, s.pc)).collect()
+    };
+    assert_eq!(sites(&scan_with_symbols(&trace("", false))), generic);
+    // the library's own persist call (pmemobj_persist calling pmem_persist) is not judged
+    let by_library = trace("", true).replace("stack=0x402020\n", "stack=0x7f1000002010,0x402020\n");
+    assert_eq!(sites(&scan_with_symbols(&by_library)), generic);
+
+    let stored = "write 0x2004 08 @ pc=0x402018 stack=0x401010\n";
+    let p = scan_with_symbols(&trace(stored, true));
+    none(&p);
+}
+
+/// Issue 42, 10: `pmem_drain` with nothing flushed or stored since the last fence.
+#[test]
+fn a_programs_drain_with_nothing_to_wait_for_is_redundant() {
+    let trace = |persist: &str| {
+        format!(
+            "write 0x2000 0700000000000000 @ pc=0x402000 stack=0x401010\n\
+             {persist}\
+             call pmem_drain @ pc=0x7f2000002000 stack=0x402020\n\
+             fence sfence @ pc=0x7f2000000020 stack=0x7f2000002010,0x402020\n\
+             hypercall success\n"
+        )
+    };
+    let persisted = "call pmem_persist pm:0x2000 0x8 @ pc=0x7f2000001000 stack=0x402010\n\
+                     flush clwb 0x2000 @ pc=0x7f2000000010 stack=0x7f2000001010,0x402010\n\
+                     fence sfence @ pc=0x7f2000000020 stack=0x7f2000001010,0x402010\n";
+    let p = scan_with_symbols(&trace(persisted));
+    let detail = "pmem_drain with nothing to wait for";
+    only_at(&p, Kind::RedundantFence, (4, 0x402020), detail);
+    let flushed = "call pmem_flush pm:0x2000 0x8 @ pc=0x7f2000001000 stack=0x402010\n\
+                   flush clwb 0x2000 @ pc=0x7f2000000010 stack=0x7f2000001010,0x402010\n";
+    let p = scan_with_symbols(&trace(flushed));
+    none(&p);
+}
+
+/// Issue 42, 10: an add of bytes the open transaction added already, together or in
+/// parts; an add that reaches past them, or the same add in the next transaction, is none.
+#[test]
+fn pmdk_an_add_of_bytes_the_transaction_added_already_is_a_duplicate() {
+    let adds = |third: &str| {
+        format!(
+            "call pmemobj_tx_add_range_direct pm:0x1100 0x4 @ pc=0x7f0300 stack=0x401008\n\
+             call pmemobj_tx_add_range_direct pm:0x1104 0x4 @ pc=0x7f0300 stack=0x401010\n\
+             call pmemobj_tx_add_range 0x55 pm:0x1100 0x0 {third} @ pc=0x7f0400 stack=0x401018\n\
+             write 0x1100 0700000000000000 @ pc=0x401050\n"
+        )
+    };
+    let p = scan(&pmdk_tx(&adds("0x8"), true, ""), CacheMode::Volatile);
+    let detail = "pmemobj_tx_add_range of 8 bytes at pool+0x100 that the transaction (begun \
+                  at entry 0) added already (at entry 1)";
+    let f = only_at(&p, Kind::TxDuplicateAdd, (3, 0x401018), detail);
+    assert_eq!(f.addr, Some(0x1100));
+    let past = scan(&pmdk_tx(&adds("0x10"), true, ""), CacheMode::Volatile);
+    none(&past);
+    let once = "call pmemobj_tx_add_range_direct pm:0x1100 0x8 @ pc=0x7f0300 stack=0x401008\n\
+                write 0x1100 0700000000000000 @ pc=0x401050\n";
+    let tx = pmdk_tx(once, true, "");
+    let p = scan(&format!("{tx}{tx}"), CacheMode::Volatile);
+    none(&p);
 }

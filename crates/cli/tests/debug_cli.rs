@@ -123,6 +123,40 @@ fn analyze_prints_text_and_json_and_fails_on_asked_kinds() {
     );
 }
 
+/// Issue 42, 9: `--fail-on` counts the code judged, the program's unless `--code` says
+/// otherwise; the kernel's finding is summarised after the program's clean bill.
+#[test]
+fn analyze_judges_the_programs_code_unless_told_whose() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = tmp.path().join("t.trace");
+    let kernel = "# persim-trace pm-size=0x1000\n\
+                  write 0x40 01 @ pc=0xffffffff81000010\n\
+                  hypercall checkpoint 1\n";
+    std::fs::write(&trace, kernel).unwrap();
+    let t = trace.to_str().unwrap();
+    let run = |args: &[&str]| {
+        let out = persim(&[&["analyze", t][..], args].concat());
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        (
+            out.status.code(),
+            text + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let (code, text) = run(&["--fail-on", "missing-persist"]);
+    assert_eq!(code, Some(0), "{text}");
+    let clean = text.find("no finding in the program's code").expect(&text);
+    let summary = text
+        .find("1 finding in the kernel's code, summarised (--code kernel")
+        .expect(&text);
+    assert!(clean < summary, "{text}");
+    let (code, text) = run(&["--fail-on", "missing-persist", "--code", "kernel"]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("entry 1 addr 0x40"), "in full:\n{text}");
+    let (code, text) = run(&["--code", "kernal"]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("unknown owner of code 'kernal'"), "{text}");
+}
+
 #[test]
 fn analyze_takes_the_run_directorys_cache_mode() {
     let tmp = tempfile::tempdir().unwrap();

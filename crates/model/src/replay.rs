@@ -7,7 +7,7 @@ use crate::origin::{Choice, FailureKind, FailurePoint};
 use crate::pending::{LineState, PmPending};
 use crate::runtime_data::RuntimeRanges;
 use crate::strategy::{choose, CrashImage, CrashImages, Guided};
-use persim_trace::{Entry, Hypercall, Op};
+use persim_trace::{Entry, FenceKind, Hypercall, Op};
 use rustc_hash::FxHashSet;
 use std::hash::{Hash, Hasher};
 use std::io;
@@ -203,6 +203,9 @@ impl Replay {
                 }
                 self.pm.flush(mode, *addr);
             }
+            // Where an interrupt lands is no choice of the program: the replay is that of the
+            // same execution without it (docs/design/model.md, "Interrupts").
+            Op::Fence(FenceKind::Interrupt) => {}
             Op::Fence(_) => {
                 if self.new_location(entry) {
                     self.failure_point(FailureKind::Fence, sink)?;

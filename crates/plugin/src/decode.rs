@@ -18,8 +18,10 @@ pub enum Class {
     Fence(FenceKind),
     /// A lock-prefixed instruction or xchg with memory.
     Locked,
-    /// iret, wrmsr, mov to a control register, serialize (cpuid is `Cpuid`).
+    /// wrmsr, mov to a control register, serialize (cpuid is `Cpuid`).
     Serializing,
+    /// iret: the return from an interrupt or exception (serializing too).
+    Iret,
     Cpuid,
     /// A near call (e8, or ff /2): pushes the return address (shadow stacks).
     Call,
@@ -126,7 +128,7 @@ fn classify_opt(bytes: &[u8]) -> Option<Class> {
         0xc4 | 0xc5 | 0x62 => classify_vex(op, rest),
         0x86 | 0x87 if modrm_is_memory(*rest.first()?) => Some(Class::Locked),
         0xa4 | 0xa5 | 0xaa | 0xab => Some(Class::StringStore),
-        0xcf => Some(Class::Serializing),
+        0xcf => Some(Class::Iret),
         0xe8 => Some(Class::Call),
         0xff if (*rest.first()? >> 3) & 7 == 2 => Some(Class::Call),
         0xc3 | 0xc2 => Some(Class::Ret),
@@ -421,7 +423,7 @@ mod tests {
         assert_eq!(classify(&[0xf0, 0x48, 0x83, 0x07, 0x01]), Class::Locked); // lock addq $1,(%rdi)
         assert_eq!(classify(&[0x48, 0x87, 0x07]), Class::Locked); // xchg %rax,(%rdi)
         assert_eq!(classify(&[0x48, 0x87, 0xc3]), Class::Plain); // xchg %rax,%rbx
-        assert_eq!(classify(&[0x48, 0xcf]), Class::Serializing); // iretq
+        assert_eq!(classify(&[0x48, 0xcf]), Class::Iret); // iretq
         assert_eq!(classify(&[0x0f, 0xa2]), Class::Cpuid);
         assert_eq!(classify(&[0x0f]), Class::Plain);
     }

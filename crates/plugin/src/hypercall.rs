@@ -6,8 +6,13 @@ use persim_trace::Hypercall;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Call {
-    /// `start`, from process `pid`; `current_task` as in [`Operation::Start`].
-    Start { pid: u32, current_task: u64 },
+    /// `start`, from process `pid`; `current_task` and `preempt_count` as in
+    /// [`Operation::Start`].
+    Start {
+        pid: u32,
+        current_task: u64,
+        preempt_count: u64,
+    },
     /// A mark of the test, recorded as it is.
     Mark(Hypercall),
     /// Run-time data at a virtual range of the calling program, to translate to PM.
@@ -15,9 +20,17 @@ pub enum Call {
 }
 
 /// The hypercall a `cpuid` makes, from its registers; None for an ordinary cpuid.
-pub fn decode(rax: u64, rdx: u64, rcx: u64, rsi: u64) -> Option<Call> {
-    Some(match Operation::decode(rax, rdx, rcx, rsi)? {
-        Operation::Start { pid, current_task } => Call::Start { pid, current_task },
+pub fn decode(rax: u64, rdx: u64, rcx: u64, rsi: u64, rdi: u64) -> Option<Call> {
+    Some(match Operation::decode(rax, rdx, rcx, rsi, rdi)? {
+        Operation::Start {
+            pid,
+            current_task,
+            preempt_count,
+        } => Call::Start {
+            pid,
+            current_task,
+            preempt_count,
+        },
         Operation::Checkpoint(n) => Call::Mark(Hypercall::Checkpoint(n)),
         Operation::Success => Call::Mark(Hypercall::Success),
         Operation::Fail => Call::Mark(Hypercall::Fail),
@@ -33,17 +46,19 @@ mod tests {
     #[test]
     fn decodes_the_guest_encoding() {
         let call = |op: Operation| {
-            let (code, arg, arg2) = op.encode();
-            decode(u64::from(MAGIC), u64::from(code), arg, arg2)
+            let (code, arg, arg2, arg3) = op.encode();
+            decode(u64::from(MAGIC), u64::from(code), arg, arg2, arg3)
         };
         assert_eq!(
             call(Operation::Start {
                 pid: 7,
-                current_task: 0x2_0a40
+                current_task: 0x2_0a40,
+                preempt_count: 0x8
             }),
             Some(Call::Start {
                 pid: 7,
-                current_task: 0x2_0a40
+                current_task: 0x2_0a40,
+                preempt_count: 0x8
             })
         );
         assert_eq!(
@@ -65,6 +80,6 @@ mod tests {
                 len: 200
             })
         );
-        assert_eq!(decode(0, 1, 0, 0), None);
+        assert_eq!(decode(0, 1, 0, 0, 0), None);
     }
 }

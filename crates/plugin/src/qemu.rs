@@ -615,6 +615,10 @@ extern "C" fn on_translate(_id: PluginId, tb: *mut qemu_plugin_tb) {
                 move |_| state().tracer.fence(pc, FenceKind::Serializing),
                 regs,
             ),
+            Class::Iret => insn.register_execute_callback_flags(
+                move |_| state().tracer.fence(pc, FenceKind::Interrupt),
+                regs,
+            ),
             Class::Plain
             | Class::NtStore
             | Class::StringStore
@@ -1091,14 +1095,26 @@ fn on_cpuid(pc: u64) {
     let mut s = state();
     let regs = &s.registers;
     const RSI: u8 = 6;
-    let call = hypercall::decode(regs.gpr(0), regs.gpr(2), regs.gpr(1), regs.gpr(RSI));
+    const RDI: u8 = 7;
+    let call = hypercall::decode(
+        regs.gpr(0),
+        regs.gpr(2),
+        regs.gpr(1),
+        regs.gpr(RSI),
+        regs.gpr(RDI),
+    );
     let call = match call {
         Some(Call::Start { .. }) if s.counter.is_some() => {
             return on_counted_call(&mut s, Hypercall::Start)
         }
-        Some(Call::Start { pid, current_task }) => {
+        Some(Call::Start {
+            pid,
+            current_task,
+            preempt_count,
+        }) => {
             if !s.tracer.tracing() {
                 watch_tasks(&mut s, pid, current_task);
+                watch_interrupts(&mut s, preempt_count);
             }
             Hypercall::Start
         }
@@ -1158,6 +1174,35 @@ fn watch_tasks(s: &mut State, pid: u32, current_task: u64) {
     s.tracer.set_task_source(Some(Box::new(move || {
         let task = TASKS.take_change()?;
         layout.read(task, |addr, buf| memory.read_vaddr(addr, buf))
+    })));
+}
+
+/// The bits of the kernel's preemption count that say an interrupt is being handled: an
+/// NMI, a hard interrupt, or a softirq being served (`SOFTIRQ_OFFSET`; the other softirq
+/// bits count `local_bh_disable`, which the program's own code takes).
+const IN_INTERRUPT: u32 = 0x00f0_0000 | 0x000f_0000 | 0x0000_0100;
+
+/// At `start`: has the tracer tell the fences of interrupt handlers by the preemption count
+/// of the one vCPU a traced guest has (its per-CPU copy at the kernel's gs base plus
+/// `preempt_count`), or says why not.
+fn watch_interrupts(s: &mut State, preempt_count: u64) {
+    s.tracer.set_interrupt_source(None);
+    if preempt_count == 0 {
+        return say(
+            "`hypercall start` found no __preempt_count or pcpu_hot in /proc/kallsyms: \
+             interrupt handlers' fences count as the program's",
+        );
+    }
+    let Some(gs) = s.registers.k_gs_base.as_ref().map(read_u64) else {
+        return say(
+            "QEMU does not expose k_gs_base: interrupt handlers' fences count as the program's",
+        );
+    };
+    let slot = gs.wrapping_add(preempt_count);
+    let mut memory = GuestMemory::new();
+    s.tracer.set_interrupt_source(Some(Box::new(move || {
+        let mut count = [0u8; 4];
+        memory.read_vaddr(slot, &mut count) && u32::from_le_bytes(count) & IN_INTERRUPT != 0
     })));
 }
 

@@ -37,6 +37,8 @@ pub struct Tracer {
     unordered: bool,
     /// Anything recorded since the last fence: otherwise a fence is not worth an entry.
     traced_since_fence: bool,
+    /// An interrupt's fence was recorded since the last store or flush: one says it all.
+    interrupt_noted: bool,
     /// Virtual page -> physical page, learned from PM accesses, to place flushes (QEMU
     /// reports no access for them).
     pages: HashMap<u64, u64>,
@@ -53,10 +55,15 @@ pub struct Tracer {
     string_write: Option<Entry>,
     /// The running thread when it changed since the last entry (`crate::task`).
     task_source: Option<TaskSource>,
+    /// Whether the running code is an interrupt handler (`crate::qemu`: the kernel's
+    /// preemption count), asked only of a locked or serializing instruction that would be
+    /// recorded.
+    interrupt_source: Option<InterruptSource>,
 }
 
 pub type StackSource = Box<dyn FnMut(u64) -> Vec<u64> + Send>;
 pub type TaskSource = Box<dyn FnMut() -> Option<Task> + Send>;
+pub type InterruptSource = Box<dyn FnMut() -> bool + Send>;
 
 /// What the QEMU side must do after a hypercall.
 #[derive(Debug, PartialEq, Eq)]
@@ -81,6 +88,8 @@ impl Tracer {
             stack_source: None,
             string_write: None,
             task_source: None,
+            interrupt_source: None,
+            interrupt_noted: false,
         }
     }
 
@@ -95,6 +104,10 @@ impl Tracer {
 
     /// How the next trace learns the running thread (None: it records no threads); set
     /// before each `start`.
+    pub fn set_interrupt_source(&mut self, source: Option<InterruptSource>) {
+        self.interrupt_source = source;
+    }
+
     pub fn set_task_source(&mut self, source: Option<TaskSource>) {
         self.task_source = source;
     }
@@ -200,6 +213,7 @@ impl Tracer {
             Some(data) if store == Store::String => return self.string_store(pc, addr, data),
             Some(data) => {
                 self.unordered = true;
+                self.interrupt_noted = false;
                 Op::Write {
                     addr,
                     data,
@@ -224,6 +238,7 @@ impl Tracer {
         };
         if let Some(addr) = self.pm_offset(paddr) {
             self.unordered = true;
+            self.interrupt_noted = false;
             self.emit(Op::Flush { kind, addr }, pc);
         }
     }
@@ -251,6 +266,7 @@ impl Tracer {
         }
         self.end_string_write();
         self.unordered = true;
+        self.interrupt_noted = false;
         let nt = false;
         self.string_write = self.entry(Op::Write { addr, data, nt }, pc);
     }
@@ -261,7 +277,11 @@ impl Tracer {
         }
     }
 
-    /// sfence/mfence (`explicit`) or a locked/serializing instruction.
+    /// sfence/mfence (`explicit`), a locked/serializing instruction, or an `iret`
+    /// (`Interrupt`). A locked or serializing instruction of an interrupt handler is
+    /// recorded as `Interrupt` too. An interrupt's fence is recorded where it drains
+    /// something, but leaves what is unordered for the program's next fence to record:
+    /// the crash model does not count it (docs/design/model.md, "Interrupts").
     pub fn fence(&mut self, pc: u64, kind: FenceKind) {
         self.end_string_write();
         let explicit = matches!(kind, FenceKind::Sfence | FenceKind::Mfence);
@@ -270,11 +290,21 @@ impl Tracer {
         } else {
             self.unordered
         };
-        if record {
-            self.emit(Op::Fence(kind), pc);
-            self.traced_since_fence = false;
-            self.unordered = false;
+        if !record {
+            return;
         }
+        let in_interrupt = kind == FenceKind::Interrupt
+            || (!explicit && self.interrupt_source.as_mut().is_some_and(|f| f()));
+        if in_interrupt {
+            if !self.interrupt_noted {
+                self.emit(Op::Fence(FenceKind::Interrupt), pc);
+                self.interrupt_noted = true;
+            }
+            return;
+        }
+        self.emit(Op::Fence(kind), pc);
+        self.traced_since_fence = false;
+        self.unordered = false;
     }
 
     /// A call of a traced function (`persim_abi::calls`), its arguments already translated.
@@ -763,5 +793,40 @@ mod tests {
             .position(|op| matches!(op, Op::Flush { .. }))
             .unwrap();
         assert_eq!(ops[flush + 1], Op::Fence(FenceKind::Locked), "{ops:?}");
+    }
+
+    /// An interrupt that lands between a program's NT stores and its sfence: recorded once,
+    /// as an interrupt, and the sfence is still recorded (it orders what the interrupt's
+    /// fence does not count for).
+    #[test]
+    fn an_interrupt_leaves_the_programs_fence_to_the_program() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = tracer(&dir);
+        let in_handler = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let handler = in_handler.clone();
+        t.set_interrupt_source(Some(Box::new(move || {
+            handler.load(std::sync::atomic::Ordering::Relaxed)
+        })));
+        t.hypercall(Hypercall::Start, 0).unwrap();
+        t.access(1, 0, BASE, 8, Some(vec![2; 8]), Store::NonTemporal);
+        in_handler.store(true, std::sync::atomic::Ordering::Relaxed);
+        t.fence(2, FenceKind::Locked);
+        t.fence(3, FenceKind::Locked);
+        in_handler.store(false, std::sync::atomic::Ordering::Relaxed);
+        t.fence(4, FenceKind::Interrupt); // the iret
+        t.access(5, 0, BASE + 8, 8, Some(vec![3; 8]), Store::NonTemporal);
+        t.fence(6, FenceKind::Sfence);
+        t.hypercall(Hypercall::Success, 7).unwrap();
+        let fences: Vec<Op> = ops(&dir)
+            .into_iter()
+            .filter(|op| matches!(op, Op::Fence(_)))
+            .collect();
+        assert_eq!(
+            fences,
+            [
+                Op::Fence(FenceKind::Interrupt),
+                Op::Fence(FenceKind::Sfence)
+            ]
+        );
     }
 }

@@ -17,6 +17,24 @@ pub enum FenceKind {
     Mfence,
     Locked,
     Serializing,
+    /// A locked or serializing instruction of an interrupt (its handler, or the `iret`
+    /// that returns from it). It drains the buffers too, but where an interrupt lands is
+    /// no choice of the program, so the crash model does not count it (docs/design/model.md,
+    /// "Interrupts").
+    Interrupt,
+}
+
+impl FenceKind {
+    /// The word the text format and reports name the kind by.
+    pub fn name(self) -> &'static str {
+        match self {
+            FenceKind::Sfence => "sfence",
+            FenceKind::Mfence => "mfence",
+            FenceKind::Locked => "locked",
+            FenceKind::Serializing => "serializing",
+            FenceKind::Interrupt => "interrupt",
+        }
+    }
 }
 
 /// A call from the guest to Persim that marks the phases of a test.

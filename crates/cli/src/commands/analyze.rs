@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 use clap::Args;
-use persim_analyze::{find_patterns, PatternKind};
+use persim_analyze::{find_patterns, Owner, PatternKind};
 use persim_model::CacheMode;
 use persim_tester::RunDir;
 use persim_trace::{Reader, Symbols};
@@ -31,9 +31,17 @@ use std::path::PathBuf;
 ///                          committed transaction freed
 ///   tx-overlapping-add     two threads' open transactions adding the same bytes (needs
 ///                          the trace's thread ids)
+///   tx-duplicate-add       an add of bytes the transaction added already (performance)
+///
+/// With call entries, a program's pmem_persist/pmemobj_persist of lines it did not store
+/// to since their last flush is a redundant-flush at its call site, and a pmem_drain with
+/// nothing to wait for a redundant-fence.
 ///
 /// Each finding names its trace entry (see `persim debug lines|at`), address and cache
 /// line, and the program counter behind it; findings are counted per call site.
+/// Findings are ranked by whose code they are in (the trace's symbols say): the
+/// program's first and in full, then PMDK's libraries' and the kernel's, each summarised
+/// unless --code names it.
 #[derive(Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub struct AnalyzeArgs {
@@ -42,9 +50,15 @@ pub struct AnalyzeArgs {
     /// The cache mode stores become durable in [default: the run directory's, else volatile].
     #[arg(long)]
     pub cache: Option<CacheMode>,
-    /// Exit with 1 if any finding is of one of these kinds (comma-separated), for CI.
+    /// Exit with 1 if any finding in the code judged (--code) is of one of these kinds
+    /// (comma-separated), for CI.
     #[arg(long, value_delimiter = ',')]
     pub fail_on: Vec<PatternKind>,
+    /// Whose code is judged: shown in full and counted by --fail-on (comma-separated:
+    /// program, library, kernel). Code of no recorded pc always is. For a file system's
+    /// trace: --code kernel.
+    #[arg(long, value_delimiter = ',', default_value = "program")]
+    pub code: Vec<Owner>,
     /// Print one JSON object instead of the text.
     #[arg(long)]
     pub json: bool,
@@ -62,7 +76,8 @@ pub fn run(args: &AnalyzeArgs) -> Result<bool> {
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&patterns)?)?;
     } else {
-        out!("{}", patterns.to_text(symbols.as_ref()))?;
+        out!("{}", patterns.to_text(symbols.as_ref(), &args.code))?;
     }
-    Ok(args.fail_on.iter().any(|&kind| patterns.count(kind) > 0))
+    let found = |kind| patterns.count_in(kind, &args.code) > 0;
+    Ok(args.fail_on.iter().copied().any(found))
 }

@@ -171,6 +171,7 @@ impl BinaryReader {
             tags::FENCE_MFENCE => Op::Fence(FenceKind::Mfence),
             tags::FENCE_LOCKED => Op::Fence(FenceKind::Locked),
             tags::FENCE_SERIALIZING => Op::Fence(FenceKind::Serializing),
+            tags::FENCE_INTERRUPT => Op::Fence(FenceKind::Interrupt),
             tags::HYPERCALL_START => Op::Hypercall(Hypercall::Start),
             tags::HYPERCALL_CHECKPOINT => {
                 Op::Hypercall(Hypercall::Checkpoint(self.stream.uvarint()?))

@@ -96,6 +96,7 @@ fn encode_entry(buf: &mut Vec<u8>, base: &mut DeltaBase, entry: &Entry) {
                 FenceKind::Mfence => tags::FENCE_MFENCE,
                 FenceKind::Locked => tags::FENCE_LOCKED,
                 FenceKind::Serializing => tags::FENCE_SERIALIZING,
+                FenceKind::Interrupt => tags::FENCE_INTERRUPT,
             } | meta_flag,
         ),
         Op::Hypercall(Hypercall::Checkpoint(n)) => {

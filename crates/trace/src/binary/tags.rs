@@ -22,6 +22,7 @@ pub(crate) const BLK_FLUSH: u8 = 0x11;
 pub(crate) const HYPERCALL_VOLATILE: u8 = 0x12;
 pub(crate) const CALL: u8 = 0x13;
 pub(crate) const RETURN: u8 = 0x14;
+pub(crate) const FENCE_INTERRUPT: u8 = 0x15;
 
 /// A call argument's kind byte.
 pub(crate) const ARG_VALUE: u8 = 0;

@@ -96,6 +96,7 @@ fn parse_op<'a>(kind: &str, words: &mut impl Iterator<Item = &'a str>) -> Result
             "mfence" => FenceKind::Mfence,
             "locked" => FenceKind::Locked,
             "serializing" => FenceKind::Serializing,
+            "interrupt" => FenceKind::Interrupt,
             other => {
                 return Err(format!(
                     "unknown fence kind `{other}`; expected sfence, mfence, locked or serializing"
@@ -262,12 +263,7 @@ impl fmt::Display for Op {
                 };
                 write!(f, "flush {kind} {addr:#x}")
             }
-            Op::Fence(kind) => f.write_str(match kind {
-                FenceKind::Sfence => "fence sfence",
-                FenceKind::Mfence => "fence mfence",
-                FenceKind::Locked => "fence locked",
-                FenceKind::Serializing => "fence serializing",
-            }),
+            Op::Fence(kind) => write!(f, "fence {}", kind.name()),
             Op::Hypercall(Hypercall::Start) => f.write_str("hypercall start"),
             Op::Hypercall(Hypercall::Checkpoint(n)) => write!(f, "hypercall checkpoint {n}"),
             Op::Hypercall(Hypercall::Success) => f.write_str("hypercall success"),

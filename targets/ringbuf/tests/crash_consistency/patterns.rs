@@ -3,7 +3,7 @@
 //! and cache mode it is correct in; without the second fence, an acknowledged header is
 //! not durable at the checkpoint after its append.
 
-use persim_analyze::{find_patterns, PatternKind};
+use persim_analyze::{find_patterns, Owner, PatternKind};
 use persim_crash_check::{styles, CACHES};
 
 use crate::run::record;
@@ -26,7 +26,10 @@ fn bug_counts() -> Vec<(String, u64)> {
             let entries = run.trace.into_iter().map(Ok);
             let patterns = find_patterns(entries, cache, None).unwrap();
             let found: u64 = BUGS.iter().map(|&k| patterns.count(k)).sum();
-            eprintln!("{style:?}, {cache} caches:\n{}", patterns.to_text(None));
+            eprintln!(
+                "{style:?}, {cache} caches:\n{}",
+                patterns.to_text(None, &[Owner::Program])
+            );
             counts.push((format!("{style:?}, {cache}"), found));
         }
     }
