@@ -128,7 +128,11 @@ fn campaign(dir: &Path, shard: Shard) -> PathBuf {
         ..PipelineOptions::default()
     };
     let out = dir.join(format!("campaign-{}of{}", shard.index, shard.count));
-    let how = CampaignOptions { parallel: 1, shard };
+    let how = CampaignOptions {
+        parallel: 1,
+        shard,
+        campaign: true,
+    };
     run_campaign(&opts, &guest, &suite, &out, how, |_| {}, &mut ()).unwrap();
     out
 }

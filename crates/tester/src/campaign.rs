@@ -26,6 +26,10 @@ use std::time::{Duration, Instant};
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SuiteResults {
     pub suite: String,
+    /// Run as a campaign (`persim campaign run`) rather than as a suite (`persim suite`):
+    /// what the table's heading calls it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub campaign: bool,
     pub fs: String,
     pub cache: CacheMode,
     pub strategy: Strategy,
@@ -173,6 +177,8 @@ pub struct CampaignOptions {
     /// shared). While one test's images are recovered, the next is traced.
     pub parallel: usize,
     pub shard: Shard,
+    /// A campaign (`persim campaign run`) rather than a suite (`persim suite`).
+    pub campaign: bool,
 }
 
 impl Default for CampaignOptions {
@@ -180,6 +186,7 @@ impl Default for CampaignOptions {
         CampaignOptions {
             parallel: 1,
             shard: Shard::WHOLE,
+            campaign: false,
         }
     }
 }
@@ -285,6 +292,7 @@ pub fn run_campaign(
     results.sort_by(|a, b| a.test.cmp(&b.test));
     let results = SuiteResults {
         suite: suite.name.clone(),
+        campaign: campaign.campaign,
         fs: guest.name().to_string(),
         cache: opts.cache,
         strategy: opts.strategy,
@@ -470,7 +478,8 @@ impl SuiteResults {
         let shards: Vec<String> = self.shards.iter().map(Shard::to_string).collect();
         let _ = writeln!(
             t,
-            "suite {} on {}{} (cache {}, strategy {}){}",
+            "{} {} on {}{} (cache {}, strategy {}){}",
+            if self.campaign { "campaign" } else { "suite" },
             self.suite,
             self.fs,
             self.reference

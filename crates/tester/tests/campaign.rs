@@ -62,9 +62,18 @@ fn two_shards_merged_equal_the_whole_campaign_and_group_by_signature() {
         &suite,
         &dir.path().join("whole"),
         &guest(),
-        CampaignOptions::default(),
+        CampaignOptions {
+            campaign: true,
+            ..CampaignOptions::default()
+        },
     );
     assert_eq!(whole.tests.len(), 7);
+    // A campaign is called one, a suite a suite.
+    assert!(
+        whole.to_text().starts_with("campaign gen on fake"),
+        "{}",
+        whole.to_text()
+    );
     let failing: Vec<&str> = whole
         .tests
         .iter()
@@ -89,6 +98,7 @@ fn two_shards_merged_equal_the_whole_campaign_and_group_by_signature() {
             let how = CampaignOptions {
                 parallel: 2,
                 shard: shard.parse().unwrap(),
+                campaign: true,
             };
             campaign(
                 &suite,
@@ -114,7 +124,10 @@ fn two_shards_merged_equal_the_whole_campaign_and_group_by_signature() {
         &suite,
         &dir.path().join("whole"),
         &again,
-        CampaignOptions::default(),
+        CampaignOptions {
+            campaign: true,
+            ..CampaignOptions::default()
+        },
     );
     assert_eq!(again.records.get(), 0);
     assert_eq!(timeless(resumed), timeless(whole));

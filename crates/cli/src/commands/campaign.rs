@@ -145,7 +145,11 @@ fn run_tests(args: &RunCampaignArgs) -> Result<bool> {
         reference.machine.progress = false;
     }
     let suite = Suite::named_or_dir(&p.vm.home()?, &args.tests);
-    let campaign = CampaignOptions { parallel, shard };
+    let campaign = CampaignOptions {
+        parallel,
+        shard,
+        campaign: true,
+    };
     let mut progress = crate::progress::Progress::new("persim campaign", false);
     let results = run_campaign(
         &p.into(),
