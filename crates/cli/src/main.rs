@@ -35,8 +35,8 @@ mod size;
 mod vm_args;
 
 use commands::{
-    analyze, campaign, debug, efficiency, faults, generate, images, profile, record, report, run,
-    suite, trace,
+    analyze, cache, campaign, debug, efficiency, faults, generate, images, profile, record, report,
+    run, suite, trace,
 };
 
 use clap::{Parser, Subcommand};
@@ -82,6 +82,7 @@ enum Command {
     Analyze(analyze::AnalyzeArgs),
     Profile(profile::ProfileArgs),
     Trace(TraceArgs),
+    Cache(cache::CacheArgs),
     /// Look into a run's trace through the crash model.
     Debug {
         #[command(subcommand)]
@@ -126,6 +127,7 @@ fn main() -> ExitCode {
         Command::Faults(args) => faults::run(&args).map(violations),
         Command::Analyze(args) => analyze::run(&args).map(violations),
         Command::Profile(args) => profile::run(&args).map(|()| ExitCode::SUCCESS),
+        Command::Cache(args) => cache::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Trace(TraceArgs {
             command: Some(command),
             ..

@@ -399,3 +399,43 @@ fn a_run_directory_of_another_test_is_refused_and_left_alone() {
         inputs
     );
 }
+
+/// `persim cache` lists the cache's own files and prunes those unused for the days given,
+/// in $PERSIM_CACHE, leaving other files alone.
+#[test]
+fn the_cache_is_listed_and_pruned_by_last_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(30 * 86_400);
+    for (name, used) in [
+        ("booted-0123456789abcdef.qemu", old),
+        ("initramfs-00ff.cpio", std::time::SystemTime::now()),
+        ("mine.txt", old),
+    ] {
+        let file = std::fs::File::create(dir.path().join(name)).unwrap();
+        file.set_len(2_000_000).unwrap();
+        let times = std::fs::FileTimes::new()
+            .set_accessed(used)
+            .set_modified(used);
+        file.set_times(times).unwrap();
+    }
+    let cache = |args: &[&str]| {
+        Command::cargo_bin("persim")
+            .unwrap()
+            .arg("cache")
+            .args(args)
+            .env("PERSIM_CACHE", dir.path())
+            .output()
+            .unwrap()
+    };
+    let listed = cache(&[]);
+    let text = String::from_utf8_lossy(&listed.stdout);
+    assert!(listed.status.success(), "{listed:?}");
+    assert!(text.contains("2 file(s), 4.0 MB in"), "{text}");
+    assert!(text.contains("30 days unused  booted snapshot"), "{text}");
+    let pruned = cache(&["--prune", "--older-than", "7"]);
+    let text = String::from_utf8_lossy(&pruned.stdout);
+    assert!(text.contains("1 file(s), 2.0 MB removed"), "{text}");
+    assert!(!dir.path().join("booted-0123456789abcdef.qemu").exists());
+    assert!(dir.path().join("initramfs-00ff.cpio").exists());
+    assert!(dir.path().join("mine.txt").exists(), "not the cache's");
+}

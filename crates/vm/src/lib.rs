@@ -26,10 +26,11 @@
 //! - `initramfs`: `cpio`, `kernel`
 //! - `kernel`: `config`
 //! - `qemu` (command line, version check): `snapshot`
-//! - `config` (its unit tests use `kernel`), `cpio`, `scratch`, `shell`,
-//!   `snapshot`: none
+//! - `cache` (what the cache directory holds), `config` (its unit tests use `kernel`),
+//!   `cpio`, `scratch`, `shell`, `snapshot`: none
 
 mod boot;
+mod cache;
 mod calls;
 mod config;
 mod console;
@@ -51,6 +52,7 @@ pub mod testing;
 pub use boot::Artifacts;
 #[cfg(feature = "testing")]
 pub use boot::{prepare, Prepared};
+pub use cache::{cache_entries, prune_cache, CacheEntry};
 #[cfg(feature = "testing")]
 pub use config::default_config_dir;
 pub use config::VmConfig;

@@ -3,6 +3,7 @@
 //! files): its clap arguments, their conversion into the tester's options, and printing.
 
 pub mod analyze;
+pub mod cache;
 pub mod campaign;
 pub mod debug;
 pub mod efficiency;
