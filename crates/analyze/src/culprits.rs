@@ -97,11 +97,11 @@ pub fn find_culprits<I>(
     checkpoints: &mut [CheckpointVerdict],
     symbols: Option<&Symbols>,
     focus: &BTreeMap<u64, BTreeSet<u64>>,
-) -> Result<(), crate::DebugError>
+) -> Result<(), persim_inspect::DebugError>
 where
     I: IntoIterator<Item = Result<Entry, TraceError>>,
 {
-    use crate::DebugError;
+    use persim_inspect::DebugError;
     // Where to look, by trace index: the final failure point of an interval with several
     // final states; the first failure point of each extra state (not the interval's first
     // state), unless it is a final state that arises only there (the checkpoint explains

@@ -2,7 +2,7 @@
 //! bar split into the shares masked, detected, silent and crash.
 
 use crate::faults::{FaultOutcome, FaultSummary};
-use crate::profile_plots::plot_error;
+use persim_inspect::plot_error;
 use plotters::prelude::*;
 use strum::IntoEnumIterator;
 

@@ -15,15 +15,23 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("persim-vm", &["persim-abi", "persim-trace", "persim-state"]),
     // Measurements of CPU time, energy and fio: no VM (the guest's series is the tester's).
     ("persim-efficiency", &["persim-trace"]),
-    // Analysis judges states; it must not compile the VM driver that produces them.
+    // Trace analysis reads traces through the model: no states, no VM.
+    ("persim-inspect", &["persim-model", "persim-trace"]),
+    // Judging states; it must not compile the VM driver that produces them.
     (
         "persim-analyze",
-        &["persim-state", "persim-model", "persim-trace"],
+        &[
+            "persim-inspect",
+            "persim-state",
+            "persim-model",
+            "persim-trace",
+        ],
     ),
     (
         "persim-tester",
         &[
             "persim-analyze",
+            "persim-inspect",
             "persim-efficiency",
             "persim-vm",
             "persim-image",
@@ -38,6 +46,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &[
             "persim-tester",
             "persim-analyze",
+            "persim-inspect",
             "persim-efficiency",
             "persim-vm",
             "persim-image",
@@ -57,7 +66,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "persim-trace",
             "persim-model",
             "persim-image",
-            "persim-analyze",
+            "persim-inspect",
         ],
     ),
     (

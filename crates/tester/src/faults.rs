@@ -23,12 +23,13 @@ use crate::PipelineOptions;
 use anyhow::{bail, Context, Result};
 use persim_analyze::{
     classify_fault, detection_messages, fault_summary_svg, line_diff, state_bytes_lost,
-    FaultOutcome, FaultSummary, FaultTally, Written, WrittenClass,
+    FaultOutcome, FaultSummary, FaultTally,
 };
 use persim_image::{
     fully_persisted_images, plan_faults, Fault, FaultKind, GenerateOptions, Image, ImageStore,
     ImagesIndex, Progress,
 };
+use persim_inspect::{Written, WrittenClass};
 use persim_model::{unknown_name, FailureKind, Named, UnknownName};
 use persim_state::Recovered;
 use persim_trace::atomic_file::write_atomically;

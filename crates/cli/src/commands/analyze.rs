@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 use clap::Args;
-use persim_analyze::{find_patterns, Owner, PatternKind};
+use persim_inspect::{find_patterns, Owner, PatternKind};
 use persim_model::CacheMode;
 use persim_tester::RunDir;
 use persim_trace::{Reader, Symbols};

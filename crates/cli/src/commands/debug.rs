@@ -3,8 +3,9 @@
 use crate::size::parse_size;
 use anyhow::Result;
 use clap::Subcommand;
-use persim_analyze::{entries_touching, pending_at, Media, StateInfo};
+use persim_analyze::{Media, StateInfo};
 use persim_image::{ImagesIndex, PointReads, PointRecord};
+use persim_inspect::{entries_touching, pending_at};
 use persim_model::{CacheMode, Config};
 use persim_tester::{materialise_images, RunDir};
 use persim_trace::{Reader, Symbols};

@@ -4,7 +4,7 @@
 use crate::html;
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use persim_analyze::{account, profile, profile_svgs, By};
+use persim_inspect::{account, profile, profile_svgs, By};
 use persim_tester::RunDir;
 use persim_trace::atomic_file::write_atomically;
 use persim_trace::{Header, Reader, Symbols};

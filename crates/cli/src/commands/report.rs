@@ -3,8 +3,9 @@
 use crate::html;
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use persim_analyze::{line_diff, pending_at, CheckpointVerdict, Report};
+use persim_analyze::{line_diff, CheckpointVerdict, Report};
 use persim_image::ImagesIndex;
+use persim_inspect::pending_at;
 use persim_model::Config;
 use persim_tester::{FaultsReport, RunDir, SuiteResults};
 use persim_trace::{Reader, Symbols};

@@ -3,8 +3,8 @@
 //! and cache mode it is correct in; without the second fence, an acknowledged header is
 //! not durable at the checkpoint after its append.
 
-use persim_analyze::{find_patterns, Owner, PatternKind};
 use persim_crash_check::{styles, CACHES};
+use persim_inspect::{find_patterns, Owner, PatternKind};
 
 use crate::run::record;
 use crate::scenarios::fill_release_reuse;

@@ -161,6 +161,6 @@ fn written_lines(profile: &Profile) -> Result<String, String> {
     Ok(svg)
 }
 
-pub(crate) fn plot_error(e: impl std::fmt::Display) -> String {
+pub fn plot_error(e: impl std::fmt::Display) -> String {
     format!("drawing a plot: {e}")
 }

@@ -1,7 +1,7 @@
 //! Trace patterns: one hand-written trace per pattern, the bundled journal examples, and
 //! the ring buffer's own traces.
 
-use persim_analyze::{find_patterns, Finding, Owner, PatternKind as Kind, Patterns};
+use persim_inspect::{find_patterns, Finding, Owner, PatternKind as Kind, Patterns};
 use persim_model::CacheMode;
 use persim_trace::Reader;
 use std::path::Path;

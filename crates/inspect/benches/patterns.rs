@@ -4,7 +4,7 @@
 //! Run: cargo bench -p persim-analyze --bench patterns -- --warm-up-time 1 --measurement-time 3
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use persim_analyze::find_patterns;
+use persim_inspect::find_patterns;
 use persim_model::CacheMode;
 use persim_trace::synthetic::FsLike;
 use persim_trace::{Entry, TraceError};

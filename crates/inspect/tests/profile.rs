@@ -1,6 +1,6 @@
 //! `persim profile`'s figures on hand-written traces whose every figure is known.
 
-use persim_analyze::{profile, Profile};
+use persim_inspect::{profile, Profile};
 use persim_trace::Reader;
 
 fn run(text: &str) -> Profile {
@@ -90,7 +90,7 @@ fn the_plot_series_follow_the_trace_and_render_as_svg() {
     // the NT store crosses into line 0x40: 4 bytes each side
     let lines: Vec<(u64, u64)> = s.line_bytes.iter().map(|(l, b)| (*l, *b)).collect();
     assert_eq!(lines, [(0x0, 12), (0x40, 4)]);
-    let svgs = persim_analyze::profile_svgs(&p).unwrap();
+    let svgs = persim_inspect::profile_svgs(&p).unwrap();
     let names: Vec<&str> = svgs.iter().map(|(n, _)| *n).collect();
     assert_eq!(
         names,

@@ -1,6 +1,6 @@
 //! Trace debugging on the bundled NOVA-style example.
 
-use persim_analyze::{entries_touching, pending_at};
+use persim_inspect::{entries_touching, pending_at};
 use persim_model::Config;
 use persim_trace::{Reader, Symbols};
 use std::path::Path;

@@ -6,7 +6,7 @@
 //! thread waiting for a CPU is not slower code.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use persim_analyze::{account, By};
+use persim_inspect::{account, By};
 use persim_trace::synthetic::FsLike;
 use persim_trace::{Entry, TraceError};
 use std::hint::black_box;
