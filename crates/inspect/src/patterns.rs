@@ -383,9 +383,11 @@ impl<'a> Scan<'a> {
         match &entry.op {
             Op::Write { addr, data, nt } => {
                 self.excused = self.excused.filter(|&tid| tid != self.tid);
-                self.store(*addr, data.len() as u64, *nt, &entry.meta);
+                let program = self.owners.is_program(&entry.meta);
+                let logged = program && self.pmdk.logged(self.tid, *addr, data.len() as u64);
+                self.store(*addr, data.len() as u64, *nt, logged, &entry.meta);
                 self.pmdk.stored(*addr, data.len() as u64);
-                if self.owners.is_program(&entry.meta) {
+                if program {
                     let len = data.len() as u64;
                     let (tid, index) = (self.tid, self.index);
                     let out = &mut self.breaches;
@@ -432,7 +434,9 @@ impl<'a> Scan<'a> {
         }
     }
 
-    fn store(&mut self, addr: u64, len: u64, nt: bool, meta: &Meta) {
+    /// A store; `logged`: the program's, to bytes its open transaction logged, which it may
+    /// overwrite before they are durable.
+    fn store(&mut self, addr: u64, len: u64, nt: bool, logged: bool, meta: &Meta) {
         self.activity = true;
         let end = addr + len;
         let mut start = addr;
@@ -460,7 +464,7 @@ impl<'a> Scan<'a> {
                 state.awaiting = true;
                 self.awaiting.push(line);
             }
-            if overwritten != 0 {
+            if overwritten != 0 && !logged {
                 let detail = || {
                     format!(
                         "overwrites bytes {} of the line before they were durable",

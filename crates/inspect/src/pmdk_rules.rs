@@ -303,6 +303,17 @@ impl PmdkRules {
         }
     }
 
+    /// Whether thread `tid`'s open transaction holds `len` bytes at `addr` in its undo log
+    /// (added, or allocated by it): overwriting them before they are durable is what a
+    /// transaction is for, its commit persists them.
+    pub fn logged(&self, tid: u32, addr: u64, len: u64) -> bool {
+        let Some(tx) = self.txs.get(&tid).filter(|tx| tx.work) else {
+            return false;
+        };
+        let end = addr + len;
+        (tx.added.iter().chain(&tx.allocated)).any(|&(s, e)| s <= addr && end <= e)
+    }
+
     /// An application store of `len` bytes at `addr` (within one line).
     pub fn store(
         &mut self,

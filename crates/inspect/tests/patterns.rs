@@ -295,6 +295,23 @@ fn pmdk_tx(body: &str, commit: bool, after: &str) -> String {
     )
 }
 
+/// A transaction's second store to bytes it added overwrites them before they are durable,
+/// which is what its undo log is for: no finding. The same stores without the transaction
+/// are one.
+#[test]
+fn a_transaction_may_overwrite_what_it_logged() {
+    let add = "call pmemobj_tx_add_range_direct pm:0x1100 0x8 @ pc=0x7f0300 stack=0x401010\n";
+    let twice = "write 0x1100 0700000000000000 @ pc=0x401050\n\
+                 write 0x1100 0800000000000000 @ pc=0x401058\n";
+    none(&scan(
+        &pmdk_tx(&format!("{add}{twice}"), true, ""),
+        CacheMode::Volatile,
+    ));
+    let plain = format!("{twice}flush clwb 0x1100\nfence sfence\nhypercall success\n");
+    let f = only(&scan(&plain, CacheMode::Volatile)).clone();
+    assert_eq!(f.kind, Kind::OverwriteUnpersisted);
+}
+
 /// An allocation of 24 bytes at 0x1100 in a transaction, called from 0x401040.
 const ALLOC: &str = "call pmemobj_tx_alloc 0x18 0x1 @ pc=0x7f0600 stack=0x401040\n\
                      return pmemobj_tx_alloc pm:0x1100 @ pc=0x401040\n";

@@ -448,7 +448,10 @@ mod tests {
                 .unwrap();
         assert_eq!(test.command(), "tool append\n");
         let both = parse("description = \"x\"\nops = [\"a\"]\nrun = \"b\"\n").unwrap_err();
-        assert!(both.contains("give one of `ops`, `calls` and `run`"), "{both}");
+        assert!(
+            both.contains("give one of `ops`, `calls` and `run`"),
+            "{both}"
+        );
         let quoted = parse("description = \"x\"\ncalls = [\"open /mnt/'f\"]\n").unwrap_err();
         assert!(quoted.contains("holds a quote"), "{quoted}");
         let neither = parse("description = \"x\"\n").unwrap_err();
