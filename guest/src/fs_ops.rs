@@ -207,14 +207,7 @@ impl Process {
     fn call(&mut self, op: &Op) -> io::Result<()> {
         match op {
             Op::Open(p) => {
-                let file = OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .create(true)
-                    .truncate(false)
-                    .mode(0o644)
-                    .open(p)?;
-                self.open.insert(p.clone(), file);
+                self.open.insert(p.clone(), create(p, true)?);
                 Ok(())
             }
             Op::Close(p) => match self.open.remove(p) {
@@ -259,13 +252,7 @@ impl Process {
             Op::Truncate { path, len } => self.file(path, |f| f.set_len(*len)),
             Op::Fsync(p) if self.open.contains_key(p) => self.file(p, fs::File::sync_all),
             Op::Fdatasync(p) if self.open.contains_key(p) => self.file(p, fs::File::sync_data),
-            Op::Creat(p) => OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .mode(0o644)
-                .open(p)
-                .map(drop),
+            Op::Creat(p) => create(p, false).map(drop),
             Op::Mkdir(p) => fs::create_dir(p),
             Op::Link(a, b) => fs::hard_link(a, b),
             Op::Symlink(a, b) => std::os::unix::fs::symlink(a, b),
@@ -283,6 +270,17 @@ impl Process {
             }
         }
     }
+}
+
+/// open(O_CREAT|O_WRONLY, 0644), or O_RDWR with `read`: the file is kept as it is.
+fn create(path: &str, read: bool) -> io::Result<fs::File> {
+    OpenOptions::new()
+        .read(read)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o644)
+        .open(path)
 }
 
 fn xattr(path: &str, name: &str, value: Option<&str>) -> io::Result<()> {

@@ -130,6 +130,8 @@ struct Shadow {
     /// the kernel switches address spaces and threads, and reading cr3 and fs_base on each
     /// user call and return was a tenth of a traced shell's time (docs/results/performance.md).
     user: Option<StackKey>,
+    /// Reads the iret frame at each `iret` (one buffer for all of them).
+    memory: GuestMemory,
 }
 
 impl Shadow {
@@ -140,6 +142,7 @@ impl Shadow {
             cr3: registers.cr3.map(RawRegister::new),
             fs_base: registers.fs_base.map(RawRegister::new),
             user: None,
+            memory: GuestMemory::new(),
         }
     }
 
@@ -160,11 +163,11 @@ impl Shadow {
     /// Before an `iret`: back to kernel code, the stack it returns to is the running one
     /// again (`ShadowStacks::resume_kernel`); the iret frame at rsp holds the code segment
     /// at +8 and the stack pointer at +24.
-    fn iret(&mut self, memory: &mut GuestMemory) {
+    fn iret(&mut self) {
         let rsp = self.rsp.read();
         let (mut cs, mut target) = ([0u8; 8], [0u8; 8]);
-        if memory.read_vaddr(rsp + 8, &mut cs)
-            && memory.read_vaddr(rsp + 24, &mut target)
+        if self.memory.read_vaddr(rsp + 8, &mut cs)
+            && self.memory.read_vaddr(rsp + 24, &mut target)
             && u64::from_le_bytes(cs) & 3 == 0
         {
             self.stacks.resume_kernel(u64::from_le_bytes(target));
@@ -631,7 +634,7 @@ extern "C" fn on_translate(_id: PluginId, tb: *mut qemu_plugin_tb) {
             ),
             Class::Iret if stacks == Stacks::Shadow => insn.register_execute_callback_flags(
                 move |_| {
-                    with_shadow(|s| s.iret(&mut GuestMemory::new()));
+                    with_shadow(Shadow::iret);
                     state().tracer.fence(pc, FenceKind::Interrupt)
                 },
                 CallbackFlags::QEMU_PLUGIN_CB_R_REGS,
