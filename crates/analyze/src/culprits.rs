@@ -814,6 +814,7 @@ hypercall success
             checkpoints: vec![c],
             nt_prefixes: None,
             runtime_data: None,
+            outside_program: None,
             traced_nothing: false,
             timings: Default::default(),
         }

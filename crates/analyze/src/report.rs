@@ -22,6 +22,10 @@ pub struct Report {
     /// `global-prefix` and `reads` did not explore.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime_data: Option<RuntimeSummary>,
+    /// Under the `program` scope, the kernel's dirty lines outside the PM the program
+    /// accessed, which `global-prefix` and `reads` did not explore.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outside_program: Option<RuntimeSummary>,
     /// The traced run wrote nothing to PM or the disk: almost always a mistake (the test
     /// wrote where nothing is mounted, the program mapped no PM), never a clean pass.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -29,7 +33,8 @@ pub struct Report {
     pub timings: Timings,
 }
 
-/// The lines of declared run-time data that followed the cut instead of being explored.
+/// Lines that followed the cut instead of being explored: declared run-time data, or lines
+/// outside the program's PM.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RuntimeSummary {
     /// Distinct lines.
@@ -342,6 +347,16 @@ impl Report {
                 runtime.lines, runtime.failure_points
             );
         }
+        if let Some(outside) = &self.outside_program {
+            let _ = writeln!(
+                t,
+                "
+Program scope: {} dirty lines outside the PM the program accessed (the \
+                 kernel's: file-system metadata, its journal) followed the cut at {} failure \
+                 points, not explored (`--scope all` explores them)",
+                outside.lines, outside.failure_points
+            );
+        }
         if let Some(timings) = self.timings.to_text() {
             let _ = writeln!(t, "\ntimings: {timings}");
         }
@@ -629,6 +644,7 @@ mod tests {
             checkpoints: vec![verdict],
             nt_prefixes: None,
             runtime_data: None,
+            outside_program: None,
             traced_nothing: false,
             timings: Timings::default(),
         };
@@ -708,6 +724,7 @@ mod tests {
             }],
             nt_prefixes: None,
             runtime_data: None,
+            outside_program: None,
             traced_nothing: false,
             timings: Timings::default(),
         };
@@ -777,6 +794,7 @@ mod tests {
             checkpoints: Vec::new(),
             nt_prefixes: None,
             runtime_data: None,
+            outside_program: None,
             traced_nothing: false,
             timings: Timings {
                 images: Some(1.5),
@@ -858,6 +876,7 @@ mod tests {
                 checkpoints: vec![c],
                 nt_prefixes: None,
                 runtime_data: None,
+                outside_program: None,
                 traced_nothing: false,
                 timings: Timings::default(),
             }
@@ -917,6 +936,7 @@ mod tests {
             }],
             nt_prefixes: None,
             runtime_data: None,
+            outside_program: None,
             traced_nothing: false,
             timings: Timings::default(),
         };

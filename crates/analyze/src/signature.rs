@@ -217,6 +217,7 @@ mod tests {
             }],
             nt_prefixes: None,
             runtime_data: None,
+            outside_program: None,
             traced_nothing: false,
             timings: Default::default(),
         }

@@ -226,6 +226,7 @@ fn debug_at_shows_what_reads_explored_at_a_failure_point() {
                 nt_images: Vec::new(),
             }),
             runtime_lines: vec![0xc0],
+            outside_program_lines: vec![0x1000],
         })
         .unwrap();
     let json = writer.finish(&Default::default()).unwrap();
@@ -255,6 +256,13 @@ fn debug_at_shows_what_reads_explored_at_a_failure_point() {
     );
     assert_eq!(json["reads"]["explored"], serde_json::json!([0x40]));
     assert_eq!(json["runtime_lines"], serde_json::json!([0xc0]));
+    assert!(
+        text.contains(
+            "outside the program's PM (the kernel's; followed the cut, not explored): 0x1000"
+        ),
+        "{text}"
+    );
+    assert_eq!(json["outside_program_lines"], serde_json::json!([0x1000]));
     // another failure point has no reads section
     let out = persim(&["debug", "at", root, "--index", "2"]);
     assert!(!String::from_utf8_lossy(&out.stdout).contains("reads:"));
@@ -335,6 +343,7 @@ fn report_with_a_state_from_the_disk() -> persim_analyze::Report {
         }],
         nt_prefixes: None,
         runtime_data: None,
+        outside_program: None,
         traced_nothing: false,
         timings: Timings::default(),
     }

@@ -7,7 +7,7 @@ use crate::images_json::{ImageRecord, PointReads, PointRecord, PointSink};
 use crate::{Image, ImageError, ImageStore, DEFAULT_HASH_LEVEL};
 use persim_model::{
     CacheMode, Config, CrashImages, FailureKind, FailurePoint, FailureView, ModelError, Origin,
-    ReadGuide, Replay, Sink, Strategy,
+    ReadGuide, Replay, Scope, Sink, Strategy,
 };
 use persim_trace::{Reader, Recording, TraceError};
 use std::collections::{BTreeMap, BTreeSet};
@@ -62,6 +62,8 @@ pub struct GenerateOptions {
     pub materialise: Option<Materialise>,
     /// How the `reads` strategy learns what recovery reads.
     pub guidance: Guidance,
+    /// Which dirty lines `reads` and `global-prefix` explore.
+    pub scope: Scope,
 }
 
 impl Default for GenerateOptions {
@@ -81,6 +83,7 @@ impl Default for GenerateOptions {
             hex: false,
             materialise: None,
             guidance: Guidance::Unguided,
+            scope: Scope::default(),
         }
     }
 }
@@ -306,6 +309,7 @@ pub fn generate_images(
         pm_size,
         blk_size: opts.blk_size.unwrap_or(header.blk_size),
         nt_prefixes: false,
+        scope: opts.scope,
     };
     if config
         .pm_size
@@ -529,6 +533,10 @@ impl Sink for Materialiser<'_> {
         }
         self.points += 1;
         self.incomplete += u64::from(crash.incomplete);
+        let guided = matches!(
+            view.config().strategy,
+            Strategy::GlobalPrefix | Strategy::Reads | Strategy::SingleLine
+        );
         self.sink.point(&PointRecord {
             index: view.point.index,
             kind: view.point.kind,
@@ -536,11 +544,13 @@ impl Sink for Materialiser<'_> {
             images: hashes,
             incomplete: crash.incomplete,
             reads,
-            runtime_lines: match view.config().strategy {
-                Strategy::GlobalPrefix | Strategy::Reads | Strategy::SingleLine => {
-                    view.runtime_lines().collect()
-                }
-                _ => Vec::new(),
+            runtime_lines: match guided {
+                true => view.runtime_lines().collect(),
+                false => Vec::new(),
+            },
+            outside_program_lines: match guided {
+                true => view.outside_program_lines().collect(),
+                false => Vec::new(),
             },
         })?;
         if let Some(store) = &self.store {

@@ -5,7 +5,7 @@
 //! {"failure_points": [{"index", "kind", "checkpoint", "images": [hash…], "incomplete",
 //!                      "reads"?: {"fully_persisted", "known", "explored", "skipped",
 //!                                 "from_previous", "nt_prefixes", "nt_images"},
-//!                      "runtime_lines"?: [line…]}, …],
+//!                      "runtime_lines"?: [line…], "outside_program_lines"?: [line…]}, …],
 //!  "images": {"<hash>": {"hex"?: "…"}}}
 //! ```
 //!
@@ -34,6 +34,10 @@ pub struct PointRecord {
     /// declared (`hypercall volatile`), which followed the cut instead of being explored.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub runtime_lines: Vec<u64>,
+    /// `global-prefix` and `reads` under the `program` scope: the dirty lines outside the
+    /// PM the program accessed (the kernel's), which followed the cut.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outside_program_lines: Vec<u64>,
 }
 
 /// How the `reads` strategy chose a failure point's images.
@@ -195,6 +199,7 @@ mod tests {
             incomplete: index == 9,
             reads: None,
             runtime_lines: if index == 9 { vec![0x40] } else { Vec::new() },
+            outside_program_lines: Vec::new(),
         }
     }
 

@@ -72,6 +72,36 @@ pub enum Strategy {
     SingleLine,
 }
 
+/// Which dirty lines `reads` and `global-prefix` explore (docs/design/model.md, "Program
+/// scope").
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    Display,
+    EnumString,
+    VariantNames,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(
+    serialize_all = "kebab-case",
+    parse_err_ty = UnknownName,
+    parse_err_fn = unknown_name::<Self>
+)]
+pub enum Scope {
+    /// Once the traced program has accessed PM from user space, only the lines in the
+    /// pages it accessed; the kernel's other lines follow the cut.
+    #[default]
+    Program,
+    /// Every dirty line.
+    All,
+}
+
 #[derive(Clone, Debug)]
 pub struct Config {
     pub cache: CacheMode,
@@ -88,6 +118,7 @@ pub struct Config {
     /// `reads` at every failure point: NT units also persist as program-order prefixes
     /// (by default a line's NT units go all or nothing).
     pub nt_prefixes: bool,
+    pub scope: Scope,
 }
 
 impl Config {
@@ -102,6 +133,7 @@ impl Config {
             pm_size,
             blk_size: 0,
             nt_prefixes: false,
+            scope: Scope::default(),
         }
     }
 
@@ -132,4 +164,8 @@ impl Named for CacheMode {
 
 impl Named for Strategy {
     const WHAT: &'static str = "strategy";
+}
+
+impl Named for Scope {
+    const WHAT: &'static str = "scope";
 }

@@ -41,9 +41,12 @@ impl ReadGuide {
     pub fn split(&mut self, view: &FailureView<'_>, read: Option<&[u64]>) -> Explored {
         let mut out = Explored::default();
         let runtime: Vec<u64> = view.runtime_lines().collect();
+        let outside: Vec<u64> = view.outside_program_lines().collect();
         for line in view.pending_lines() {
-            if runtime.binary_search(&line.line).is_ok() {
-                // The program declared it run-time data: never explored.
+            let found = |lines: &[u64]| lines.binary_search(&line.line).is_ok();
+            if found(&runtime) || found(&outside) {
+                // Run-time data the program declared, or not the program's PM: never
+                // explored.
                 out.skipped.push(line.line);
                 continue;
             }

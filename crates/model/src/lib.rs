@@ -9,6 +9,7 @@ mod memory;
 mod names;
 mod origin;
 mod pending;
+mod program_pm;
 mod replay;
 mod rng;
 mod runtime_data;
@@ -16,7 +17,7 @@ mod strategy;
 mod unit;
 
 pub use check::{check_crash_images, CheckReport, Violation};
-pub use config::{CacheMode, Config, Strategy};
+pub use config::{CacheMode, Config, Scope, Strategy};
 pub use guide::{Explored, ReadGuide};
 pub use memory::{
     for_each_crash_image, replay_in_memory, replay_in_memory_guided, ImageCounts, PointImages,

@@ -2,9 +2,10 @@
 //! points out, through a [`Sink`].
 
 use crate::block::{BlkPending, BLOCK};
-use crate::config::{Config, Strategy};
+use crate::config::{Config, Scope, Strategy};
 use crate::origin::{Choice, FailureKind, FailurePoint};
 use crate::pending::{LineState, PmPending};
+use crate::program_pm::ProgramPm;
 use crate::runtime_data::RuntimeRanges;
 use crate::strategy::{choose, CrashImage, CrashImages, Guided};
 use persim_trace::{Entry, FenceKind, Hypercall, Op};
@@ -29,6 +30,9 @@ pub struct FailureView<'a> {
     /// Per line: it holds only run-time data the program declared (`hypercall volatile`);
     /// empty when nothing was declared (no allocation per failure point).
     runtime: Vec<bool>,
+    /// Per line: it lies outside the PM the program accessed (`Scope::Program`); empty
+    /// when every line is in scope.
+    outside: Vec<bool>,
     blocks: Vec<(u64, &'a [Box<[u8]>])>,
 }
 
@@ -42,7 +46,8 @@ impl FailureView<'_> {
     /// The crash images the configured strategy chooses here, where `reads` explores the
     /// dirty lines (by address) for which `explore` holds, and with `nt_prefixes` also
     /// every program-order prefix of their NT units; other strategies ignore both. Lines
-    /// of only run-time data are never explored by `reads` or `global-prefix`.
+    /// of only run-time data, and under `Scope::Program` lines outside the program's PM,
+    /// are never explored by `reads` or `global-prefix`.
     pub fn crash_images_guided(
         &self,
         explore: impl Fn(u64) -> bool,
@@ -54,7 +59,7 @@ impl FailureView<'_> {
             .lines
             .iter()
             .enumerate()
-            .map(|(i, l)| !self.is_runtime(i) && explore(l.line))
+            .map(|(i, l)| !self.is_runtime(i) && !self.is_outside(i) && explore(l.line))
             .collect();
         let nt_prefixes = self
             .lines
@@ -127,8 +132,20 @@ impl FailureView<'_> {
             .map(|i| self.lines[i].line)
     }
 
+    /// The dirty lines (addresses, ascending) outside the PM the program accessed, which
+    /// `reads` and `global-prefix` let follow the cut under `Scope::Program`.
+    pub fn outside_program_lines(&self) -> impl Iterator<Item = u64> + '_ {
+        (0..self.lines.len())
+            .filter(|&i| self.is_outside(i))
+            .map(|i| self.lines[i].line)
+    }
+
     fn is_runtime(&self, line: usize) -> bool {
         self.runtime.get(line) == Some(&true)
+    }
+
+    fn is_outside(&self, line: usize) -> bool {
+        self.outside.get(line) == Some(&true)
     }
 }
 
@@ -168,6 +185,8 @@ pub struct Replay {
     checkpoint: Option<u64>,
     /// PM the program declared run-time data so far.
     runtime: RuntimeRanges,
+    /// PM the program accessed from user space so far (`Scope::Program`).
+    program: ProgramPm,
     /// `fast`: hashes of the code locations of the failure points so far.
     seen_locations: FxHashSet<u64>,
 }
@@ -181,12 +200,16 @@ impl Replay {
             index: 0,
             checkpoint: None,
             runtime: RuntimeRanges::default(),
+            program: ProgramPm::default(),
             seen_locations: FxHashSet::default(),
         }
     }
 
     pub fn step(&mut self, entry: &Entry, sink: &mut impl Sink) -> Result<(), ModelError> {
         let mode = self.config.cache;
+        if self.config.scope == Scope::Program {
+            self.program.note(entry);
+        }
         match &entry.op {
             Op::Write { addr, data, nt } => {
                 self.check_pm(*addr, data.len() as u64)?;
@@ -286,6 +309,10 @@ impl Replay {
             true => Vec::new(),
             false => lines.iter().map(|l| self.runtime.holds(l)).collect(),
         };
+        let outside = match self.program.is_known() {
+            true => lines.iter().map(|l| !self.program.holds(l)).collect(),
+            false => Vec::new(),
+        };
         let view = FailureView {
             point: FailurePoint {
                 index: self.index,
@@ -295,6 +322,7 @@ impl Replay {
             config: &self.config,
             lines,
             runtime,
+            outside,
             blocks: self.blk.pending(),
         };
         Ok(sink.failure_point(&view)?)

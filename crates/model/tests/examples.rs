@@ -1,7 +1,7 @@
 //! The thesis' worked examples, in docs/design/model.md terms, on the bundled example traces.
 
 use persim_model::{
-    replay_in_memory, CacheMode, Choice, Config, FailureKind, PointImages, Strategy,
+    replay_in_memory, CacheMode, Choice, Config, FailureKind, PointImages, Scope, Strategy,
 };
 use persim_trace::{read_all, Entry, FenceKind, Op};
 use std::path::Path;
@@ -520,4 +520,105 @@ fn single_line_samples_above_the_cap_and_keeps_both_ends() {
     assert_eq!(choices[..2], [&Choice::Nothing, &Choice::Everything]);
     let again: Vec<Choice> = fence(10).images.into_iter().map(|(_, c, _)| c).collect();
     assert_eq!(choices, again.iter().collect::<Vec<_>>());
+}
+
+/// Under the `program` scope, a PM program's own lines (stored from user space) are
+/// explored and the kernel's lines in other pages (a file system's journal under the pool
+/// file) follow the cut: every subset of the program's lines is still there, fewer images
+/// in all; a trace with no user-space access (a file-system test) is explored whole.
+#[test]
+fn program_scope_lets_the_kernels_lines_follow_the_cut() {
+    let user = "@ pc=0x555555557d21";
+    let kernel = "@ pc=0xffffffff819fa292";
+    let trace = |with_program: bool| {
+        let mut text = String::from("# persim-trace pm-size=0x4000\nhypercall start\n");
+        let who = if with_program { user } else { kernel };
+        for (addr, byte) in [(0x100, 0x11), (0x140, 0x22), (0x180, 0x33)] {
+            text.push_str(&format!("write {addr:#x} {byte:02x} {who}\n"));
+            text.push_str(&format!("write {:#x} {byte:02x} {kernel}\n", addr + 0x1f00));
+        }
+        text.push_str("fence sfence\n");
+        persim_trace::Reader::new(std::io::Cursor::new(text))
+            .unwrap()
+            .collect::<Result<Vec<Entry>, _>>()
+            .unwrap()
+    };
+    let at_fence = |with_program: bool, scope: Scope| {
+        let mut config = Config::new(0x4000);
+        config.strategy = Strategy::GlobalPrefix;
+        config.scope = scope;
+        let points = replay_in_memory(config, vec![0; 0x4000], &trace(with_program)).unwrap();
+        let fence = points
+            .into_iter()
+            .find(|p| p.point.kind == FailureKind::Fence)
+            .unwrap();
+        let mut images: Vec<Vec<u8>> = fence.images.into_iter().map(|(img, _, _)| img).collect();
+        images.sort();
+        images.dedup();
+        images
+    };
+    let program_part = |images: &[Vec<u8>]| {
+        let mut parts: Vec<[u8; 3]> = images
+            .iter()
+            .map(|img| [img[0x100], img[0x140], img[0x180]])
+            .collect();
+        parts.sort();
+        parts.dedup();
+        parts
+    };
+    let scoped = at_fence(true, Scope::Program);
+    let all = at_fence(true, Scope::All);
+    assert!(
+        scoped.len() < all.len(),
+        "{} vs {}",
+        scoped.len(),
+        all.len()
+    );
+    assert_eq!(program_part(&scoped), program_part(&all));
+    assert_eq!(
+        program_part(&scoped).len(),
+        8,
+        "every subset of the 3 lines"
+    );
+    // the kernel's last store is durable only in images past every program store
+    let kernel_last: Vec<[u8; 3]> = scoped
+        .iter()
+        .filter(|img| img[0x2080] == 0x33)
+        .map(|img| [img[0x100], img[0x140], img[0x180]])
+        .collect();
+    assert!(kernel_last.iter().all(|p| p[2] == 0x33), "{kernel_last:?}");
+    assert_eq!(
+        at_fence(false, Scope::Program),
+        at_fence(false, Scope::All),
+        "no program: every line is explored"
+    );
+}
+
+/// Under `reads` with the `program` scope, a kernel line outside the program's PM is
+/// skipped even when recovery reads it, and listed as skipped.
+#[test]
+fn reads_skips_the_kernels_lines_outside_the_programs_pm() {
+    let text = "# persim-trace pm-size=0x4000\n\
+                write 0x40 01 @ pc=0x7ffff7f8b90a\n\
+                write 0x2000 02 @ pc=0xffffffff813d864d\n\
+                fence sfence\n";
+    let entries: Vec<Entry> = persim_trace::Reader::new(std::io::Cursor::new(text))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    for (scope, want) in [
+        (Scope::Program, (vec![0x40], vec![0x2000])),
+        (Scope::All, (vec![0x40, 0x2000], vec![])),
+    ] {
+        let mut config = Config::new(0x4000);
+        config.strategy = Strategy::Reads;
+        config.scope = scope;
+        let points =
+            persim_model::replay_in_memory_guided(config, vec![0; 0x4000], &entries, &mut |_| {
+                Some(vec![0x40, 0x2000])
+            })
+            .unwrap();
+        let split = points[0].explored.clone().unwrap();
+        assert_eq!((split.explored, split.skipped), want, "{scope}");
+    }
 }

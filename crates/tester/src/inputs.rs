@@ -85,6 +85,7 @@ impl Inputs {
             &trace_key,
             &opts.strategy.to_string(),
             opts.nt_prefixes.name(),
+            &opts.scope.to_string(),
             &opts.cache.to_string(),
             &opts.max_images.to_string(),
         ]);

@@ -1,6 +1,6 @@
 //! Plain options of the stages (the CLI converts its arguments into these).
 
-use persim_model::{unknown_name, CacheMode, Config, Named, Strategy, UnknownName};
+use persim_model::{unknown_name, CacheMode, Config, Named, Scope, Strategy, UnknownName};
 use serde::{Deserialize, Serialize};
 use strum::{EnumString, IntoStaticStr, VariantNames};
 
@@ -17,6 +17,8 @@ pub struct PipelineOptions {
     pub keep_images: bool,
     /// `reads`: where NT stores also persist as program-order prefixes.
     pub nt_prefixes: NtPrefixes,
+    /// Which dirty lines `reads` and `global-prefix` explore.
+    pub scope: Scope,
 }
 
 /// Where the `reads` strategy lets a line's NT stores persist as program-order prefixes
@@ -69,6 +71,7 @@ impl Default for PipelineOptions {
             force: false,
             keep_images: false,
             nt_prefixes: NtPrefixes::default(),
+            scope: Scope::default(),
         }
     }
 }

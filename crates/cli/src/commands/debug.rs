@@ -92,8 +92,11 @@ pub fn run(command: &DebugCommand) -> Result<()> {
                 state.describe_code(Reader::open(&trace)?, &symbols)?;
             }
             let point = point_at(dir, *index);
-            let runtime = point.as_ref().map(|p| p.runtime_lines.clone());
-            let runtime = runtime.filter(|lines| !lines.is_empty());
+            let followed = |lines: fn(&PointRecord) -> &Vec<u64>| {
+                point.as_ref().map(lines).filter(|l| !l.is_empty()).cloned()
+            };
+            let runtime = followed(|p| &p.runtime_lines);
+            let outside = followed(|p| &p.outside_program_lines);
             let reads = point.and_then(|p| p.reads);
             let states = states_at(dir, *index).filter(|_| disk);
             if *json {
@@ -104,6 +107,12 @@ pub fn run(command: &DebugCommand) -> Result<()> {
                     }
                     if let Some(runtime) = &runtime {
                         object.insert("runtime_lines".into(), serde_json::to_value(runtime)?);
+                    }
+                    if let Some(outside) = &outside {
+                        object.insert(
+                            "outside_program_lines".into(),
+                            serde_json::to_value(outside)?,
+                        );
                     }
                     if let Some(states) = &states {
                         object.insert("states".into(), states_json(states));
@@ -119,6 +128,13 @@ pub fn run(command: &DebugCommand) -> Result<()> {
                     outln!(
                         "run-time data the program declared (followed the cut, not explored): {}",
                         all_lines(runtime)
+                    )?;
+                }
+                if let Some(outside) = &outside {
+                    outln!(
+                        "outside the program's PM (the kernel's; followed the cut, not \
+                         explored): {}",
+                        all_lines(outside)
                     )?;
                 }
                 if let Some(states) = &states {

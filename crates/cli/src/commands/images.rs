@@ -8,7 +8,7 @@ use persim_image::{
     generate_images, GenerateOptions, Generated, Guidance, ImagesJsonWriter, PointRecord,
     PointSink, Points, DEFAULT_HASH_LEVEL,
 };
-use persim_model::{CacheMode, Config, Strategy};
+use persim_model::{CacheMode, Config, Scope, Strategy};
 use persim_tester::{recorded_guidance, Event, Observer, RunDir};
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -43,6 +43,11 @@ pub struct ImagesArgs {
     /// explores every dirty line, as global-prefix).
     #[arg(long, value_name = "RUN_DIR")]
     pub reads_from: Option<PathBuf>,
+    /// With --strategy reads or global-prefix: program explores, once the traced program
+    /// has accessed PM from user space, only the lines of the pages it accessed (the
+    /// kernel's other lines follow the cut); all explores every dirty line.
+    #[arg(long, default_value = "program", value_name = "program|all")]
+    pub scope: Scope,
     /// Images per failure point above which a seeded random sample is taken (flagged
     /// incomplete).
     #[arg(long, default_value_t = Config::DEFAULT_MAX_IMAGES)]
@@ -113,6 +118,7 @@ impl TryFrom<&ImagesArgs> for GenerateOptions {
             hex: a.hex,
             materialise: None,
             guidance,
+            scope: a.scope,
         })
     }
 }

@@ -4,7 +4,7 @@ use crate::progress::Progress;
 use crate::vm_args::VmArgs;
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use persim_model::{CacheMode, Config, Strategy};
+use persim_model::{CacheMode, Config, Scope, Strategy};
 use persim_tester::{run_test, NtPrefixes, PipelineOptions, RunDir, Suite, TestCase, VmGuest};
 use persim_vm::Stacks;
 
@@ -35,6 +35,14 @@ pub struct PipelineArgs {
     /// arises only from images with NT stores (then judged again); off; all.
     #[arg(long, default_value = "auto", value_name = "auto|off|all")]
     pub nt_prefixes: NtPrefixes,
+    /// With --strategy reads or global-prefix, which dirty lines are explored: program, once
+    /// the traced program has accessed PM from user space (a PM program's pool), only the
+    /// lines of the pages it accessed, while the kernel's (the file system's metadata and
+    /// journal under the pool file) follow the cut, as at the program's program-order
+    /// points; all, every line. A file-system test accesses no PM from user space, so
+    /// `program` explores everything there.
+    #[arg(long, default_value = "program", value_name = "program|all")]
+    pub scope: Scope,
     /// Images per failure point above which a seeded sample is taken.
     #[arg(long, default_value_t = Config::DEFAULT_MAX_IMAGES)]
     pub max_images: usize,
@@ -70,6 +78,7 @@ impl From<&PipelineArgs> for PipelineOptions {
             strategy: p.strategy,
             max_images: p.max_images,
             nt_prefixes: p.nt_prefixes,
+            scope: p.scope,
             force: p.force,
             keep_images: p.keep_images,
         }

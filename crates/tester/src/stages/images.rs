@@ -30,6 +30,7 @@ pub fn generate_options(p: &PipelineOptions, store: PathBuf) -> GenerateOptions 
         cache: p.cache,
         strategy: p.strategy,
         max_images: p.max_images,
+        scope: p.scope,
         // Intervals start at checkpoint 1; what comes before (the program starting up) is
         // judged by no interval.
         from_checkpoint: Some(1),

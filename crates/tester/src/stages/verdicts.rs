@@ -8,7 +8,7 @@ use persim_analyze::{
     check_final_states, find_culprits, verdicts as judge_intervals, CheckpointVerdict,
     ImageOrigins, Invariant, NtSummary, ReferenceStates, Report, RuntimeSummary, StateLines,
 };
-use persim_image::{ImageStore, ImagesIndex, PointReads};
+use persim_image::{ImageStore, ImagesIndex, PointReads, PointRecord};
 use persim_model::Config;
 use persim_state::Recovered;
 use persim_trace::atomic_file::write_atomically;
@@ -56,7 +56,9 @@ pub(super) fn verdicts(
         fs_dump,
     );
     explain(run, &mut checkpoints)?;
-    let runtime_data = runtime_summary(images::index(run)?);
+    let index = images::index(run)?;
+    let runtime_data = followed_summary(index, |p| &p.runtime_lines);
+    let outside_program = followed_summary(index, |p| &p.outside_program_lines);
     let mut timings = run.timings.clone();
     timings.total = Some(started.elapsed().as_secs_f64());
     let report = Report {
@@ -67,6 +69,7 @@ pub(super) fn verdicts(
         checkpoints,
         nt_prefixes,
         runtime_data,
+        outside_program,
         traced_nothing: !writes_media(&run.dir.trace())?,
         timings,
     };
@@ -121,6 +124,7 @@ fn explain(run: &mut Run, checkpoints: &mut [CheckpointVerdict]) -> Result<()> {
     let trace = run.dir.trace();
     let mut config = Config::of_header(&Reader::open(&trace)?.header());
     config.cache = run.opts.cache;
+    config.scope = run.opts.scope;
     let symbols = Symbols::of_trace(&trace);
     let reads: BTreeMap<u64, &PointReads> = images::index(run)?
         .failure_points
@@ -158,18 +162,16 @@ fn explain(run: &mut Run, checkpoints: &mut [CheckpointVerdict]) -> Result<()> {
     .with_context(|| format!("cannot replay {} to find the code behind", trace.display()))
 }
 
-/// The dirty lines of declared run-time data the images index records, if any.
-fn runtime_summary(index: &ImagesIndex) -> Option<RuntimeSummary> {
-    let points = index
-        .failure_points
-        .iter()
-        .filter(|p| !p.runtime_lines.is_empty());
-    let lines: BTreeSet<u64> = points
-        .clone()
-        .flat_map(|p| p.runtime_lines.clone())
-        .collect();
-    (!lines.is_empty()).then(|| RuntimeSummary {
-        lines: lines.len(),
+/// The dirty lines that followed the cut (`lines` of each failure point: declared run-time
+/// data, or lines outside the program's PM) the images index records, if any.
+fn followed_summary(
+    index: &ImagesIndex,
+    lines: impl Fn(&PointRecord) -> &Vec<u64>,
+) -> Option<RuntimeSummary> {
+    let points = index.failure_points.iter().filter(|p| !lines(p).is_empty());
+    let distinct: BTreeSet<u64> = points.clone().flat_map(|p| lines(p).clone()).collect();
+    (!distinct.is_empty()).then(|| RuntimeSummary {
+        lines: distinct.len(),
         failure_points: points.count(),
     })
 }
