@@ -6,8 +6,8 @@
 use crate::images_json::{ImageRecord, PointReads, PointRecord, PointSink};
 use crate::{Image, ImageError, ImageStore, DEFAULT_HASH_LEVEL};
 use persim_model::{
-    CacheMode, Config, CrashImages, FailureKind, FailurePoint, FailureView, ModelError, Origin,
-    ReadGuide, Replay, Scope, Sink, Strategy,
+    CacheMode, Config, CrashImages, Explored, FailureKind, FailurePoint, FailureView, ModelError,
+    Origin, ReadGuide, Replay, Scope, Sink, Strategy,
 };
 use persim_trace::{Reader, Recording, TraceError};
 use std::collections::{BTreeMap, BTreeSet};
@@ -141,8 +141,11 @@ pub enum Guidance {
     /// Nothing: every dirty line is explored (`global-prefix`).
     #[default]
     Unguided,
-    /// The first pass: each failure point's only image is its fully persisted one.
+    /// Each failure point's only image is its fully persisted one.
     FullyPersisted,
+    /// The first pass of `reads`: the fully persisted image of each failure point with a
+    /// line that may be explored (elsewhere no read set can change the images).
+    FullyPersistedToGuide,
     /// The second pass: explore by the read sets of the fully persisted images, with NT
     /// prefixes where the set says.
     ReadSets(Arc<ReadSets>, NtPrefixesAt),
@@ -568,7 +571,10 @@ impl Materialiser<'_> {
     fn choose(&mut self, view: &FailureView<'_>) -> (CrashImages, Option<PointReads>) {
         let sets = match self.guidance {
             Guidance::Unguided => return (view.crash_images(), None),
-            Guidance::FullyPersisted => {
+            Guidance::FullyPersistedToGuide if !view.has_explorable_lines() => {
+                return (CrashImages::default(), None)
+            }
+            Guidance::FullyPersisted | Guidance::FullyPersistedToGuide => {
                 let only = CrashImages {
                     images: vec![view.fully_persisted()],
                     incomplete: false,
@@ -579,13 +585,20 @@ impl Materialiser<'_> {
         };
         let (sets, nt_at) = sets;
         let hash = self.fully_persisted_hash(view);
+        let explorable = view.has_explorable_lines();
         let read = sets.get(&hash).and_then(Option::as_deref);
-        let lines = self.guide.split(view, read);
+        let lines = match explorable {
+            true => self.guide.split(view, read),
+            false => Explored {
+                skipped: view.pending_lines().iter().map(|l| l.line).collect(),
+                ..Explored::default()
+            },
+        };
         let nt_prefixes = nt_at.includes(view.point.index);
         let crash = view.crash_images_guided(|line| lines.explores(line), nt_prefixes);
         let reads = PointReads {
             fully_persisted: hash,
-            known: read.is_some(),
+            known: read.is_some() || !explorable,
             lines,
             nt_prefixes,
             nt_images: Vec::new(),

@@ -140,6 +140,12 @@ impl FailureView<'_> {
             .map(|i| self.lines[i].line)
     }
 
+    /// Whether some dirty line may be explored: neither run-time data nor outside the
+    /// program's PM (otherwise every line follows the cut, whatever recovery reads).
+    pub fn has_explorable_lines(&self) -> bool {
+        (0..self.lines.len()).any(|i| !self.is_runtime(i) && !self.is_outside(i))
+    }
+
     fn is_runtime(&self, line: usize) -> bool {
         self.runtime.get(line) == Some(&true)
     }

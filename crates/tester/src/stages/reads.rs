@@ -40,7 +40,7 @@ pub(super) fn read_sets(run: &mut Run) -> Result<Arc<ReadSets>> {
     let dir = run.dir;
     let store = dir.fully_persisted_store();
     let options = GenerateOptions {
-        guidance: Guidance::FullyPersisted,
+        guidance: Guidance::FullyPersistedToGuide,
         ..generate_options(run.opts, store.clone())
     };
     run.replaying(Pass::FullyPersisted);
