@@ -26,6 +26,14 @@ pub struct Report {
     /// accessed, which `global-prefix` and `reads` did not explore.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outside_program: Option<RuntimeSummary>,
+    /// Under the `program` scope, the dirty lines a jbd2 journal whose ordering rules held
+    /// protects, which `global-prefix` and `reads` did not explore.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal_protected: Option<RuntimeSummary>,
+    /// jbd2 ordering rules the trace breaks, each with its witness (after the first,
+    /// nothing more was pruned).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub journal_violations: Vec<String>,
     /// The traced run wrote nothing to PM or the disk: almost always a mistake (the test
     /// wrote where nothing is mounted, the program mapped no PM), never a clean pass.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -347,6 +355,18 @@ impl Report {
                 runtime.lines, runtime.failure_points
             );
         }
+        if let Some(protected) = &self.journal_protected {
+            let _ = writeln!(
+                t,
+                "\nJournal: {} dirty lines the jbd2 journal protects (its blocks before their \
+                 commit, in-place writes it replays) followed the cut at {} failure points, not \
+                 explored (`--scope all` explores them)",
+                protected.lines, protected.failure_points
+            );
+        }
+        for violation in &self.journal_violations {
+            let _ = writeln!(t, "\n{violation}");
+        }
         if let Some(outside) = &self.outside_program {
             let _ = writeln!(
                 t,
@@ -645,6 +665,8 @@ mod tests {
             nt_prefixes: None,
             runtime_data: None,
             outside_program: None,
+            journal_protected: None,
+            journal_violations: Vec::new(),
             traced_nothing: false,
             timings: Timings::default(),
         };
@@ -725,6 +747,8 @@ mod tests {
             nt_prefixes: None,
             runtime_data: None,
             outside_program: None,
+            journal_protected: None,
+            journal_violations: Vec::new(),
             traced_nothing: false,
             timings: Timings::default(),
         };
@@ -795,6 +819,8 @@ mod tests {
             nt_prefixes: None,
             runtime_data: None,
             outside_program: None,
+            journal_protected: None,
+            journal_violations: Vec::new(),
             traced_nothing: false,
             timings: Timings {
                 images: Some(1.5),
@@ -877,6 +903,8 @@ mod tests {
                 nt_prefixes: None,
                 runtime_data: None,
                 outside_program: None,
+                journal_protected: None,
+                journal_violations: Vec::new(),
                 traced_nothing: false,
                 timings: Timings::default(),
             }
@@ -937,6 +965,8 @@ mod tests {
             nt_prefixes: None,
             runtime_data: None,
             outside_program: None,
+            journal_protected: None,
+            journal_violations: Vec::new(),
             traced_nothing: false,
             timings: Timings::default(),
         };

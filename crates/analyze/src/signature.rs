@@ -218,6 +218,8 @@ mod tests {
             nt_prefixes: None,
             runtime_data: None,
             outside_program: None,
+            journal_protected: None,
+            journal_violations: Vec::new(),
             traced_nothing: false,
             timings: Default::default(),
         }

@@ -227,6 +227,8 @@ fn debug_at_shows_what_reads_explored_at_a_failure_point() {
             }),
             runtime_lines: vec![0xc0],
             outside_program_lines: vec![0x1000],
+            protected_lines: Vec::new(),
+            journal_violations: Vec::new(),
         })
         .unwrap();
     let json = writer.finish(&Default::default()).unwrap();
@@ -344,6 +346,8 @@ fn report_with_a_state_from_the_disk() -> persim_analyze::Report {
         nt_prefixes: None,
         runtime_data: None,
         outside_program: None,
+        journal_protected: None,
+        journal_violations: Vec::new(),
         traced_nothing: false,
         timings: Timings::default(),
     }

@@ -3,6 +3,7 @@
 //! failure point to a [`PointSink`] as soon as it is done. `persim images` runs it alone;
 //! a run's images stage runs it into the run directory's store.
 
+use crate::ext4_journal::journal_layout;
 use crate::images_json::{ImageRecord, PointReads, PointRecord, PointSink};
 use crate::{Image, ImageError, ImageStore, DEFAULT_HASH_LEVEL};
 use persim_model::{
@@ -304,7 +305,7 @@ pub fn generate_images(
             trace: trace.to_path_buf(),
         });
     };
-    let config = Config {
+    let mut config = Config {
         cache: opts.cache,
         strategy: opts.strategy,
         max_images: opts.max_images,
@@ -313,6 +314,7 @@ pub fn generate_images(
         blk_size: opts.blk_size.unwrap_or(header.blk_size),
         nt_prefixes: false,
         scope: opts.scope,
+        journal: None,
     };
     if config
         .pm_size
@@ -328,6 +330,9 @@ pub fn generate_images(
     let budget = MemoryBudget::available();
     budget.check_cap(config.max_images, None, 0)?;
     let persisted = initial_image(opts, trace, &config)?.with_hash_level(opts.hash_level)?;
+    if opts.scope == Scope::Program {
+        config.journal = journal_layout(&persisted, config.pm_size);
+    }
     let store = opts.store.as_ref().map(ImageStore::open).transpose()?;
     started(&config)?;
     let mut materialiser = Materialiser {
@@ -555,6 +560,11 @@ impl Sink for Materialiser<'_> {
                 true => view.outside_program_lines().collect(),
                 false => Vec::new(),
             },
+            protected_lines: match guided {
+                true => view.protected_lines().collect(),
+                false => Vec::new(),
+            },
+            journal_violations: view.journal_violations.clone(),
         })?;
         if let Some(store) = &self.store {
             if self.index_saved.elapsed() >= INDEX_SAVE_INTERVAL {

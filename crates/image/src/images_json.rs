@@ -5,13 +5,15 @@
 //! {"failure_points": [{"index", "kind", "checkpoint", "images": [hash…], "incomplete",
 //!                      "reads"?: {"fully_persisted", "known", "explored", "skipped",
 //!                                 "from_previous", "nt_prefixes", "nt_images"},
-//!                      "runtime_lines"?: [line…], "outside_program_lines"?: [line…]}, …],
+//!                      "runtime_lines"?: [line…], "outside_program_lines"?: [line…],
+//!                      "protected_lines"?: [line…], "journal_violations"?: [{"entry",
+//!                      "rule", "sequence", "lines"}…]}, …],
 //!  "images": {"<hash>": {"hex"?: "…"}}}
 //! ```
 //!
 //! Written one failure point at a time, so memory does not grow with the trace.
 
-use persim_model::{Explored, FailureKind};
+use persim_model::{Explored, FailureKind, JournalViolation};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -38,6 +40,15 @@ pub struct PointRecord {
     /// PM the program accessed (the kernel's), which followed the cut.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub outside_program_lines: Vec<u64>,
+    /// `global-prefix` and `reads` under the `program` scope: the dirty lines a jbd2
+    /// journal whose rules held protects (its own blocks, in-place writes it will
+    /// replay), which followed the cut.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub protected_lines: Vec<u64>,
+    /// jbd2 ordering rules broken since the previous failure point (then nothing more is
+    /// pruned).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub journal_violations: Vec<JournalViolation>,
 }
 
 /// How the `reads` strategy chose a failure point's images.
@@ -200,6 +211,8 @@ mod tests {
             reads: None,
             runtime_lines: if index == 9 { vec![0x40] } else { Vec::new() },
             outside_program_lines: Vec::new(),
+            protected_lines: Vec::new(),
+            journal_violations: Vec::new(),
         }
     }
 

@@ -5,6 +5,7 @@
 
 mod diff;
 mod error;
+mod ext4_journal;
 mod fault;
 mod fully_persisted;
 mod generate;
@@ -16,6 +17,7 @@ mod store;
 mod tree;
 
 pub use error::ImageError;
+pub use ext4_journal::journal_layout;
 pub use fault::{plan_faults, Fault, FaultKind, UnknownFaultKind, PAGE};
 pub use fully_persisted::{fully_persisted_images, FullyPersistedImages};
 pub use generate::{

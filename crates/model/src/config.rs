@@ -1,5 +1,6 @@
 //! How a replay is configured: cache mode, strategy, image cap and region sizes.
 
+use crate::jbd2::JournalLayout;
 use crate::names::{unknown_name, Named, UnknownName};
 use serde::{Deserialize, Serialize};
 use strum::{Display, EnumString, VariantNames};
@@ -94,8 +95,10 @@ pub enum Strategy {
     parse_err_fn = unknown_name::<Self>
 )]
 pub enum Scope {
-    /// Once the traced program has accessed PM from user space, only the lines in the
-    /// pages it accessed; the kernel's other lines follow the cut.
+    /// Only lines that can change what the program under test recovers to: once a traced
+    /// program has accessed PM from user space, the lines in the pages it accessed (the
+    /// kernel's other lines follow the cut); of a file system with a jbd2 journal, the
+    /// lines the journal does not protect while its ordering rules hold.
     #[default]
     Program,
     /// Every dirty line.
@@ -119,6 +122,9 @@ pub struct Config {
     /// (by default a line's NT units go all or nothing).
     pub nt_prefixes: bool,
     pub scope: Scope,
+    /// A jbd2 journal in PM (the file system's on-media format says where): under
+    /// `Scope::Program` the lines it protects follow the cut while its rules hold.
+    pub journal: Option<JournalLayout>,
 }
 
 impl Config {
@@ -134,6 +140,7 @@ impl Config {
             blk_size: 0,
             nt_prefixes: false,
             scope: Scope::default(),
+            journal: None,
         }
     }
 

@@ -42,11 +42,12 @@ impl ReadGuide {
         let mut out = Explored::default();
         let runtime: Vec<u64> = view.runtime_lines().collect();
         let outside: Vec<u64> = view.outside_program_lines().collect();
+        let protected: Vec<u64> = view.protected_lines().collect();
         for line in view.pending_lines() {
             let found = |lines: &[u64]| lines.binary_search(&line.line).is_ok();
-            if found(&runtime) || found(&outside) {
-                // Run-time data the program declared, or not the program's PM: never
-                // explored.
+            if found(&runtime) || found(&outside) || found(&protected) {
+                // Run-time data the program declared, not the program's PM, or protected
+                // by a journal: never explored.
                 out.skipped.push(line.line);
                 continue;
             }

@@ -5,6 +5,7 @@ mod block;
 mod check;
 mod config;
 mod guide;
+mod jbd2;
 mod memory;
 mod names;
 mod origin;
@@ -19,6 +20,7 @@ mod unit;
 pub use check::{check_crash_images, CheckReport, Violation};
 pub use config::{CacheMode, Config, Scope, Strategy};
 pub use guide::{Explored, ReadGuide};
+pub use jbd2::{JournalExtent, JournalLayout, JournalViolation};
 pub use memory::{
     for_each_crash_image, replay_in_memory, replay_in_memory_guided, ImageCounts, PointImages,
     WordsRead,

@@ -3,6 +3,7 @@
 
 use crate::block::{BlkPending, BLOCK};
 use crate::config::{Config, Scope, Strategy};
+use crate::jbd2::{Journal, JournalViolation};
 use crate::origin::{Choice, FailureKind, FailurePoint};
 use crate::pending::{LineState, PmPending};
 use crate::program_pm::ProgramPm;
@@ -33,6 +34,10 @@ pub struct FailureView<'a> {
     /// Per line: it lies outside the PM the program accessed (`Scope::Program`); empty
     /// when every line is in scope.
     outside: Vec<bool>,
+    /// Per line: a jbd2 journal whose rules hold so far protects it; empty when none does.
+    protected: Vec<bool>,
+    /// The journal rules broken since the previous failure point.
+    pub journal_violations: Vec<JournalViolation>,
     blocks: Vec<(u64, &'a [Box<[u8]>])>,
 }
 
@@ -59,7 +64,7 @@ impl FailureView<'_> {
             .lines
             .iter()
             .enumerate()
-            .map(|(i, l)| !self.is_runtime(i) && !self.is_outside(i) && explore(l.line))
+            .map(|(i, l)| !self.follows(i) && explore(l.line))
             .collect();
         let nt_prefixes = self
             .lines
@@ -143,15 +148,28 @@ impl FailureView<'_> {
     /// Whether some dirty line may be explored: neither run-time data nor outside the
     /// program's PM (otherwise every line follows the cut, whatever recovery reads).
     pub fn has_explorable_lines(&self) -> bool {
-        (0..self.lines.len()).any(|i| !self.is_runtime(i) && !self.is_outside(i))
+        (0..self.lines.len()).any(|i| !self.follows(i))
     }
 
     fn is_runtime(&self, line: usize) -> bool {
         self.runtime.get(line) == Some(&true)
     }
 
+    /// The dirty lines (addresses, ascending) a jbd2 journal protects, which `reads` and
+    /// `global-prefix` let follow the cut under `Scope::Program`.
+    pub fn protected_lines(&self) -> impl Iterator<Item = u64> + '_ {
+        (0..self.lines.len())
+            .filter(|&i| self.protected.get(i) == Some(&true))
+            .map(|i| self.lines[i].line)
+    }
+
     fn is_outside(&self, line: usize) -> bool {
         self.outside.get(line) == Some(&true)
+    }
+
+    /// Never explored: run-time data, outside the program's PM, or protected by a journal.
+    fn follows(&self, line: usize) -> bool {
+        self.is_runtime(line) || self.is_outside(line) || self.protected.get(line) == Some(&true)
     }
 }
 
@@ -193,12 +211,18 @@ pub struct Replay {
     runtime: RuntimeRanges,
     /// PM the program accessed from user space so far (`Scope::Program`).
     program: ProgramPm,
+    /// The file system's jbd2 journal (`Scope::Program` with a journal layout).
+    journal: Option<Journal>,
     /// `fast`: hashes of the code locations of the failure points so far.
     seen_locations: FxHashSet<u64>,
 }
 
 impl Replay {
     pub fn new(config: Config) -> Replay {
+        let journal = match config.scope {
+            Scope::Program => config.journal.clone().map(Journal::new),
+            Scope::All => None,
+        };
         Replay {
             config,
             pm: PmPending::default(),
@@ -207,6 +231,7 @@ impl Replay {
             checkpoint: None,
             runtime: RuntimeRanges::default(),
             program: ProgramPm::default(),
+            journal,
             seen_locations: FxHashSet::default(),
         }
     }
@@ -219,6 +244,9 @@ impl Replay {
         match &entry.op {
             Op::Write { addr, data, nt } => {
                 self.check_pm(*addr, data.len() as u64)?;
+                if let Some(journal) = &mut self.journal {
+                    journal.store(*addr, data, self.index, &self.pm);
+                }
                 self.pm.store(mode, *addr, data, *nt, self.index);
             }
             Op::Flush { addr, .. } => {
@@ -246,6 +274,9 @@ impl Replay {
                     }
                 });
                 result?;
+                if let Some(journal) = &mut self.journal {
+                    journal.fenced(&self.pm);
+                }
             }
             Op::Hypercall(Hypercall::Checkpoint(n)) => {
                 self.checkpoint = Some(*n);
@@ -319,6 +350,17 @@ impl Replay {
             true => lines.iter().map(|l| !self.program.holds(l)).collect(),
             false => Vec::new(),
         };
+        let (protected, journal_violations) = match &mut self.journal {
+            Some(journal) => {
+                let violations = journal.take_violations();
+                let protected = match journal.holds_so_far() {
+                    true => lines.iter().map(|l| journal.protects(l.line)).collect(),
+                    false => Vec::new(),
+                };
+                (protected, violations)
+            }
+            None => (Vec::new(), Vec::new()),
+        };
         let view = FailureView {
             point: FailurePoint {
                 index: self.index,
@@ -329,6 +371,8 @@ impl Replay {
             lines,
             runtime,
             outside,
+            protected,
+            journal_violations,
             blocks: self.blk.pending(),
         };
         Ok(sink.failure_point(&view)?)

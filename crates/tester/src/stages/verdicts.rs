@@ -59,6 +59,13 @@ pub(super) fn verdicts(
     let index = images::index(run)?;
     let runtime_data = followed_summary(index, |p| &p.runtime_lines);
     let outside_program = followed_summary(index, |p| &p.outside_program_lines);
+    let journal_protected = followed_summary(index, |p| &p.protected_lines);
+    let journal_violations = index
+        .failure_points
+        .iter()
+        .flat_map(|p| &p.journal_violations)
+        .map(|v| v.describe())
+        .collect();
     let mut timings = run.timings.clone();
     timings.total = Some(started.elapsed().as_secs_f64());
     let report = Report {
@@ -70,6 +77,8 @@ pub(super) fn verdicts(
         nt_prefixes,
         runtime_data,
         outside_program,
+        journal_protected,
+        journal_violations,
         traced_nothing: !writes_media(&run.dir.trace())?,
         timings,
     };

@@ -1,0 +1,123 @@
+//! jbd2 as a consistency mechanism, on hand-made traces of one transaction: its journal
+//! blocks before the commit and the in-place write after it follow the cut while the rules
+//! hold; a commit written before the journal block is durable (rule 1) and an in-place
+//! write before the commit is durable (rule 2) are each flagged, with the line that broke
+//! the rule, and stop the pruning; their correct twin is not flagged.
+
+use persim_model::{
+    Config, FailureKind, FailureView, JournalExtent, JournalLayout, Replay, Scope, Sink, Strategy,
+};
+use persim_trace::Entry;
+use std::io;
+
+/// 1 KiB blocks; journal blocks 0..8 at PM 0x1000 (superblock, then the log), the file
+/// system's block 20 at PM 0x5000.
+fn layout() -> JournalLayout {
+    JournalLayout {
+        extents: vec![JournalExtent {
+            logical: 0,
+            start: 0x1000,
+            blocks: 8,
+        }],
+        block_size: 0x400,
+        fs_start: Some(0),
+        tag_bytes: Some(16),
+        tail_sequence: 5,
+        tail_block: 1,
+    }
+}
+
+const DESCRIPTOR: &str = "ntwrite 0x1400 c03b399800000001\n\
+     ntwrite 0x1408 00000005000000140000000a00000000\n";
+const JOURNAL_COPY: &str = "ntwrite 0x1800 aaaaaaaaaaaaaaaa\n";
+const COMMIT: &str = "ntwrite 0x1c00 c03b399800000002\nntwrite 0x1c08 0000000500000000\n";
+const IN_PLACE: &str = "write 0x5000 bbbbbbbbbbbbbbbb\nwrite 0x5040 cccccccccccccccc\n";
+
+/// What each failure point showed: its kind, the protected lines, the rules broken.
+#[derive(Default)]
+struct Seen(Vec<(FailureKind, Vec<u64>, Vec<u8>, usize)>);
+
+impl Sink for Seen {
+    fn persist(&mut self, _: u64, _: &[u8]) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn failure_point(&mut self, view: &FailureView<'_>) -> io::Result<()> {
+        let rules = view.journal_violations.iter().map(|v| v.rule).collect();
+        let images = view.crash_images().images.len();
+        let protected = view.protected_lines().collect();
+        self.0.push((view.point.kind, protected, rules, images));
+        Ok(())
+    }
+}
+
+fn replay(body: &str, scope: Scope) -> Seen {
+    let text = format!("# persim-trace pm-size=0x8000\n{body}hypercall checkpoint 2\n");
+    let entries: Vec<Entry> = persim_trace::Reader::new(io::Cursor::new(text))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let mut config = Config::new(0x8000);
+    config.strategy = Strategy::GlobalPrefix;
+    config.scope = scope;
+    config.journal = Some(layout());
+    let mut replay = Replay::new(config);
+    let mut seen = Seen::default();
+    for entry in &entries {
+        replay.step(entry, &mut seen).unwrap();
+    }
+    seen
+}
+
+fn correct() -> String {
+    format!("{DESCRIPTOR}{JOURNAL_COPY}fence sfence\n{COMMIT}fence sfence\n{IN_PLACE}")
+}
+
+#[test]
+fn a_correct_transaction_breaks_no_rule_and_its_protected_lines_follow_the_cut() {
+    let seen = replay(&correct(), Scope::Program);
+    let kinds: Vec<FailureKind> = seen.0.iter().map(|p| p.0).collect();
+    assert_eq!(
+        kinds,
+        [
+            FailureKind::Fence,
+            FailureKind::Fence,
+            FailureKind::Checkpoint
+        ]
+    );
+    assert!(seen.0.iter().all(|p| p.2.is_empty()), "no rule broken");
+    // before the commit: the descriptor and the journal copy, protected
+    assert_eq!(seen.0[0].1, [0x1400, 0x1800]);
+    assert_eq!(seen.0[0].3, 2, "nothing or everything");
+    // the commit record's header line is explored
+    assert!(seen.0[1].1.is_empty());
+    // after it, the in-place write of block 20, which replay rewrites
+    assert_eq!(seen.0[2].1, [0x5000, 0x5040]);
+    assert_eq!(seen.0[2].3, 2);
+
+    let all = replay(&correct(), Scope::All);
+    assert!(all.0.iter().all(|p| p.1.is_empty()));
+    assert!(all.0[0].3 > 2, "cuts through the journal blocks");
+    assert_eq!(all.0[2].3, 4, "every subset of the two in-place lines");
+}
+
+#[test]
+fn a_commit_before_its_journal_block_is_durable_breaks_rule_1() {
+    let body = format!("{DESCRIPTOR}{JOURNAL_COPY}{COMMIT}fence sfence\n{IN_PLACE}");
+    let seen = replay(&body, Scope::Program);
+    let rules: Vec<u8> = seen.0.iter().flat_map(|p| p.2.clone()).collect();
+    assert_eq!(rules, [1]);
+    assert!(
+        seen.0.iter().all(|p| p.1.is_empty()),
+        "nothing pruned after a broken rule"
+    );
+}
+
+#[test]
+fn an_in_place_write_before_the_commit_is_durable_breaks_rule_2() {
+    let body = format!("{DESCRIPTOR}{JOURNAL_COPY}fence sfence\n{COMMIT}{IN_PLACE}fence sfence\n");
+    let seen = replay(&body, Scope::Program);
+    let rules: Vec<u8> = seen.0.iter().flat_map(|p| p.2.clone()).collect();
+    assert_eq!(rules, [2, 2]);
+    assert!(seen.0.last().unwrap().1.is_empty());
+}
