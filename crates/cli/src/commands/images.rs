@@ -43,9 +43,10 @@ pub struct ImagesArgs {
     /// explores every dirty line, as global-prefix).
     #[arg(long, value_name = "RUN_DIR")]
     pub reads_from: Option<PathBuf>,
-    /// With --strategy reads or global-prefix: program explores, once the traced program
-    /// has accessed PM from user space, only the lines of the pages it accessed (the
-    /// kernel's other lines follow the cut); all explores every dirty line.
+    /// With --strategy reads, global-prefix or single-line: program explores only the dirty
+    /// lines that can change what the software recovers to (a PM program's own pages once
+    /// it has accessed PM from user space; of ext4, the lines its jbd2 journal does not
+    /// protect while its ordering rules hold); all explores every dirty line.
     #[arg(long, default_value = "program", value_name = "program|all")]
     pub scope: Scope,
     /// Images per failure point above which a seeded random sample is taken (flagged

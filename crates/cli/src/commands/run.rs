@@ -35,12 +35,12 @@ pub struct PipelineArgs {
     /// arises only from images with NT stores (then judged again); off; all.
     #[arg(long, default_value = "auto", value_name = "auto|off|all")]
     pub nt_prefixes: NtPrefixes,
-    /// With --strategy reads or global-prefix, which dirty lines are explored: program, once
-    /// the traced program has accessed PM from user space (a PM program's pool), only the
-    /// lines of the pages it accessed, while the kernel's (the file system's metadata and
-    /// journal under the pool file) follow the cut, as at the program's program-order
-    /// points; all, every line. A file-system test accesses no PM from user space, so
-    /// `program` explores everything there.
+    /// With --strategy reads, global-prefix or single-line, which dirty lines are explored:
+    /// program, only those that can change what the software under test recovers to - once
+    /// the traced program has accessed PM from user space (a PM program's pool), the lines
+    /// of the pages it accessed, the kernel's others following the cut; of ext4 with its
+    /// jbd2 journal in PM, the lines the journal does not protect while its ordering rules
+    /// hold (a broken rule is reported and stops the pruning); all, every dirty line.
     #[arg(long, default_value = "program", value_name = "program|all")]
     pub scope: Scope,
     /// Images per failure point above which a seeded sample is taken.
