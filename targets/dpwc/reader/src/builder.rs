@@ -2,7 +2,7 @@
 //! leave them, for tests: of this reader, and of anything that wants a crafted cache (a
 //! stale entry, a torn one, a counter beyond the last entry).
 
-use crate::entry::{entry_crc, Header, FLAG_DISCARD, HEADER_LEN};
+use crate::entry::{header_crc, Header, FLAG_DISCARD, HEADER_LEN};
 use crate::superblock::{Superblock, SUPERBLOCK_LEN};
 
 /// What an entry asks of the origin.
@@ -71,7 +71,7 @@ impl ImageBuilder {
         Some(offset)
     }
 
-    /// Writes an entry (header with its CRC, then data) at `offset` of the chunk without
+    /// Writes an entry (header with its CRCs, then data) at `offset` of the chunk without
     /// touching `used`; returns the bytes it occupies.
     pub fn write_entry(
         &mut self,
@@ -86,7 +86,8 @@ impl ImageBuilder {
             Op::Write { data, .. } => data,
             Op::Discard { .. } => &[],
         };
-        header.crc = entry_crc(&header.encode(), data);
+        header.data_crc = crc32fast::hash(data);
+        header.hdr_crc = header_crc(&header.encode());
         let start = (self.superblock.chunk_offset(generation, chunk) + offset) as usize;
         self.image[start..start + HEADER_LEN].copy_from_slice(&header.encode());
         self.image[start + HEADER_LEN..start + HEADER_LEN + data.len()].copy_from_slice(data);
@@ -118,6 +119,7 @@ fn header_of(id: u64, op: Op) -> Header {
         id,
         sector,
         len,
-        crc: 0,
+        data_crc: 0,
+        hdr_crc: 0,
     }
 }

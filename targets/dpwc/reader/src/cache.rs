@@ -5,6 +5,10 @@ use crate::entry::{ChunkWalk, CorruptEntry, Entry};
 use crate::nvdimm::pm_device;
 use crate::replay::SectorMap;
 use crate::superblock::{u64_at, Superblock, SuperblockError};
+
+/// Bit 63 of a generation's id on PM: replayed already, kept with its damaged entries until
+/// the user frees it (`dmsetup message <dev> 0 drop_damaged`); never replayed again.
+pub const GEN_HELD_BIT: u64 = 1 << 63;
 use serde::Serialize;
 
 /// A parsed DPWC cache, borrowing the image's bytes.
@@ -22,8 +26,10 @@ pub struct Cache<'a> {
 pub struct Generation<'a> {
     /// Its index in the table.
     pub index: u32,
-    /// 0 for a free generation, which recovery never replays.
+    /// 0 for a free generation, which recovery never replays (without [`GEN_HELD_BIT`]).
     pub gen_id: u64,
+    /// Held for its damaged entries: walked and reported, never replayed.
+    pub held: bool,
     pub chunks: Vec<Chunk<'a>>,
 }
 
@@ -34,8 +40,8 @@ pub struct Chunk<'a> {
     /// The chunk's `used` counter as stored.
     pub used: u64,
     pub entries: Vec<Entry<'a>>,
-    /// The entry that stopped the walk before `used`.
-    pub corrupt: Option<CorruptEntry>,
+    /// The damaged entries: bodies skipped, and the header that stopped the walk.
+    pub corrupt: Vec<CorruptEntry>,
 }
 
 impl Generation<'_> {
@@ -67,17 +73,24 @@ impl<'a> Cache<'a> {
             .flat_map(|c| &c.entries)
     }
 
-    /// Every entry where a chunk's walk stopped.
+    /// Every damaged entry of every live generation.
     pub fn corrupt(&self) -> impl Iterator<Item = &CorruptEntry> {
         self.generations
             .iter()
             .flat_map(|g| &g.chunks)
-            .filter_map(|c| c.corrupt.as_ref())
+            .flat_map(|c| &c.corrupt)
     }
 
-    /// The valid entries in the order recovery writes them: by (gen_id, entry id).
+    /// The valid entries of the generations not held, in the order recovery writes them:
+    /// by (gen_id, entry id).
     pub fn replay_order(&self) -> Vec<&Entry<'a>> {
-        let mut order: Vec<_> = self.entries().collect();
+        let mut order: Vec<_> = self
+            .generations
+            .iter()
+            .filter(|g| !g.held)
+            .flat_map(|g| &g.chunks)
+            .flat_map(|c| &c.entries)
+            .collect();
         order.sort_by_key(|e| (e.gen_id, e.header.id));
         order
     }
@@ -110,12 +123,13 @@ impl<'a> Cache<'a> {
 }
 
 fn read_generation<'a>(image: &'a [u8], superblock: &Superblock, index: u32) -> Generation<'a> {
-    let gen_id = u64_at(image, superblock.gen_id_offset(index) as usize);
+    let stored = u64_at(image, superblock.gen_id_offset(index) as usize);
+    let (gen_id, held) = (stored & !GEN_HELD_BIT, stored & GEN_HELD_BIT != 0);
     let chunks = (0..superblock.chunks_per_gen)
         .map(|c| {
             let used = u64_at(image, superblock.used_offset(index, c) as usize);
-            let (entries, corrupt) = if gen_id == 0 {
-                (Vec::new(), None)
+            let (entries, corrupt) = if stored == 0 {
+                (Vec::new(), Vec::new())
             } else {
                 let start = superblock.chunk_offset(index, c) as usize;
                 ChunkWalk {
@@ -139,6 +153,7 @@ fn read_generation<'a>(image: &'a [u8], superblock: &Superblock, index: u32) -> 
     Generation {
         index,
         gen_id,
+        held,
         chunks,
     }
 }
