@@ -78,13 +78,31 @@ static int dpwc_read_pm(struct dpwc *dc, void *dst, u64 offset, size_t len)
 	return copy_mc_to_kernel(dst, dc->pm + offset, len) ? -EIO : 0;
 }
 
-static int dpwc_load_u64(struct dpwc *dc, u64 offset, u64 *value)
+/*
+ * A word of the generation table: @value (of @bytes bytes) and, in the bytes above
+ * it, the CRC of those bytes. Stored in one aligned 8-byte store, it is whole or
+ * not there after a crash, so a word whose CRC fails was damaged afterwards. Zero
+ * stays zero: a free generation, a chunk with nothing in it.
+ */
+static u64 dpwc_seal(u64 value, unsigned int bytes)
+{
+	__le64 v = cpu_to_le64(value);
+	u64 crc = crc32_le(~0U, (const u8 *)&v, bytes) ^ ~0U;
+
+	return value ? value | crc << (bytes * 8) : 0;
+}
+
+/* Loads the word at @offset into @value; -EBADMSG if damaged, -EIO if poisoned. */
+static int dpwc_load_sealed(struct dpwc *dc, u64 offset, unsigned int bytes, u64 *value)
 {
 	__le64 v;
-	int r = dpwc_read_pm(dc, &v, offset, sizeof(v));
+	u64 word;
 
-	*value = le64_to_cpu(v);
-	return r;
+	if (dpwc_read_pm(dc, &v, offset, sizeof(v)))
+		return -EIO;
+	word = le64_to_cpu(v);
+	*value = word & ((1ULL << (bytes * 8)) - 1);
+	return dpwc_seal(*value, bytes) == word ? 0 : -EBADMSG;
 }
 
 /*
@@ -169,7 +187,7 @@ void dpwc_open_gen(struct dpwc *dc, u32 gen, u64 id)
 			dpwc_store_u64(dc, dpwc_used_offset(&dc->geo, gen, c), 0);
 		pmem_wmb();
 	}
-	dpwc_store_u64(dc, dpwc_gen_meta(&dc->geo, gen), id);
+	dpwc_store_u64(dc, dpwc_gen_meta(&dc->geo, gen), dpwc_seal(id, DPWC_GEN_WORD_BYTES));
 	pmem_wmb();
 }
 
@@ -222,7 +240,7 @@ void dpwc_append(struct dpwc *dc, struct dpwc_slot *slot, struct dpwc_entry *e,
 	u64 used = slot->offset;
 
 	if (DPWC_MUTANT == 2) {
-		dpwc_store_u64(dc, used_at, used);
+		dpwc_store_u64(dc, used_at, dpwc_seal(used, DPWC_USED_WORD_BYTES));
 		pmem_wmb();
 	}
 	/* The slot's header is zeroed with dc; only its fields change. */
@@ -240,7 +258,7 @@ void dpwc_append(struct dpwc *dc, struct dpwc_slot *slot, struct dpwc_entry *e,
 	if (!DPWC_NO_USED_FENCE)
 		pmem_wmb();
 	if (DPWC_MUTANT != 2)
-		dpwc_store_u64(dc, used_at, used);
+		dpwc_store_u64(dc, used_at, dpwc_seal(used, DPWC_USED_WORD_BYTES));
 	pmem_wmb();
 }
 
@@ -324,8 +342,8 @@ static void dpwc_scan_chunk(struct dpwc *dc, u32 g, u32 c, u64 gen_id, u32 used,
 /*
  * Walks every chunk of every live generation. Fills @entries (when not NULL) with
  * the intact entries of the generations not held, returns how many there are,
- * counts the damaged entries of each generation in @damaged (held ones too: they
- * are reported at every load); -EIO where the generation table is poisoned.
+ * counts the damaged entries and table words of each generation in @damaged (held
+ * ones too: they are reported at every load).
  */
 static s64 dpwc_scan(struct dpwc *dc, struct dpwc_entry *entries, u64 *damaged)
 {
@@ -335,15 +353,23 @@ static s64 dpwc_scan(struct dpwc *dc, struct dpwc_entry *entries, u64 *damaged)
 
 	for (g = 0; g < geo->generations; g++) {
 		damaged[g] = 0;
-		if (dpwc_load_u64(dc, dpwc_gen_meta(geo, g), &gen_id))
-			return -EIO;
+		if (dpwc_load_sealed(dc, dpwc_gen_meta(geo, g), DPWC_GEN_WORD_BYTES, &gen_id)) {
+			/* Live or not, id unknown: nothing replayed, held as it is. */
+			damaged[g]++;
+			dc->gens[g].state = DPWC_GEN_HELD;
+			continue;
+		}
 		if (!gen_id)
 			continue;
 		dc->gens[g].id = gen_id & ~DPWC_GEN_HELD_BIT;
 		dc->last_gen_id = max(dc->last_gen_id, dc->gens[g].id);
 		for (c = 0; c < geo->chunks_per_gen; c++) {
-			if (dpwc_load_u64(dc, dpwc_used_offset(geo, g, c), &used))
-				return -EIO;
+			if (dpwc_load_sealed(dc, dpwc_used_offset(geo, g, c),
+					     DPWC_USED_WORD_BYTES, &used)) {
+				/* Where the chunk's entries end is unknown. */
+				damaged[g]++;
+				continue;
+			}
 			skip = 0;
 			dpwc_scan_chunk(dc, g, c, dc->gens[g].id, min_t(u64, used, geo->chunk_size),
 					gen_id & DPWC_GEN_HELD_BIT ? NULL : entries,
@@ -387,7 +413,8 @@ static void dpwc_retire_gens(struct dpwc *dc, const u64 *damaged)
 			return;
 		if (damaged[next]) {
 			dpwc_store_u64(dc, dpwc_gen_meta(&dc->geo, next),
-				       gens[next].id | DPWC_GEN_HELD_BIT);
+				       dpwc_seal(gens[next].id | DPWC_GEN_HELD_BIT,
+						 DPWC_GEN_WORD_BYTES));
 			pmem_wmb();
 			gens[next].state = DPWC_GEN_HELD;
 		} else {

@@ -42,8 +42,14 @@
 #define DPWC_ENTRY_ALIGN 256
 #define DPWC_FLAG_DISCARD 1u
 #define DPWC_MAX_SLOTS 64
-/* Bit 63 of a generation's id on PM: replayed, kept for the user (it has damage). */
-#define DPWC_GEN_HELD_BIT (1ULL << 63)
+/*
+ * The words of the generation table check themselves (dpwc_seal()): a generation's
+ * is its id, the HELD bit (replayed, kept for the user: it has damage) and 16 bits
+ * of CRC; a chunk's `used` is its value and 32 bits of CRC.
+ */
+#define DPWC_GEN_WORD_BYTES 6
+#define DPWC_GEN_HELD_BIT (1ULL << 47)
+#define DPWC_USED_WORD_BYTES 4
 
 /* The superblock, the first line of the PM device. */
 struct dpwc_sb {

@@ -24,6 +24,7 @@ mod entry;
 mod nvdimm;
 mod replay;
 mod superblock;
+mod word;
 
 pub use builder::{ImageBuilder, Op};
 pub use cache::{Cache, Chunk, Generation, GEN_HELD_BIT};
@@ -33,3 +34,4 @@ pub use entry::{
 pub use nvdimm::pm_device;
 pub use replay::{Extent, ExtentSummary, SectorMap, SectorState};
 pub use superblock::{Superblock, SuperblockError};
+pub use word::{seal, unseal, GEN_WORD_BYTES, USED_WORD_BYTES};

@@ -369,3 +369,28 @@ fn a_truncated_image_is_an_error() {
     );
     assert!(err.to_string().contains("truncated"), "{err}");
 }
+
+/// The table's words carry their CRC: a flipped bit in a `used` counter costs its chunk, in a
+/// generation's id its generation, and both are counted as damage, never replayed silently.
+#[test]
+fn a_flipped_bit_in_the_table_is_damage_not_a_shorter_log() {
+    let mut b = builder();
+    b.open_generation(0, 1);
+    b.append(0, 0, 1, write(0, &[1; 512])).unwrap();
+    b.append(0, 1, 2, write(1, &[2; 512])).unwrap();
+    b.open_generation(1, 2);
+    b.append(1, 0, 1, write(2, &[3; 512])).unwrap();
+    let used = b.superblock().used_offset(0, 1) as usize;
+    let gen = b.superblock().gen_id_offset(1) as usize;
+    b.image_mut()[used + 1] ^= 0x10;
+    b.image_mut()[gen] ^= 0x01;
+    let image = b.into_image();
+    let cache = Cache::parse(&image).unwrap();
+    assert!(cache.generations[0].chunks[1].damaged_used);
+    let damaged = &cache.generations[1];
+    assert!(
+        damaged.damaged_word && damaged.held && damaged.chunks.iter().all(|c| c.entries.is_empty())
+    );
+    assert_eq!(cache.damaged(), 2);
+    assert_eq!(keys(&cache), [(1, 1)]);
+}

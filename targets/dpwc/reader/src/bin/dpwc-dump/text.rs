@@ -54,6 +54,13 @@ pub fn write(
 }
 
 fn write_generation(out: &mut impl Write, generation: &Generation, data: bool) -> io::Result<()> {
+    if generation.damaged_word {
+        return writeln!(
+            out,
+            "generation {}: corrupt id word (CRC): live or not unknown, held, not replayed",
+            generation.index
+        );
+    }
     if !generation.is_live() {
         let used: Vec<_> = generation
             .chunks
@@ -68,7 +75,7 @@ fn write_generation(out: &mut impl Write, generation: &Generation, data: bool) -
         );
     }
     let held = if generation.held {
-        " (held for its damaged entries: not replayed; drop_damaged frees it)"
+        " (held for its damage: not replayed; drop_damaged frees it)"
     } else {
         ""
     };
@@ -93,6 +100,12 @@ fn write_chunk(out: &mut impl Write, chunk: &Chunk, data: bool) -> io::Result<()
     )?;
     for entry in &chunk.entries {
         write_entry(out, entry, data)?;
+    }
+    if chunk.damaged_used {
+        writeln!(
+            out,
+            "    corrupt used counter (CRC): the chunk is not replayed"
+        )?;
     }
     for corrupt in &chunk.corrupt {
         let id = corrupt
