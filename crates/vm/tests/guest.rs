@@ -1546,7 +1546,8 @@ dmsetup remove dpwc && create && status");
             && body.contains("block 82 replayed"),
         "{body}"
     );
-    // Tables that would misread the log are refused, with the reason in dmesg.
+    // Tables that would misread the log (the damaged-body step's, 2 generations of 64 KiB
+    // chunks) are refused, with the reason in dmesg.
     let refused = [
         (
             "create generations=3",
@@ -1555,7 +1556,7 @@ dmsetup remove dpwc && create && status");
         ("create format", "holds a dpwc cache: add \"force\""),
         (
             "create chunk_kib=9",
-            "chunk_kib=9 but the cache was formatted with 8",
+            "chunk_kib=9 but the cache was formatted with 64",
         ),
         ("create bogus=1", "bad option \"bogus=1\""),
     ];
@@ -1570,7 +1571,7 @@ dmsetup remove dpwc && create && status");
         );
     }
     let foreign = run("dmesg -c >/dev/null
-printf 'DPWCSUP1\\002' | dd of=/dev/pmem0 conv=notrunc status=none && sync
+printf 'DPWCSUP1\\001' | dd of=/dev/pmem0 conv=notrunc status=none && sync
 create 2>&1 && echo CREATED; dmesg -c
 head -c 64 /dev/zero | dd of=/dev/pmem0 conv=notrunc status=none && sync
 create 2>&1 && echo CREATED; dmesg -c
