@@ -199,29 +199,26 @@ void dpwc_free_gen(struct dpwc *dc, u32 gen)
 
 /*
  * Copies @bio's data to @dst with non-temporal stores and returns its CRC, in one
- * pass: each piece of up to a page is copied once into the slot's stage, and both
- * the CRC and the store to PM read the stage, still in the cache. The bio's pages
- * may change while it is in flight (a direct-I/O buffer is its owner's); the stage
- * cannot, so the CRC always describes the bytes that PM gets.
+ * pass: each segment (at most a page) is copied once into the slot's stage, and
+ * both the CRC and the store to PM read the stage, still in the cache. The bio's
+ * pages may change while it is in flight (a direct-I/O buffer is its owner's); the
+ * stage cannot, so the CRC always describes the bytes that PM gets.
  */
 static u32 dpwc_copy_bio(struct dpwc *dc, struct dpwc_slot *slot, void *dst,
 			 struct bio *bio)
 {
 	struct bvec_iter iter;
 	struct bio_vec bv;
-	u32 crc = 0, done, n;
+	u32 crc = 0;
 
 	bio_for_each_segment(bv, bio, iter) {
-		for (done = 0; done < bv.bv_len; done += n) {
-			void *src = bvec_kmap_local(&bv);
+		void *src = bvec_kmap_local(&bv);
 
-			n = min_t(u32, PAGE_SIZE, bv.bv_len - done);
-			memcpy(slot->stage, src + done, n);
-			kunmap_local(src);
-			crc = dpwc_crc(dc, crc, slot->stage, n);
-			memcpy_flushcache(dst, slot->stage, n);
-			dst += n;
-		}
+		memcpy(slot->stage, src, bv.bv_len);
+		kunmap_local(src);
+		crc = dpwc_crc(dc, crc, slot->stage, bv.bv_len);
+		memcpy_flushcache(dst, slot->stage, bv.bv_len);
+		dst += bv.bv_len;
 	}
 	return crc;
 }
