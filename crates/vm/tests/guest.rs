@@ -1238,6 +1238,21 @@ dmsetup remove dpwc
 printf XXXX | dd of=/dev/pmem0 bs=1 seek=$((8192 + 256 + 100)) conv=notrunc status=none && sync
 create && status";
 
+/// Three writes of /tmp/data's first blocks to blocks 80..82 on a new log whose writeback
+/// waits for 90 %: entries at offsets 0, 4352 and 8704 of chunk 0 of generation 0 (data at
+/// 8 KiB). The table is removed, 4 bytes of the second entry's body overwritten on PM, the
+/// table created again (replaying the log): its status, then `block B replayed` for each
+/// block the origin holds.
+const DPWC_DAMAGED_BODY: &str = "create format force generations=2 chunks=2 chunk_kib=64 slots=1 high_watermark=90
+dd if=/tmp/data of=/dev/mapper/dpwc bs=4096 seek=80 count=3 oflag=direct status=none
+dmsetup remove dpwc
+printf XXXX | dd of=/dev/pmem0 bs=1 seek=$((8192 + 4352 + 256 + 100)) conv=notrunc status=none && sync
+create && status
+for i in 0 1 2; do
+    dd if=/tmp/data of=/tmp/b$i bs=4096 skip=$i count=1 status=none
+    dd if=/dev/nvme0n1 bs=4096 skip=$((80 + i)) count=1 iflag=direct status=none | cmp -s - /tmp/b$i && echo block $((80 + i)) replayed
+done; true";
+
 fn dpwc_counters(line: &str) -> std::collections::HashMap<String, u64> {
     line.split_whitespace()
         .filter_map(|field| field.split_once('='))
@@ -1267,21 +1282,19 @@ fn dpwc_writes_through_pm_replays_its_log_and_refuses_tables_that_misread_it() {
     }
 }
 
-/// Mutant 4 of dm-dpwc.ko (recovery without the CRC check, docs/design/dpwc.md "Mutants"), built
-/// by `DPWC_MUTANT=4 bash scripts/build-kmods.sh`, fails the corrupted-entry step of the
-/// test above: the corrupted entry is replayed, not counted, and the origin's block is
-/// overwritten with the corrupted data.
-#[test]
-fn dpwc_mutant_4_replays_a_corrupted_entry() {
-    let test = "dpwc_mutant_4_replays_a_corrupted_entry";
+/// Runs `script` (with the DPWC helpers and 256 KiB of random /tmp/data) in the guest of
+/// vm/ext4-dpwc.toml with mutant `n` of dm-dpwc.ko (docs/design/dpwc.md "Mutants", built by
+/// `DPWC_MUTANT=n bash scripts/build-kmods.sh`): its output and the status line's counters,
+/// after checking that nothing oopsed. `None` when skipped.
+fn dpwc_mutant_run(
+    test: &str,
+    n: u32,
+    script: &str,
+) -> Option<(String, std::collections::HashMap<String, u64>)> {
     let config = VmConfig::load(&default_config_dir().join("ext4-dpwc.toml")).unwrap();
-    let Some(artifacts) = persim_vm::testing::vm_ready(test, &config) else {
-        return;
-    };
-    let Some(mutant) = persim_vm::testing::kmod_ready(test, &config, "dpwc-mutant-4/dm-dpwc")
-    else {
-        return;
-    };
+    let artifacts = persim_vm::testing::vm_ready(test, &config)?;
+    let mutant =
+        persim_vm::testing::kmod_ready(test, &config, &format!("dpwc-mutant-{n}/dm-dpwc"))?;
     let mut config = config;
     for module in &mut config.modules {
         if module.ends_with("dm-dpwc.ko") {
@@ -1292,19 +1305,11 @@ fn dpwc_mutant_4_replays_a_corrupted_entry() {
     let mut vm = boot(&config, &artifacts, dir.path().join("pm.img"), None);
     let script = dpwc_script(&format!(
         "head -c 262144 /dev/urandom >/tmp/data
-{DPWC_CORRUPTED_ENTRY}
-dd if=/dev/nvme0n1 bs=4096 skip=70 count=1 iflag=direct status=none | cmp -s - /tmp/block || echo differs"
+{script}"
     ));
     let out = vm.run(&script, TIMEOUT).unwrap();
     assert_eq!(out.exit_code, 0, "{script}: {}", out.output);
     let counters = dpwc_counters(out.output.lines().find(|l| l.contains("corrupt=")).unwrap());
-    assert_eq!(
-        (counters["corrupt"], counters["replayed"]),
-        (0, 1),
-        "{}",
-        out.output
-    );
-    assert!(out.output.contains("differs"), "{}", out.output);
     let oopses = vm
         .run(
             "dmesg | grep -c -e 'Oops' -e 'BUG:' -e 'WARNING:' || true",
@@ -1312,6 +1317,52 @@ dd if=/dev/nvme0n1 bs=4096 skip=70 count=1 iflag=direct status=none | cmp -s - /
         )
         .unwrap();
     assert_eq!(oopses.output.trim(), "0", "{}", oopses.output);
+    Some((out.output, counters))
+}
+
+/// Mutant 4 (recovery without the CRC checks) fails the corrupted-entry step of
+/// `dpwc_writes_through_pm_replays_its_log_and_refuses_tables_that_misread_it`: the corrupted
+/// entry is replayed, not counted, and the origin's block is overwritten with the corrupted
+/// data.
+#[test]
+fn dpwc_mutant_4_replays_a_corrupted_entry() {
+    let test = "dpwc_mutant_4_replays_a_corrupted_entry";
+    let Some((output, counters)) = dpwc_mutant_run(
+        test,
+        4,
+        &format!(
+            "{DPWC_CORRUPTED_ENTRY}
+dd if=/dev/nvme0n1 bs=4096 skip=70 count=1 iflag=direct status=none | cmp -s - /tmp/block || echo differs"
+        ),
+    ) else {
+        return;
+    };
+    assert_eq!(
+        (counters["corrupt"], counters["replayed"]),
+        (0, 1),
+        "{output}"
+    );
+    assert!(output.contains("differs"), "{output}");
+}
+
+/// Mutant 7 (a damaged body ends its chunk's scan, as one CRC over header and data did) fails
+/// the damaged-body step of the test above: the intact entry after the damaged one in its
+/// chunk is lost too.
+#[test]
+fn dpwc_mutant_7_a_damaged_body_ends_its_chunk() {
+    let test = "dpwc_mutant_7_a_damaged_body_ends_its_chunk";
+    let Some((output, counters)) = dpwc_mutant_run(test, 7, DPWC_DAMAGED_BODY) else {
+        return;
+    };
+    assert_eq!(
+        (counters["corrupt"], counters["replayed"]),
+        (1, 1),
+        "{output}"
+    );
+    assert!(
+        output.contains("block 80 replayed") && !output.contains("block 82 replayed"),
+        "{output}"
+    );
 }
 
 /// DPWC's watermark writeback and throttling (docs/design/dpwc.md, "Block semantics") on a log
@@ -1459,11 +1510,44 @@ dd if=/dev/nvme0n1 bs=4096 skip=70 count=1 iflag=direct status=none | cmp - /tmp
     ));
     let corrupted = dpwc_counters(&corrupted);
     assert_eq!(
-        (corrupted["corrupt"], corrupted["replayed"]),
-        (1, 0),
+        (
+            corrupted["corrupt"],
+            corrupted["replayed"],
+            corrupted["held"]
+        ),
+        (1, 0, 1),
         "{corrupted:?}"
     );
-    // Tables that would misread the log are refused, with the reason in dmesg.
+    // The damaged log is kept (and reported at every load) until `drop_damaged`.
+    let dropped = run("dmsetup remove dpwc && create && status
+dmesg | grep -q 'drop_damaged. frees them'
+dmsetup message dpwc 0 drop_damaged && status
+dmsetup remove dpwc && create && status");
+    let dropped: Vec<_> = dropped.lines().map(dpwc_counters).collect();
+    let fields = |c: &std::collections::HashMap<String, u64>| {
+        (c["corrupt"], c["replayed"], c["held"], c["gens_in_use"])
+    };
+    assert_eq!(
+        dropped.iter().map(fields).collect::<Vec<_>>(),
+        [(1, 0, 1, 1), (1, 0, 0, 0), (0, 0, 0, 0)],
+        "{dropped:?}"
+    );
+    // A damaged body costs its entry alone: the entry after it in its chunk replays.
+    let body = run(&format!("dmsetup remove dpwc\n{DPWC_DAMAGED_BODY}"));
+    let counters = dpwc_counters(body.lines().find(|l| l.contains("corrupt=")).unwrap());
+    assert_eq!(
+        (counters["corrupt"], counters["replayed"], counters["held"]),
+        (1, 2, 1),
+        "{body}"
+    );
+    assert!(
+        body.contains("block 80 replayed")
+            && !body.contains("block 81 replayed")
+            && body.contains("block 82 replayed"),
+        "{body}"
+    );
+    // Tables that would misread the log (the damaged-body step's, 2 generations of 64 KiB
+    // chunks) are refused, with the reason in dmesg.
     let refused = [
         (
             "create generations=3",
@@ -1472,7 +1556,7 @@ dd if=/dev/nvme0n1 bs=4096 skip=70 count=1 iflag=direct status=none | cmp - /tmp
         ("create format", "holds a dpwc cache: add \"force\""),
         (
             "create chunk_kib=9",
-            "chunk_kib=9 but the cache was formatted with 8",
+            "chunk_kib=9 but the cache was formatted with 64",
         ),
         ("create bogus=1", "bad option \"bogus=1\""),
     ];
@@ -1487,7 +1571,7 @@ dd if=/dev/nvme0n1 bs=4096 skip=70 count=1 iflag=direct status=none | cmp - /tmp
         );
     }
     let foreign = run("dmesg -c >/dev/null
-printf 'DPWCSUP1\\002' | dd of=/dev/pmem0 conv=notrunc status=none && sync
+printf 'DPWCSUP1\\001' | dd of=/dev/pmem0 conv=notrunc status=none && sync
 create 2>&1 && echo CREATED; dmesg -c
 head -c 64 /dev/zero | dd of=/dev/pmem0 conv=notrunc status=none && sync
 create 2>&1 && echo CREATED; dmesg -c

@@ -4,7 +4,8 @@
  * freeing generations, appending an entry, and recovery's replay of the log.
  * Every store to PM is a non-temporal one (memcpy_flushcache) and every ordering
  * point a pmem_wmb() (sfence on x86), so that the stores are durable in the order
- * the protocol needs.
+ * the protocol needs. Every load from PM is a machine-check-safe copy
+ * (copy_mc_to_kernel): poisoned media is an error to report, not a kernel panic.
  */
 #include <linux/bio.h>
 #include <linux/blkdev.h>
@@ -14,6 +15,7 @@
 #include <linux/slab.h>
 #include <linux/sort.h>
 #include <linux/string.h>
+#include <linux/uaccess.h>
 #include <linux/vmalloc.h>
 #include "dpwc.h"
 
@@ -70,9 +72,57 @@ static void dpwc_store_u64(struct dpwc *dc, u64 offset, u64 value)
 	memcpy_flushcache(dc->pm + offset, &v, sizeof(v));
 }
 
-static u64 dpwc_load_u64(struct dpwc *dc, u64 offset)
+/* Copies @len bytes at @offset of PM to @dst; -EIO where the media is poisoned. */
+static int dpwc_read_pm(struct dpwc *dc, void *dst, u64 offset, size_t len)
 {
-	return le64_to_cpu(READ_ONCE(*(__le64 *)(dc->pm + offset)));
+	return copy_mc_to_kernel(dst, dc->pm + offset, len) ? -EIO : 0;
+}
+
+/*
+ * A word of the generation table: @value (of @bytes bytes) and, in the bytes above
+ * it, the CRC of those bytes. Stored in one aligned 8-byte store, it is whole or
+ * not there after a crash, so a word whose CRC fails was damaged afterwards. Zero
+ * stays zero: a free generation, a chunk with nothing in it.
+ */
+static u64 dpwc_seal(u64 value, unsigned int bytes)
+{
+	__le64 v = cpu_to_le64(value);
+	u64 crc = crc32_le(~0U, (const u8 *)&v, bytes) ^ ~0U;
+
+	return value ? value | crc << (bytes * 8) : 0;
+}
+
+/* Loads the word at @offset into @value; -EBADMSG if damaged, -EIO if poisoned. */
+static int dpwc_load_sealed(struct dpwc *dc, u64 offset, unsigned int bytes, u64 *value)
+{
+	__le64 v;
+	u64 word;
+
+	if (dpwc_read_pm(dc, &v, offset, sizeof(v)))
+		return -EIO;
+	word = le64_to_cpu(v);
+	*value = word & ((1ULL << (bytes * 8)) - 1);
+	return dpwc_seal(*value, bytes) == word ? 0 : -EBADMSG;
+}
+
+/*
+ * Copies @len bytes at @offset of PM into the bounce pages, updating *@crc with
+ * them when @crc is not NULL; -EIO where the media is poisoned.
+ */
+int dpwc_copy_from_pm(struct dpwc *dc, u64 offset, u32 len, u32 *crc)
+{
+	u32 done, n, i;
+
+	for (i = 0, done = 0; done < len; i++, done += n) {
+		void *dst = page_address(dc->bounce[i]);
+
+		n = min_t(u32, PAGE_SIZE, len - done);
+		if (dpwc_read_pm(dc, dst, offset + done, n))
+			return -EIO;
+		if (crc)
+			*crc = dpwc_crc(dc, *crc, dst, n);
+	}
+	return 0;
 }
 
 /* The superblock's geometry; -ENOENT without the magic, -EINVAL when corrupt. */
@@ -80,7 +130,8 @@ int dpwc_read_sb(struct dpwc *dc, struct dpwc_geometry *geo)
 {
 	struct dpwc_sb sb;
 
-	memcpy(&sb, dc->pm, sizeof(sb));
+	if (dpwc_read_pm(dc, &sb, 0, sizeof(sb)))
+		return -EIO;
 	if (memcmp(sb.magic, DPWC_SB_MAGIC, sizeof(sb.magic)))
 		return -ENOENT;
 	if (le32_to_cpu(sb.crc) != dpwc_crc(dc, 0, &sb, offsetof(struct dpwc_sb, crc)) ||
@@ -136,7 +187,7 @@ void dpwc_open_gen(struct dpwc *dc, u32 gen, u64 id)
 			dpwc_store_u64(dc, dpwc_used_offset(&dc->geo, gen, c), 0);
 		pmem_wmb();
 	}
-	dpwc_store_u64(dc, dpwc_gen_meta(&dc->geo, gen), id);
+	dpwc_store_u64(dc, dpwc_gen_meta(&dc->geo, gen), dpwc_seal(id, DPWC_GEN_WORD_BYTES));
 	pmem_wmb();
 }
 
@@ -146,19 +197,30 @@ void dpwc_free_gen(struct dpwc *dc, u32 gen)
 	pmem_wmb();
 }
 
-/* Copies @bio's data to @dst with non-temporal stores. */
-static void dpwc_copy_bio(void *dst, struct bio *bio)
+/*
+ * Copies @bio's data to @dst with non-temporal stores and returns its CRC, in one
+ * pass: each segment (at most a page) is copied once into the slot's stage, and
+ * both the CRC and the store to PM read the stage, still in the cache. The bio's
+ * pages may change while it is in flight (a direct-I/O buffer is its owner's); the
+ * stage cannot, so the CRC always describes the bytes that PM gets.
+ */
+static u32 dpwc_copy_bio(struct dpwc *dc, struct dpwc_slot *slot, void *dst,
+			 struct bio *bio)
 {
 	struct bvec_iter iter;
 	struct bio_vec bv;
+	u32 crc = 0;
 
 	bio_for_each_segment(bv, bio, iter) {
 		void *src = bvec_kmap_local(&bv);
 
-		memcpy_flushcache(dst, src, bv.bv_len);
+		memcpy(slot->stage, src, bv.bv_len);
 		kunmap_local(src);
+		crc = dpwc_crc(dc, crc, slot->stage, bv.bv_len);
+		memcpy_flushcache(dst, slot->stage, bv.bv_len);
 		dst += bv.bv_len;
 	}
+	return crc;
 }
 
 /*
@@ -173,10 +235,9 @@ void dpwc_append(struct dpwc *dc, struct dpwc_slot *slot, struct dpwc_entry *e,
 	void *dst = dc->pm + e->pm_offset;
 	u64 used_at = dpwc_used_offset(&dc->geo, e->gen, slot->chunk);
 	u64 used = slot->offset;
-	u32 crc;
 
 	if (DPWC_MUTANT == 2) {
-		dpwc_store_u64(dc, used_at, used);
+		dpwc_store_u64(dc, used_at, dpwc_seal(used, DPWC_USED_WORD_BYTES));
 		pmem_wmb();
 	}
 	/* The slot's header is zeroed with dc; only its fields change. */
@@ -185,36 +246,37 @@ void dpwc_append(struct dpwc *dc, struct dpwc_slot *slot, struct dpwc_entry *e,
 	hdr->entry_id = cpu_to_le64(e->entry_id);
 	hdr->sector = cpu_to_le64(e->sector);
 	hdr->len = cpu_to_le32(e->len);
-	hdr->crc = 0;
-	crc = dpwc_crc(dc, 0, hdr, sizeof(*hdr));
-	if (!(e->flags & DPWC_FLAG_DISCARD)) {
-		/* The data lies contiguous on PM: one CRC pass over what PM holds. */
-		dpwc_copy_bio(dst + sizeof(*hdr), bio);
-		crc = dpwc_crc(dc, crc, dst + sizeof(*hdr), e->len);
-	}
-	hdr->crc = cpu_to_le32(crc);
+	hdr->data_crc = 0;
+	if (!(e->flags & DPWC_FLAG_DISCARD))
+		hdr->data_crc = cpu_to_le32(dpwc_copy_bio(dc, slot, dst + sizeof(*hdr), bio));
+	hdr->hdr_crc = cpu_to_le32(dpwc_crc(dc, 0, hdr, offsetof(struct dpwc_entry_hdr,
+								   hdr_crc)));
 	memcpy_flushcache(dst, hdr, sizeof(*hdr));
 	if (!DPWC_NO_USED_FENCE)
 		pmem_wmb();
 	if (DPWC_MUTANT != 2)
-		dpwc_store_u64(dc, used_at, used);
+		dpwc_store_u64(dc, used_at, dpwc_seal(used, DPWC_USED_WORD_BYTES));
 	pmem_wmb();
 }
 
-/*
- * The size of the valid entry at @off of a chunk holding @used bytes, or 0 at the
- * first entry that is not (bad magic, length, range or checksum).
- */
-static u32 dpwc_check_entry(struct dpwc *dc, u64 chunk_off, u32 off, u32 used,
-			    struct dpwc_entry *e)
-{
-	const struct dpwc_entry_hdr *pm_hdr = dc->pm + chunk_off + off;
-	struct dpwc_entry_hdr hdr;
-	u32 size, crc;
+/* What the scan found at an offset of a chunk. */
+enum dpwc_found { DPWC_INTACT, DPWC_DAMAGED_BODY, DPWC_DAMAGED_HEADER };
 
-	if (used - off < sizeof(hdr))
-		return 0;
-	memcpy(&hdr, pm_hdr, sizeof(hdr));
+/*
+ * Checks the entry at @off of a chunk holding @used bytes; fills @e and *@size
+ * when its header is intact (magic, flags, length, range, header CRC). A body
+ * whose CRC fails, or whose media is poisoned, costs this entry alone: the
+ * intact header says where the next one starts.
+ */
+static enum dpwc_found dpwc_check_entry(struct dpwc *dc, u64 chunk_off, u32 off,
+					u32 used, struct dpwc_entry *e, u32 *size)
+{
+	struct dpwc_entry_hdr hdr;
+	u32 crc = 0;
+
+	if (used - off < sizeof(hdr) ||
+	    dpwc_read_pm(dc, &hdr, chunk_off + off, sizeof(hdr)))
+		return DPWC_DAMAGED_HEADER;
 	e->flags = le32_to_cpu(hdr.flags);
 	e->len = le32_to_cpu(hdr.len);
 	e->sector = le64_to_cpu(hdr.sector);
@@ -222,58 +284,96 @@ static u32 dpwc_check_entry(struct dpwc *dc, u64 chunk_off, u32 off, u32 used,
 	if (memcmp(hdr.magic, DPWC_ENTRY_MAGIC, sizeof(hdr.magic)) ||
 	    (e->flags & ~DPWC_FLAG_DISCARD) || !e->len || e->len % SECTOR_SIZE ||
 	    e->sector + e->len / SECTOR_SIZE > dc->geo.origin_sectors)
-		return 0;
-	size = dpwc_entry_bytes(e->flags, e->len);
-	if (size > used - off)
-		return 0;
-	hdr.crc = 0;
-	crc = dpwc_crc(dc, 0, &hdr, sizeof(hdr));
-	if (!(e->flags & DPWC_FLAG_DISCARD))
-		crc = dpwc_crc(dc, crc, pm_hdr + 1, e->len);
-	if (!DPWC_NO_CRC_CHECK && crc != le32_to_cpu(pm_hdr->crc))
-		return 0;
+		return DPWC_DAMAGED_HEADER;
+	*size = dpwc_entry_bytes(e->flags, e->len);
+	if (*size > used - off)
+		return DPWC_DAMAGED_HEADER;
+	if (!DPWC_NO_CRC_CHECK &&
+	    le32_to_cpu(hdr.hdr_crc) != dpwc_crc(dc, 0, &hdr,
+						 offsetof(struct dpwc_entry_hdr, hdr_crc)))
+		return DPWC_DAMAGED_HEADER;
 	e->pm_offset = chunk_off + off;
-	return size;
+	if (e->flags & DPWC_FLAG_DISCARD)
+		return DPWC_INTACT;
+	if (dpwc_copy_from_pm(dc, e->pm_offset + sizeof(hdr), e->len, &crc))
+		return DPWC_DAMAGED_BODY;
+	if (!DPWC_NO_CRC_CHECK && crc != le32_to_cpu(hdr.data_crc))
+		return DPWC_DAMAGED_BODY;
+	return DPWC_INTACT;
 }
 
 /*
- * Walks every chunk of every live generation up to its `used`; fills @entries
- * (when not NULL) and returns how many valid entries there are.
+ * Walks a chunk of a live generation up to its `used`: the intact entries go to
+ * @entries (when not NULL) from index *@n, the damaged ones are counted. A damaged
+ * header ends the walk (the next entry's place is unknown), a damaged body not.
  */
-static u64 dpwc_scan(struct dpwc *dc, struct dpwc_entry *entries, u64 *corrupt)
+static void dpwc_scan_chunk(struct dpwc *dc, u32 g, u32 c, u64 gen_id, u32 used,
+			    struct dpwc_entry *entries, u64 *n, u64 *damaged)
+{
+	u64 chunk_off = dpwc_chunk_offset(&dc->geo, g, c);
+	struct dpwc_entry e;
+	u32 off, size;
+
+	for (off = 0; off < used; off += size) {
+		switch (dpwc_check_entry(dc, chunk_off, off, used, &e, &size)) {
+		case DPWC_DAMAGED_HEADER:
+			(*damaged)++;
+			return;
+		case DPWC_DAMAGED_BODY:
+			(*damaged)++;
+			if (DPWC_MUTANT == 7)
+				return;
+			continue;
+		case DPWC_INTACT:
+			break;
+		}
+		if (entries) {
+			e.gen_id = gen_id;
+			e.gen = g;
+			entries[*n] = e;
+		}
+		(*n)++;
+	}
+}
+
+/*
+ * Walks every chunk of every live generation. Fills @entries (when not NULL) with
+ * the intact entries of the generations not held, returns how many there are,
+ * counts the damaged entries and table words of each generation in @damaged (held
+ * ones too: they are reported at every load).
+ */
+static s64 dpwc_scan(struct dpwc *dc, struct dpwc_entry *entries, u64 *damaged)
 {
 	const struct dpwc_geometry *geo = &dc->geo;
-	struct dpwc_entry e;
-	u64 n = 0;
+	u64 n = 0, gen_id, used, skip;
 	u32 g, c;
 
 	for (g = 0; g < geo->generations; g++) {
-		u64 gen_id = dpwc_load_u64(dc, dpwc_gen_meta(geo, g));
-
+		damaged[g] = 0;
+		if (dpwc_load_sealed(dc, dpwc_gen_meta(geo, g), DPWC_GEN_WORD_BYTES, &gen_id)) {
+			/* Live or not, id unknown: nothing replayed, held as it is. */
+			damaged[g]++;
+			dc->gens[g].state = DPWC_GEN_HELD;
+			continue;
+		}
 		if (!gen_id)
 			continue;
-		dc->last_gen_id = max(dc->last_gen_id, gen_id);
+		dc->gens[g].id = gen_id & ~DPWC_GEN_HELD_BIT;
+		dc->last_gen_id = max(dc->last_gen_id, dc->gens[g].id);
 		for (c = 0; c < geo->chunks_per_gen; c++) {
-			u64 chunk_off = dpwc_chunk_offset(geo, g, c);
-			u64 used64 = dpwc_load_u64(dc, dpwc_used_offset(geo, g, c));
-			u32 used = min_t(u64, used64, geo->chunk_size);
-			u32 off = 0, size;
-
-			while (off < used) {
-				size = dpwc_check_entry(dc, chunk_off, off, used, &e);
-				if (!size) {
-					(*corrupt)++;
-					break;
-				}
-				if (entries) {
-					e.gen_id = gen_id;
-					e.gen = g;
-					entries[n] = e;
-				}
-				n++;
-				off += size;
+			if (dpwc_load_sealed(dc, dpwc_used_offset(geo, g, c),
+					     DPWC_USED_WORD_BYTES, &used)) {
+				/* Where the chunk's entries end is unknown. */
+				damaged[g]++;
+				continue;
 			}
+			skip = 0;
+			dpwc_scan_chunk(dc, g, c, dc->gens[g].id, min_t(u64, used, geo->chunk_size),
+					gen_id & DPWC_GEN_HELD_BIT ? NULL : entries,
+					gen_id & DPWC_GEN_HELD_BIT ? &skip : &n, &damaged[g]);
 		}
+		if (gen_id & DPWC_GEN_HELD_BIT)
+			dc->gens[g].state = DPWC_GEN_HELD;
 	}
 	return n;
 }
@@ -289,52 +389,86 @@ static int dpwc_entry_cmp(const void *a, const void *b)
 	return 0;
 }
 
-/* Frees every live generation: counters reset, then the id, as opening does. */
-static void dpwc_free_all_gens(struct dpwc *dc)
+/*
+ * After a replay, in ascending id order: each live generation freed (counters
+ * reset, then the id, as opening does), or marked held when it has damage. A crash
+ * in between leaves the newest generations live, whose replay again is harmless;
+ * never an older one whose replay would undo a newer one.
+ */
+static void dpwc_retire_gens(struct dpwc *dc, const u64 *damaged)
 {
-	u32 g;
+	struct dpwc_gen *gens = dc->gens;
+	u32 g, next;
 
-	for (g = 0; g < dc->geo.generations; g++)
-		if (dpwc_load_u64(dc, dpwc_gen_meta(&dc->geo, g)))
-			dpwc_open_gen(dc, g, 0);
+	for (;;) {
+		next = dc->geo.generations;
+		for (g = 0; g < dc->geo.generations; g++)
+			if (gens[g].id && gens[g].state == DPWC_GEN_FREE &&
+			    (next == dc->geo.generations || gens[g].id < gens[next].id))
+				next = g;
+		if (next == dc->geo.generations)
+			return;
+		if (damaged[next]) {
+			dpwc_store_u64(dc, dpwc_gen_meta(&dc->geo, next),
+				       dpwc_seal(gens[next].id | DPWC_GEN_HELD_BIT,
+						 DPWC_GEN_WORD_BYTES));
+			pmem_wmb();
+			gens[next].state = DPWC_GEN_HELD;
+		} else {
+			dpwc_open_gen(dc, next, 0);
+			gens[next].id = 0;
+		}
+	}
 }
 
 /*
- * Recovery on table load: every valid entry of the live generations written to
- * the origin in (generation id, entry id) order, the origin flushed, then every
- * generation freed. A crash in between replays again next time: replaying a
- * write twice leaves the same blocks.
+ * Recovery on table load: every intact entry of the live generations not held
+ * written to the origin in (generation id, entry id) order, the origin flushed,
+ * then every generation freed, or held when it has damaged entries. A crash in
+ * between replays again next time: replaying a write twice leaves the same blocks.
  */
 int dpwc_recover(struct dpwc *dc)
 {
-	struct dpwc_entry *entries;
-	u64 n, i, corrupt = 0;
+	struct dpwc_entry *entries = NULL;
+	u64 *damaged, i, corrupt = 0, held = 0;
+	s64 n;
 	int r = 0;
 
-	n = dpwc_scan(dc, NULL, &corrupt);
-	if (n) {
+	damaged = kcalloc(dc->geo.generations, sizeof(*damaged), GFP_KERNEL);
+	if (!damaged)
+		return -ENOMEM;
+	n = dpwc_scan(dc, NULL, damaged);
+	if (n > 0) {
 		entries = kvmalloc_array(n, sizeof(*entries), GFP_KERNEL);
-		if (!entries)
-			return -ENOMEM;
-		corrupt = 0;
-		dpwc_scan(dc, entries, &corrupt);
+		n = entries ? dpwc_scan(dc, entries, damaged) : -ENOMEM;
+	}
+	if (n > 0) {
 		sort(entries, n, sizeof(*entries), dpwc_entry_cmp, NULL);
 		for (i = 0; i < n && !r; i++)
 			r = dpwc_write_back(dc, &entries[i]);
-		kvfree(entries);
-		if (r)
-			return r;
-		if (DPWC_MUTANT == 5)
-			dpwc_free_all_gens(dc);
-		r = blkdev_issue_flush(dc->origin->bdev);
-		if (r)
-			return r;
+		if (!r && DPWC_MUTANT == 5)
+			dpwc_retire_gens(dc, damaged);
+		if (!r)
+			r = blkdev_issue_flush(dc->origin->bdev);
 	}
+	kvfree(entries);
+	if (n < 0 || r) {
+		kfree(damaged);
+		return n < 0 ? n : r;
+	}
+	dpwc_retire_gens(dc, damaged);
+	for (i = 0; i < dc->geo.generations; i++) {
+		corrupt += damaged[i];
+		held += dc->gens[i].state == DPWC_GEN_HELD;
+	}
+	kfree(damaged);
 	dc->stats.replayed = n;
 	dc->stats.corrupt = corrupt;
-	dpwc_free_all_gens(dc);
 	if (n || corrupt)
-		DMINFO("replayed %llu entries from %pg to %pg (%llu corrupt skipped)",
+		DMINFO("replayed %lld entries from %pg to %pg (%llu corrupt skipped)",
 		       n, dc->pm_dev->bdev, dc->origin->bdev, corrupt);
+	if (held)
+		DMWARN("%pg: %llu generations with damaged entries are kept (dpwc-dump reads them); \"dmsetup message <dev> 0 drop_damaged\" frees them",
+		       dc->pm_dev->bdev, held);
 	return 0;
 }

@@ -4,6 +4,7 @@
  * for a block device (docs/design/dpwc.md). Writes are appended to a log on PM and
  * acknowledged once durable there; a workqueue writes them back to the origin in
  * acknowledge order. Reads go to the origin after the writebacks they overlap.
+ * Messages: writeback, drop_damaged, high_watermark P, low_watermark P.
  *
  * Table: 0 <sectors> dpwc <origin> <pm> [format] [force] [generations=N]
  *        [chunks=N] [chunk_kib=N] [slots=N] [high_watermark=P] [low_watermark=P]
@@ -54,7 +55,6 @@ static bool dpwc_dirty_at(const struct dpwc *dc, u32 percent)
 
 int dpwc_write_back(struct dpwc *dc, const struct dpwc_entry *e)
 {
-	const void *src = dc->pm + e->pm_offset + sizeof(struct dpwc_entry_hdr);
 	struct block_device *bdev = dc->origin->bdev;
 	struct bio *bio;
 	u32 done, n, i;
@@ -64,11 +64,13 @@ int dpwc_write_back(struct dpwc *dc, const struct dpwc_entry *e)
 		r = blkdev_issue_discard(bdev, e->sector, e->len >> SECTOR_SHIFT, GFP_NOIO);
 		return r == -EOPNOTSUPP ? 0 : r;
 	}
+	r = dpwc_copy_from_pm(dc, e->pm_offset + sizeof(struct dpwc_entry_hdr), e->len, NULL);
+	if (r)
+		return r;
 	bio = bio_alloc(bdev, DIV_ROUND_UP(e->len, PAGE_SIZE), REQ_OP_WRITE, GFP_NOIO);
 	bio->bi_iter.bi_sector = e->sector;
 	for (i = 0, done = 0; done < e->len; i++, done += n) {
 		n = min_t(u32, PAGE_SIZE, e->len - done);
-		memcpy(page_address(dc->bounce[i]), src + done, n);
 		__bio_add_page(bio, dc->bounce[i], n, 0);
 	}
 	r = submit_bio_wait(bio);
@@ -92,8 +94,9 @@ static void dpwc_free_written_gens(struct dpwc *dc)
 	for (g = 0; g < dc->geo.generations; g++) {
 		struct dpwc_gen *gen = &dc->gens[g];
 
-		if (gen->state != DPWC_GEN_FREE &&
-		    (gen->state != DPWC_GEN_CLOSED || gen->pending))
+		/* A held generation is replayed already: it holds nothing back. */
+		if (gen->state == DPWC_GEN_OPEN ||
+		    (gen->state == DPWC_GEN_CLOSED && gen->pending))
 			limit = min(limit, gen->id);
 	}
 	for (g = 0; g < dc->geo.generations; g++)
@@ -588,6 +591,11 @@ static int dpwc_alloc(struct dpwc *dc)
 		if (!dc->bounce[i])
 			return -ENOMEM;
 	}
+	for (i = 0; i < dc->nr_slots; i++) {
+		dc->slots[i].stage = kmalloc(PAGE_SIZE, GFP_KERNEL);
+		if (!dc->slots[i].stage)
+			return -ENOMEM;
+	}
 	return 0;
 }
 
@@ -606,6 +614,8 @@ static void dpwc_free(struct dpwc *dc)
 		if (dc->bounce[i])
 			__free_page(dc->bounce[i]);
 	kfree(dc->bounce);
+	for (i = 0; i < DPWC_MAX_SLOTS; i++)
+		kfree(dc->slots[i].stage);
 	kfree(dc->gens);
 	crypto_free_shash(dc->crc_tfm);
 	if (dc->claimed)
@@ -744,6 +754,26 @@ static void dpwc_writeback_now(struct dpwc *dc)
 	flush_work(&dc->writeback_work);
 }
 
+/* Frees the generations held for their damaged entries: the user gives them up. */
+static void dpwc_drop_damaged(struct dpwc *dc)
+{
+	u32 g, dropped = 0;
+
+	spin_lock(&dc->lock);
+	for (g = 0; g < dc->geo.generations; g++) {
+		if (dc->gens[g].state == DPWC_GEN_HELD) {
+			dpwc_free_gen(dc, g);
+			dc->gens[g].state = DPWC_GEN_FREE;
+			dropped++;
+		}
+	}
+	spin_unlock(&dc->lock);
+	if (dropped)
+		DMINFO("%pg: %u generations with damaged entries freed", dc->pm_dev->bdev,
+		       dropped);
+	wake_up_all(&dc->free_wait);
+}
+
 static int dpwc_message(struct dm_target *ti, unsigned int argc, char **argv,
 			char *result, unsigned int maxlen)
 {
@@ -752,6 +782,10 @@ static int dpwc_message(struct dm_target *ti, unsigned int argc, char **argv,
 
 	if (argc == 1 && !strcasecmp(argv[0], "writeback")) {
 		dpwc_writeback_now(dc);
+		return 0;
+	}
+	if (argc == 1 && !strcasecmp(argv[0], "drop_damaged")) {
+		dpwc_drop_damaged(dc);
 		return 0;
 	}
 	if (argc == 2 && (!strcasecmp(argv[0], "high_watermark") ||
@@ -773,7 +807,7 @@ static int dpwc_message(struct dm_target *ti, unsigned int argc, char **argv,
 		queue_work(dc->wq, &dc->writeback_work);
 		return 0;
 	}
-	DMERR("unknown message: use writeback, high_watermark P or low_watermark P");
+	DMERR("unknown message: use writeback, drop_damaged, high_watermark P or low_watermark P");
 	return -EINVAL;
 }
 
@@ -783,7 +817,7 @@ static void dpwc_status(struct dm_target *ti, status_type_t type, unsigned int s
 	struct dpwc *dc = ti->private;
 	struct dpwc_stats stats;
 	u64 dirty;
-	u32 g, in_use = 0;
+	u32 g, in_use = 0, held = 0;
 	unsigned int sz = 0;
 
 	switch (type) {
@@ -791,14 +825,15 @@ static void dpwc_status(struct dm_target *ti, status_type_t type, unsigned int s
 		spin_lock(&dc->lock);
 		stats = dc->stats;
 		dirty = dc->dirty_bytes;
-		for (g = 0; g < dc->geo.generations; g++)
+		for (g = 0; g < dc->geo.generations; g++) {
 			in_use += dc->gens[g].state != DPWC_GEN_FREE;
+			held += dc->gens[g].state == DPWC_GEN_HELD;
+		}
 		spin_unlock(&dc->lock);
 		DMEMIT("acked=%llu discards=%llu written_back_bytes=%llu replayed=%llu ",
 		       stats.acked, stats.discards, stats.written_back_bytes, stats.replayed);
-		DMEMIT("gens_in_use=%u dirty_bytes=%llu corrupt=%llu throttled=%llu",
-		       in_use, dirty, stats.corrupt, stats.throttled);
-
+		DMEMIT("gens_in_use=%u dirty_bytes=%llu corrupt=%llu throttled=%llu held=%u",
+		       in_use, dirty, stats.corrupt, stats.throttled, held);
 		break;
 	case STATUSTYPE_TABLE:
 		DMEMIT("%s %s generations=%u chunks=%u chunk_kib=%u slots=%u ",
@@ -822,7 +857,7 @@ static int dpwc_iterate_devices(struct dm_target *ti, iterate_devices_callout_fn
 
 static struct target_type dpwc_target = {
 	.name = "dpwc",
-	.version = { 1, 0, 0 },
+	.version = { 2, 0, 0 },
 	.module = THIS_MODULE,
 	.ctr = dpwc_ctr,
 	.dtr = dpwc_dtr,

@@ -25,7 +25,8 @@
  * 4 the checksum not checked on replay,
  * 5 recovery frees the log before flushing the origin it replayed to,
  * 6 mutants 1 and 4 together (without the checksum, only the fence keeps a torn
- *   entry out of the log).
+ *   entry out of the log),
+ * 7 a damaged body ends the scan of its chunk (as one checksum for both did).
  */
 #ifndef DPWC_MUTANT
 #define DPWC_MUTANT 0
@@ -35,12 +36,20 @@
 
 #define DPWC_LINE 64
 #define DPWC_SB_MAGIC "DPWCSUP1"
-#define DPWC_VERSION 1
+#define DPWC_VERSION 2
 #define DPWC_META_OFFSET 4096
 #define DPWC_ENTRY_MAGIC "DPWE"
 #define DPWC_ENTRY_ALIGN 256
 #define DPWC_FLAG_DISCARD 1u
 #define DPWC_MAX_SLOTS 64
+/*
+ * The words of the generation table check themselves (dpwc_seal()): a generation's
+ * is its id, the HELD bit (replayed, kept for the user: it has damage) and 16 bits
+ * of CRC; a chunk's `used` is its value and 32 bits of CRC.
+ */
+#define DPWC_GEN_WORD_BYTES 6
+#define DPWC_GEN_HELD_BIT (1ULL << 47)
+#define DPWC_USED_WORD_BYTES 4
 
 /* The superblock, the first line of the PM device. */
 struct dpwc_sb {
@@ -63,8 +72,9 @@ struct dpwc_entry_hdr {
 	__le64 entry_id;
 	__le64 sector;
 	__le32 len;
-	__le32 crc;
-	u8 reserved[224];
+	__le32 data_crc;
+	__le32 hdr_crc;
+	u8 reserved[220];
 } __packed;
 
 /* The geometry of a cache, as the superblock and the table options give it. */
@@ -76,7 +86,8 @@ struct dpwc_geometry {
 	u64 data_offset;
 };
 
-enum dpwc_gen_state { DPWC_GEN_FREE, DPWC_GEN_OPEN, DPWC_GEN_CLOSED };
+/* HELD: replayed at load but with damaged entries, kept until drop_damaged. */
+enum dpwc_gen_state { DPWC_GEN_FREE, DPWC_GEN_OPEN, DPWC_GEN_CLOSED, DPWC_GEN_HELD };
 
 /* A generation in memory: its state and what of it is not yet written back. */
 struct dpwc_gen {
@@ -94,6 +105,8 @@ struct dpwc_slot {
 	u32 chunk;
 	u32 offset;
 	struct dpwc_entry_hdr hdr;
+	/* The copy of a bio's data that its CRC and PM both get, see dpwc_append(). */
+	void *stage;
 };
 
 /* Where an entry lives and what it writes: a reservation, then a pending writeback. */
@@ -174,6 +187,7 @@ int dpwc_read_sb(struct dpwc *dc, struct dpwc_geometry *geo);
 void dpwc_format(struct dpwc *dc);
 void dpwc_open_gen(struct dpwc *dc, u32 gen, u64 id);
 void dpwc_free_gen(struct dpwc *dc, u32 gen);
+int dpwc_copy_from_pm(struct dpwc *dc, u64 offset, u32 len, u32 *crc);
 void dpwc_append(struct dpwc *dc, struct dpwc_slot *slot, struct dpwc_entry *e,
 		 struct bio *bio);
 int dpwc_recover(struct dpwc *dc);

@@ -2,8 +2,9 @@
 //! leave them, for tests: of this reader, and of anything that wants a crafted cache (a
 //! stale entry, a torn one, a counter beyond the last entry).
 
-use crate::entry::{entry_crc, Header, FLAG_DISCARD, HEADER_LEN};
+use crate::entry::{header_crc, Header, FLAG_DISCARD, HEADER_LEN};
 use crate::superblock::{Superblock, SUPERBLOCK_LEN};
+use crate::word::{seal, unseal, GEN_WORD_BYTES, USED_WORD_BYTES};
 
 /// What an entry asks of the origin.
 #[derive(Clone, Copy, Debug)]
@@ -40,22 +41,26 @@ impl ImageBuilder {
         for chunk in 0..self.superblock.chunks_per_gen {
             self.set_used(generation, chunk, 0);
         }
-        self.put_u64(self.superblock.gen_id_offset(generation), gen_id);
+        self.set_gen_id(generation, gen_id);
     }
 
-    /// Sets a generation's id without touching its counters: a reuse without the reset
+    /// Sets a generation's id (its word: with its CRC) without touching its counters: a reuse without the reset
     /// (the mutant the layout names), or freeing with id 0.
     pub fn set_gen_id(&mut self, generation: u32, gen_id: u64) {
-        self.put_u64(self.superblock.gen_id_offset(generation), gen_id);
+        let word = seal(gen_id, GEN_WORD_BYTES);
+        self.put_u64(self.superblock.gen_id_offset(generation), word);
     }
 
     pub fn used(&self, generation: u32, chunk: u32) -> u64 {
         let at = self.superblock.used_offset(generation, chunk) as usize;
-        u64::from_le_bytes(self.image[at..at + 8].try_into().unwrap())
+        let word = u64::from_le_bytes(self.image[at..at + 8].try_into().unwrap());
+        unseal(word, USED_WORD_BYTES).expect("a used counter the builder wrote")
     }
 
+    /// Sets a chunk's `used` (its word: with its CRC).
     pub fn set_used(&mut self, generation: u32, chunk: u32, used: u64) {
-        self.put_u64(self.superblock.used_offset(generation, chunk), used);
+        let word = seal(used, USED_WORD_BYTES);
+        self.put_u64(self.superblock.used_offset(generation, chunk), word);
     }
 
     /// Appends an entry at the chunk's `used` and advances `used` past it, as a completed
@@ -71,7 +76,7 @@ impl ImageBuilder {
         Some(offset)
     }
 
-    /// Writes an entry (header with its CRC, then data) at `offset` of the chunk without
+    /// Writes an entry (header with its CRCs, then data) at `offset` of the chunk without
     /// touching `used`; returns the bytes it occupies.
     pub fn write_entry(
         &mut self,
@@ -86,7 +91,8 @@ impl ImageBuilder {
             Op::Write { data, .. } => data,
             Op::Discard { .. } => &[],
         };
-        header.crc = entry_crc(&header.encode(), data);
+        header.data_crc = crc32fast::hash(data);
+        header.hdr_crc = header_crc(&header.encode());
         let start = (self.superblock.chunk_offset(generation, chunk) + offset) as usize;
         self.image[start..start + HEADER_LEN].copy_from_slice(&header.encode());
         self.image[start + HEADER_LEN..start + HEADER_LEN + data.len()].copy_from_slice(data);
@@ -118,6 +124,7 @@ fn header_of(id: u64, op: Op) -> Header {
         id,
         sector,
         len,
-        crc: 0,
+        data_crc: 0,
+        hdr_crc: 0,
     }
 }

@@ -5,6 +5,11 @@ use crate::entry::{ChunkWalk, CorruptEntry, Entry};
 use crate::nvdimm::pm_device;
 use crate::replay::SectorMap;
 use crate::superblock::{u64_at, Superblock, SuperblockError};
+use crate::word::{unseal, GEN_WORD_BYTES, USED_WORD_BYTES};
+
+/// Bit 47 of a generation's word: replayed already, kept with its damage until the user
+/// frees it (`dmsetup message <dev> 0 drop_damaged`); never replayed again.
+pub const GEN_HELD_BIT: u64 = 1 << 47;
 use serde::Serialize;
 
 /// A parsed DPWC cache, borrowing the image's bytes.
@@ -22,8 +27,12 @@ pub struct Cache<'a> {
 pub struct Generation<'a> {
     /// Its index in the table.
     pub index: u32,
-    /// 0 for a free generation, which recovery never replays.
+    /// 0 for a free generation, which recovery never replays (without [`GEN_HELD_BIT`]).
     pub gen_id: u64,
+    /// Held for its damage: walked and reported, never replayed.
+    pub held: bool,
+    /// Its word's CRC fails: live or not is unknown; held as it is, not walked.
+    pub damaged_word: bool,
     pub chunks: Vec<Chunk<'a>>,
 }
 
@@ -31,11 +40,13 @@ pub struct Generation<'a> {
 #[derive(Debug, Serialize)]
 pub struct Chunk<'a> {
     pub index: u32,
-    /// The chunk's `used` counter as stored.
+    /// The chunk's `used` counter as stored (0 when damaged).
     pub used: u64,
+    /// The counter's CRC fails: where its entries end is unknown; not walked.
+    pub damaged_used: bool,
     pub entries: Vec<Entry<'a>>,
-    /// The entry that stopped the walk before `used`.
-    pub corrupt: Option<CorruptEntry>,
+    /// The damaged entries: bodies skipped, and the header that stopped the walk.
+    pub corrupt: Vec<CorruptEntry>,
 }
 
 impl Generation<'_> {
@@ -67,17 +78,32 @@ impl<'a> Cache<'a> {
             .flat_map(|c| &c.entries)
     }
 
-    /// Every entry where a chunk's walk stopped.
+    /// Every damaged entry of every live generation.
     pub fn corrupt(&self) -> impl Iterator<Item = &CorruptEntry> {
         self.generations
             .iter()
             .flat_map(|g| &g.chunks)
-            .filter_map(|c| c.corrupt.as_ref())
+            .flat_map(|c| &c.corrupt)
     }
 
-    /// The valid entries in the order recovery writes them: by (gen_id, entry id).
+    /// What the module counts as `corrupt` at load: damaged entries and table words.
+    pub fn damaged(&self) -> usize {
+        let words = self.generations.iter().map(|g| {
+            usize::from(g.damaged_word) + g.chunks.iter().filter(|c| c.damaged_used).count()
+        });
+        self.corrupt().count() + words.sum::<usize>()
+    }
+
+    /// The valid entries of the generations not held, in the order recovery writes them:
+    /// by (gen_id, entry id).
     pub fn replay_order(&self) -> Vec<&Entry<'a>> {
-        let mut order: Vec<_> = self.entries().collect();
+        let mut order: Vec<_> = self
+            .generations
+            .iter()
+            .filter(|g| !g.held)
+            .flat_map(|g| &g.chunks)
+            .flat_map(|c| &c.entries)
+            .collect();
         order.sort_by_key(|e| (e.gen_id, e.header.id));
         order
     }
@@ -110,12 +136,23 @@ impl<'a> Cache<'a> {
 }
 
 fn read_generation<'a>(image: &'a [u8], superblock: &Superblock, index: u32) -> Generation<'a> {
-    let gen_id = u64_at(image, superblock.gen_id_offset(index) as usize);
+    let word = unseal(
+        u64_at(image, superblock.gen_id_offset(index) as usize),
+        GEN_WORD_BYTES,
+    );
+    let stored = word.unwrap_or(0);
+    let (gen_id, held) = (
+        stored & !GEN_HELD_BIT,
+        stored & GEN_HELD_BIT != 0 || word.is_none(),
+    );
     let chunks = (0..superblock.chunks_per_gen)
         .map(|c| {
-            let used = u64_at(image, superblock.used_offset(index, c) as usize);
-            let (entries, corrupt) = if gen_id == 0 {
-                (Vec::new(), None)
+            let used_word = u64_at(image, superblock.used_offset(index, c) as usize);
+            let used = unseal(used_word, USED_WORD_BYTES);
+            let damaged_used = gen_id != 0 && used.is_none();
+            let used = used.unwrap_or(0);
+            let (entries, corrupt) = if gen_id == 0 || damaged_used {
+                (Vec::new(), Vec::new())
             } else {
                 let start = superblock.chunk_offset(index, c) as usize;
                 ChunkWalk {
@@ -131,6 +168,7 @@ fn read_generation<'a>(image: &'a [u8], superblock: &Superblock, index: u32) -> 
             Chunk {
                 index: c,
                 used,
+                damaged_used,
                 entries,
                 corrupt,
             }
@@ -139,6 +177,8 @@ fn read_generation<'a>(image: &'a [u8], superblock: &Superblock, index: u32) -> 
     Generation {
         index,
         gen_id,
+        held,
+        damaged_word: word.is_none(),
         chunks,
     }
 }

@@ -1,5 +1,6 @@
-//! Log entries: the 256-byte header, its checksum, and the walk of one chunk as recovery
-//! does it (from offset 0 up to `used`, stopping at the first entry that is not valid).
+//! Log entries: the 256-byte header, its two checksums, and the walk of one chunk as
+//! recovery does it (from offset 0 up to `used`, stopping at the first damaged header; a
+//! damaged body costs its entry alone).
 
 use crate::superblock::{u32_at, u64_at};
 use serde::Serialize;
@@ -13,7 +14,9 @@ pub const HEADER_LEN: usize = 256;
 pub const FLAG_DISCARD: u32 = 1;
 /// The origin's sector; `len` is a multiple of it.
 pub const SECTOR: u64 = 512;
-const CRC_OFFSET: usize = 28;
+const DATA_CRC_OFFSET: usize = 28;
+/// The header's own checksum covers the bytes before it.
+const HDR_CRC_OFFSET: usize = 32;
 
 /// The fields of an entry header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -25,7 +28,10 @@ pub struct Header {
     pub sector: u64,
     /// Bytes of data, or of the discarded range.
     pub len: u32,
-    pub crc: u32,
+    /// CRC of the data (0 for a discard).
+    pub data_crc: u32,
+    /// CRC of the header's bytes 0..32.
+    pub hdr_crc: u32,
 }
 
 impl Header {
@@ -52,7 +58,7 @@ impl Header {
         u64::from(self.len) / SECTOR
     }
 
-    /// The header as written to PM, with `crc` in its field.
+    /// The header as written to PM, with both CRCs as they are in the struct.
     pub fn encode(&self) -> [u8; HEADER_LEN] {
         let mut header = [0u8; HEADER_LEN];
         header[..4].copy_from_slice(&ENTRY_MAGIC);
@@ -60,7 +66,8 @@ impl Header {
         header[8..16].copy_from_slice(&self.id.to_le_bytes());
         header[16..24].copy_from_slice(&self.sector.to_le_bytes());
         header[24..28].copy_from_slice(&self.len.to_le_bytes());
-        header[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&self.crc.to_le_bytes());
+        header[DATA_CRC_OFFSET..HDR_CRC_OFFSET].copy_from_slice(&self.data_crc.to_le_bytes());
+        header[HDR_CRC_OFFSET..HDR_CRC_OFFSET + 4].copy_from_slice(&self.hdr_crc.to_le_bytes());
         header
     }
 
@@ -70,19 +77,15 @@ impl Header {
             id: u64_at(header, 8),
             sector: u64_at(header, 16),
             len: u32_at(header, 24),
-            crc: u32_at(header, CRC_OFFSET),
+            data_crc: u32_at(header, DATA_CRC_OFFSET),
+            hdr_crc: u32_at(header, HDR_CRC_OFFSET),
         }
     }
 }
 
-/// The checksum of an entry: its header with the crc field zero, then its data.
-pub fn entry_crc(header: &[u8; HEADER_LEN], data: &[u8]) -> u32 {
-    let mut hasher = crc32fast::Hasher::new();
-    hasher.update(&header[..CRC_OFFSET]);
-    hasher.update(&[0; 4]);
-    hasher.update(&header[CRC_OFFSET + 4..]);
-    hasher.update(data);
-    hasher.finalize()
+/// The header's checksum: of its bytes before `hdr_crc` (`data_crc` included).
+pub fn header_crc(header: &[u8; HEADER_LEN]) -> u32 {
+    crc32fast::hash(&header[..HDR_CRC_OFFSET])
 }
 
 /// A valid entry found by the walk of a chunk.
@@ -123,11 +126,15 @@ pub enum Corruption {
         used: u64,
         chunk_size: u32,
     },
-    #[error("checksum mismatch (stored {stored:#010x}, computed {computed:#010x})")]
-    Crc { stored: u32, computed: u32 },
+    #[error("header checksum mismatch (stored {stored:#010x}, computed {computed:#010x})")]
+    HeaderCrc { stored: u32, computed: u32 },
+    /// The only damage the walk goes on after: the intact header gives the entry's length.
+    #[error("data checksum mismatch (stored {stored:#010x}, computed {computed:#010x})")]
+    DataCrc { stored: u32, computed: u32 },
 }
 
-/// The entry where a chunk's walk stopped: never replayed, and nothing after it in its chunk.
+/// A damaged entry: never replayed. With a damaged header nothing after it in its chunk is
+/// either; a damaged body ([`Corruption::DataCrc`]) costs this entry alone.
 #[derive(Clone, Debug, Error, PartialEq, Eq, Serialize)]
 #[error("generation {generation} (id {gen_id}) chunk {chunk} offset {offset}: {reason}")]
 pub struct CorruptEntry {
@@ -152,11 +159,12 @@ pub(crate) struct ChunkWalk<'a> {
 }
 
 impl<'a> ChunkWalk<'a> {
-    /// The valid entries from offset 0 up to `min(used, chunk size)`, and the entry that
-    /// stopped the walk if one did.
-    pub fn walk(&self) -> (Vec<Entry<'a>>, Option<CorruptEntry>) {
+    /// The valid entries from offset 0 up to `min(used, chunk size)`, and the damaged ones:
+    /// bodies skipped, then the header that stopped the walk if one did.
+    pub fn walk(&self) -> (Vec<Entry<'a>>, Vec<CorruptEntry>) {
         let limit = self.used.min(self.bytes.len() as u64);
         let mut entries = Vec::new();
+        let mut corrupt = Vec::new();
         let mut offset = 0;
         while offset < limit {
             match self.entry_at(offset, limit) {
@@ -165,19 +173,26 @@ impl<'a> ChunkWalk<'a> {
                     entries.push(entry);
                 }
                 Err((header, reason)) => {
-                    let corrupt = CorruptEntry {
+                    let next = match (&reason, header) {
+                        (Corruption::DataCrc { .. }, Some(h)) => Some(offset + h.entry_len()),
+                        _ => None,
+                    };
+                    corrupt.push(CorruptEntry {
                         generation: self.generation,
                         gen_id: self.gen_id,
                         chunk: self.chunk,
                         offset,
                         header,
                         reason,
-                    };
-                    return (entries, Some(corrupt));
+                    });
+                    match next {
+                        Some(next) => offset = next,
+                        None => break,
+                    }
                 }
             }
         }
-        (entries, None)
+        (entries, corrupt)
     }
 
     fn entry_at(&self, offset: u64, limit: u64) -> Result<Entry<'a>, (Option<Header>, Corruption)> {
@@ -199,6 +214,13 @@ impl<'a> ChunkWalk<'a> {
         }
         let header = Header::decode(raw);
         let fail = |reason| Err((Some(header), reason));
+        let computed = header_crc(raw);
+        if computed != header.hdr_crc {
+            return fail(Corruption::HeaderCrc {
+                stored: header.hdr_crc,
+                computed,
+            });
+        }
         if header.flags & !FLAG_DISCARD != 0 {
             return fail(Corruption::Flags {
                 flags: header.flags,
@@ -219,10 +241,10 @@ impl<'a> ChunkWalk<'a> {
             return fail(past(offset + header.entry_len()));
         }
         let data = &self.bytes[header_end as usize..(header_end + header.data_len()) as usize];
-        let computed = entry_crc(raw, data);
-        if computed != header.crc {
-            return fail(Corruption::Crc {
-                stored: header.crc,
+        let computed = crc32fast::hash(data);
+        if computed != header.data_crc {
+            return fail(Corruption::DataCrc {
+                stored: header.data_crc,
                 computed,
             });
         }
@@ -241,24 +263,18 @@ impl<'a> ChunkWalk<'a> {
 mod tests {
     use super::*;
 
-    /// zlib's crc32 of the header (crc field zero) and the data, from Python's `zlib.crc32`.
+    /// zlib's crc32 of the header's first 32 bytes, from Python's
+    /// `zlib.crc32(b"DPWE" + struct.pack("<IQQII", 0, 1, 8, 512, 0xdead))`.
     #[test]
-    fn the_crc_is_zlibs_crc32_of_header_then_data() {
+    fn the_header_crc_is_zlibs_crc32_of_its_first_32_bytes() {
         let write = Header {
             flags: 0,
             id: 1,
             sector: 8,
             len: 512,
-            crc: 0xdead,
+            data_crc: 0xdead,
+            hdr_crc: 0x1234,
         };
-        assert_eq!(entry_crc(&write.encode(), &[0xab; 512]), 0xa35567a4);
-        let discard = Header {
-            flags: FLAG_DISCARD,
-            id: 3,
-            sector: 16,
-            len: 4096,
-            crc: 0,
-        };
-        assert_eq!(entry_crc(&discard.encode(), &[]), 0x57491976);
+        assert_eq!(header_crc(&write.encode()), 0x3eeb9503);
     }
 }

@@ -1,4 +1,4 @@
-//! Reads the on-PM format of dm-dpwc, the DPWC write cache (layout version 1, docs/design/dpwc.md):
+//! Reads the on-PM format of dm-dpwc, the DPWC write cache (layout version 2, docs/design/dpwc.md):
 //! the superblock, the generation table, the valid entries of every live generation as
 //! recovery walks them, and what recovery's replay writes to the origin.
 //!
@@ -24,12 +24,14 @@ mod entry;
 mod nvdimm;
 mod replay;
 mod superblock;
+mod word;
 
 pub use builder::{ImageBuilder, Op};
-pub use cache::{Cache, Chunk, Generation};
+pub use cache::{Cache, Chunk, Generation, GEN_HELD_BIT};
 pub use entry::{
-    entry_crc, CorruptEntry, Corruption, Entry, Header, FLAG_DISCARD, HEADER_LEN, SECTOR,
+    header_crc, CorruptEntry, Corruption, Entry, Header, FLAG_DISCARD, HEADER_LEN, SECTOR,
 };
 pub use nvdimm::pm_device;
 pub use replay::{Extent, ExtentSummary, SectorMap, SectorState};
 pub use superblock::{Superblock, SuperblockError};
+pub use word::{seal, unseal, GEN_WORD_BYTES, USED_WORD_BYTES};

@@ -65,7 +65,7 @@ fn text_names_entries_the_corrupt_one_and_the_replay() {
         "generation 1: id 4",
         "entry 1 at offset 0: write sector 8 len 512 flags 0x0",
         "entry 3 at offset 768: discard sector 16 len 4096 flags 0x1",
-        "corrupt at offset 0 (entry 2): checksum mismatch",
+        "corrupt at offset 0 (entry 2): data checksum mismatch",
         "replay: 2 entries in (generation id, entry id) order, 1 writes and 1 discards; 1 sectors written, 8 discarded",
         "sectors 8..9 written",
         "sectors 16..24 discarded",
@@ -90,8 +90,8 @@ fn json_has_the_table_entries_corruption_and_replay() {
     assert_eq!(chunks[0]["entries"][0]["sector"], 8);
     assert_eq!(chunks[0]["entries"][0]["data"], "ab".repeat(512));
     assert_eq!(chunks[0]["entries"][1]["flags"], 1);
-    assert_eq!(chunks[1]["corrupt"]["reason"]["kind"], "crc");
-    assert_eq!(chunks[1]["corrupt"]["header"]["id"], 2);
+    assert_eq!(chunks[1]["corrupt"][0]["reason"]["kind"], "data_crc");
+    assert_eq!(chunks[1]["corrupt"][0]["header"]["id"], 2);
     assert_eq!(json["replay"]["order"], serde_json::json!([[4, 1], [4, 3]]));
     assert_eq!(json["replay"]["discarded_sectors"], 8);
 }

@@ -3,7 +3,7 @@
 //! reader says recovery replays is exactly what the module's recovery writes to the origin.
 //! Skipped, with the reason, without QEMU, the guest kernel or the built module.
 
-use dpwc_reader::{Cache, SectorState, SECTOR};
+use dpwc_reader::{Cache, SectorState, HEADER_LEN, SECTOR};
 use persim_vm::testing::{kmod_ready, vm_ready};
 use persim_vm::{default_config_dir, prepare, QemuSpec, Vm, VmConfig};
 use std::path::{Path, PathBuf};
@@ -162,12 +162,34 @@ status",
         "the origin was written before recovery"
     );
 
+    // A flipped bit in the body of the entry of "B" (block 11, over "A"): that entry
+    // alone is lost, the rest of its chunk still replays, and block 11 keeps "A".
+    let b = order
+        .iter()
+        .find(|e| e.header.sector == 88)
+        .expect("the entry of B");
+    let at = cache.device_offset
+        + s.chunk_offset(b.generation, b.chunk)
+        + b.offset
+        + HEADER_LEN as u64
+        + 100;
+    let mut image = image.clone();
+    image[at as usize] ^= 0x08;
+    std::fs::write(&pm, &image).unwrap();
+    let cache = Cache::parse(&image).unwrap();
+    assert_eq!(cache.damaged(), 1);
+    let order = cache.replay_order();
+    let map = cache.replay();
+    assert_eq!(map.get(88), written(&pattern(b"A\n", BLOCK))[0]);
+
     // The module's recovery on the same devices.
     let mut vm = boot(&spec);
     let recovered = run(&mut vm, "create\nstatus\ndmsetup remove dpwc");
     vm.shutdown(TIMEOUT).unwrap();
     assert!(
-        recovered.contains(&format!("replayed={}", order.len())),
+        recovered.contains(&format!("replayed={} ", order.len()))
+            && recovered.contains("corrupt=1 ")
+            && recovered.contains("held=1"),
         "{recovered}"
     );
     let origin = std::fs::read(&disk).unwrap();
@@ -190,8 +212,11 @@ status",
         stray, None,
         "recovery wrote a sector the reader does not replay"
     );
-    // Recovery freed every generation: nothing is left to replay.
+    // Recovery freed every generation but the damaged one, held: nothing is left to replay.
     let image = std::fs::read(&pm).unwrap();
     let cache = Cache::parse(&image).unwrap();
-    assert!(cache.generations.iter().all(|g| !g.is_live()));
+    let live: Vec<_> = cache.generations.iter().filter(|g| g.is_live()).collect();
+    assert!(live.len() == 1 && live[0].held, "{cache:#?}");
+    assert!(cache.replay_order().is_empty());
+    assert_eq!(cache.damaged(), 1);
 }

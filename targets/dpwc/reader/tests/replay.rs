@@ -1,8 +1,8 @@
 //! The reader on images built by the layout: what recovery walks, skips and replays.
 
 use dpwc_reader::{
-    entry_crc, Cache, Corruption, ImageBuilder, Op, SectorState, Superblock, SuperblockError,
-    HEADER_LEN, SECTOR,
+    header_crc, Cache, Corruption, ImageBuilder, Op, SectorState, Superblock, SuperblockError,
+    GEN_HELD_BIT, HEADER_LEN, SECTOR,
 };
 
 const CHUNK: u32 = 8192;
@@ -62,7 +62,7 @@ fn a_valid_log_replays_in_generation_then_entry_order() {
 }
 
 #[test]
-fn a_flipped_data_byte_stops_its_chunk_and_nothing_after_it_replays() {
+fn a_flipped_data_byte_costs_its_entry_alone() {
     let mut b = builder();
     b.open_generation(0, 1);
     b.append(0, 0, 1, write(0, &[1; 512])).unwrap();
@@ -74,8 +74,8 @@ fn a_flipped_data_byte_stops_its_chunk_and_nothing_after_it_replays() {
     let image = b.into_image();
     let cache = Cache::parse(&image).unwrap();
 
-    // Entry 3, valid itself, follows the damaged one in its chunk; chunk 1 is unaffected.
-    assert_eq!(keys(&cache), [(1, 1), (1, 4)]);
+    // The intact header gives the damaged entry's length: entry 3 after it replays.
+    assert_eq!(keys(&cache), [(1, 1), (1, 3), (1, 4)]);
     let corrupt: Vec<_> = cache.corrupt().collect();
     assert_eq!(corrupt.len(), 1);
     let corrupt = corrupt[0];
@@ -84,9 +84,50 @@ fn a_flipped_data_byte_stops_its_chunk_and_nothing_after_it_replays() {
         (0, 0, damaged)
     );
     assert_eq!(corrupt.header.unwrap().id, 2);
-    assert!(matches!(corrupt.reason, Corruption::Crc { .. }));
+    assert!(matches!(corrupt.reason, Corruption::DataCrc { .. }));
     assert_eq!(cache.replay().get(1), None);
-    assert_eq!(cache.replay().get(2), None);
+    assert_eq!(cache.replay().get(2), written(3));
+}
+
+#[test]
+fn a_flipped_header_byte_stops_its_chunk() {
+    let mut b = builder();
+    b.open_generation(0, 1);
+    let damaged = b.append(0, 0, 1, write(0, &[1; 512])).unwrap();
+    b.append(0, 0, 2, write(1, &[2; 512])).unwrap();
+    // The length: where the next entry starts is unknown, so nothing after it replays.
+    let at = (b.superblock().chunk_offset(0, 0) + damaged) as usize + 25;
+    b.image_mut()[at] ^= 4;
+    let image = b.into_image();
+    let cache = Cache::parse(&image).unwrap();
+    assert!(keys(&cache).is_empty());
+    let corrupt: Vec<_> = cache.corrupt().collect();
+    assert_eq!(corrupt.len(), 1);
+    assert!(matches!(corrupt[0].reason, Corruption::HeaderCrc { .. }));
+}
+
+/// Recovery replayed a generation with damage and kept it (bit 63 of its id): a later load
+/// reports it but never replays it again, which could undo newer writes.
+#[test]
+fn a_held_generation_is_walked_but_not_replayed() {
+    let mut b = builder();
+    b.open_generation(0, 3);
+    b.append(0, 0, 1, write(0, &[1; 512])).unwrap();
+    let damaged = b.append(0, 0, 2, write(1, &[2; 512])).unwrap();
+    let at = (b.superblock().chunk_offset(0, 0) + damaged) as usize + HEADER_LEN;
+    b.image_mut()[at] ^= 1;
+    b.set_gen_id(0, 3 | GEN_HELD_BIT);
+    b.open_generation(1, 4);
+    b.append(1, 0, 1, write(2, &[3; 512])).unwrap();
+    let image = b.into_image();
+    let cache = Cache::parse(&image).unwrap();
+    let held = &cache.generations[0];
+    assert_eq!(
+        (held.gen_id, held.held, held.chunks[0].entries.len()),
+        (3, true, 1)
+    );
+    assert_eq!(cache.corrupt().count(), 1);
+    assert_eq!(keys(&cache), [(4, 1)]);
 }
 
 #[test]
@@ -102,7 +143,7 @@ fn a_flipped_header_byte_is_caught_by_the_checksum() {
     assert!(cache.replay_order().is_empty());
     let corrupt = cache.corrupt().next().unwrap();
     assert_eq!(corrupt.header.unwrap().sector, 4);
-    assert!(matches!(corrupt.reason, Corruption::Crc { .. }));
+    assert!(matches!(corrupt.reason, Corruption::HeaderCrc { .. }));
 }
 
 #[test]
@@ -290,8 +331,7 @@ fn unknown_flags_are_corrupt_even_with_a_valid_checksum() {
     let image = b.image_mut();
     image[at + 4] = 2;
     let header: [u8; HEADER_LEN] = image[at..at + HEADER_LEN].try_into().unwrap();
-    let crc = entry_crc(&header, &image[at + HEADER_LEN..at + HEADER_LEN + 512]);
-    image[at + 28..at + 32].copy_from_slice(&crc.to_le_bytes());
+    image[at + 32..at + 36].copy_from_slice(&header_crc(&header).to_le_bytes());
     let image = b.into_image();
     let cache = Cache::parse(&image).unwrap();
     assert_eq!(cache.entries().count(), 0);
@@ -328,4 +368,29 @@ fn a_truncated_image_is_an_error() {
         "{err}"
     );
     assert!(err.to_string().contains("truncated"), "{err}");
+}
+
+/// The table's words carry their CRC: a flipped bit in a `used` counter costs its chunk, in a
+/// generation's id its generation, and both are counted as damage, never replayed silently.
+#[test]
+fn a_flipped_bit_in_the_table_is_damage_not_a_shorter_log() {
+    let mut b = builder();
+    b.open_generation(0, 1);
+    b.append(0, 0, 1, write(0, &[1; 512])).unwrap();
+    b.append(0, 1, 2, write(1, &[2; 512])).unwrap();
+    b.open_generation(1, 2);
+    b.append(1, 0, 1, write(2, &[3; 512])).unwrap();
+    let used = b.superblock().used_offset(0, 1) as usize;
+    let gen = b.superblock().gen_id_offset(1) as usize;
+    b.image_mut()[used + 1] ^= 0x10;
+    b.image_mut()[gen] ^= 0x01;
+    let image = b.into_image();
+    let cache = Cache::parse(&image).unwrap();
+    assert!(cache.generations[0].chunks[1].damaged_used);
+    let damaged = &cache.generations[1];
+    assert!(
+        damaged.damaged_word && damaged.held && damaged.chunks.iter().all(|c| c.entries.is_empty())
+    );
+    assert_eq!(cache.damaged(), 2);
+    assert_eq!(keys(&cache), [(1, 1)]);
 }

@@ -17,10 +17,11 @@ const EXIT_BAD_INPUT: u8 = 2;
     name = "dpwc-dump",
     version,
     about = "Print what a DPWC cache (dm-dpwc's PM device, or a crash image of it) holds",
-    long_about = "Reads a DPWC cache as dm-dpwc's recovery does (layout version 1, docs/design/dpwc.md) \
-                  and prints: the superblock, every generation with its id and chunk counters, \
-                  the valid entries of each live generation's chunks, the entry where a chunk's \
-                  walk stopped (bad magic, length, checksum, or past `used`) with its reason, \
+    long_about = "Reads a DPWC cache as dm-dpwc's recovery does (layout version 2, docs/design/dpwc.md) \
+                  and prints: the superblock, every generation with its id and chunk counters \
+                  (held or damaged ones marked), the valid entries of each live generation's \
+                  chunks, each damaged entry with its reason (a damaged body costs that entry; \
+                  a bad magic, length, header checksum or an end past `used` stops its chunk), \
                   and what replay writes to the origin, in (generation id, entry id) order.\n\n\
                   Examples:\n  \
                   dpwc-dump /dev/pmem0\n  \

@@ -1,7 +1,7 @@
 //! The text form of the dump, for people.
 
 use crate::ReplaySummary;
-use dpwc_reader::{Cache, Chunk, Entry, Generation};
+use dpwc_reader::{Cache, Chunk, Corruption, Entry, Generation};
 use std::io::{self, Write};
 
 /// Bytes of data per line of `--data`.
@@ -54,6 +54,13 @@ pub fn write(
 }
 
 fn write_generation(out: &mut impl Write, generation: &Generation, data: bool) -> io::Result<()> {
+    if generation.damaged_word {
+        return writeln!(
+            out,
+            "generation {}: corrupt id word (CRC): live or not unknown, held, not replayed",
+            generation.index
+        );
+    }
     if !generation.is_live() {
         let used: Vec<_> = generation
             .chunks
@@ -67,9 +74,14 @@ fn write_generation(out: &mut impl Write, generation: &Generation, data: bool) -
             used.join(" ")
         );
     }
+    let held = if generation.held {
+        " (held for its damage: not replayed; drop_damaged frees it)"
+    } else {
+        ""
+    };
     writeln!(
         out,
-        "generation {}: id {}",
+        "generation {}: id {}{held}",
         generation.index, generation.gen_id
     )?;
     for chunk in &generation.chunks {
@@ -89,14 +101,24 @@ fn write_chunk(out: &mut impl Write, chunk: &Chunk, data: bool) -> io::Result<()
     for entry in &chunk.entries {
         write_entry(out, entry, data)?;
     }
-    if let Some(corrupt) = &chunk.corrupt {
+    if chunk.damaged_used {
+        writeln!(
+            out,
+            "    corrupt used counter (CRC): the chunk is not replayed"
+        )?;
+    }
+    for corrupt in &chunk.corrupt {
         let id = corrupt
             .header
             .map(|h| format!(" (entry {})", h.id))
             .unwrap_or_default();
+        let after = match corrupt.reason {
+            Corruption::DataCrc { .. } => "the walk goes on after it",
+            _ => "nor anything after it",
+        };
         writeln!(
             out,
-            "    corrupt at offset {}{id}: {}; not replayed, nor anything after it",
+            "    corrupt at offset {}{id}: {}; not replayed, {after}",
             corrupt.offset, corrupt.reason
         )?;
     }
@@ -108,8 +130,8 @@ fn write_entry(out: &mut impl Write, entry: &Entry, data: bool) -> io::Result<()
     let kind = if h.is_discard() { "discard" } else { "write" };
     writeln!(
         out,
-        "    entry {} at offset {}: {kind} sector {} len {} flags {:#x} crc {:#010x} ok",
-        h.id, entry.offset, h.sector, h.len, h.flags, h.crc
+        "    entry {} at offset {}: {kind} sector {} len {} flags {:#x} crcs {:#010x} {:#010x} ok",
+        h.id, entry.offset, h.sector, h.len, h.flags, h.hdr_crc, h.data_crc
     )?;
     if data {
         for (i, line) in entry.data.chunks(HEX_LINE).enumerate() {
