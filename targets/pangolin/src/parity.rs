@@ -53,3 +53,18 @@ pub fn inconsistent_columns<R: Region, A: PmAccess>(pm: &Pm<R, A>, zone: &Zone) 
         })
         .collect()
 }
+
+/// The syndrome of bytes `at..at + len` of `zone` (which may cross rows): for each, the XOR
+/// of its column's bytes in every row, parity included. Zero where the column is
+/// consistent; where one row is damaged, the XOR that repairs it.
+pub fn syndrome<R: Region, A: PmAccess>(pm: &Pm<R, A>, zone: &Zone, at: u64, len: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(len as usize);
+    let mut x = at;
+    while x < at + len {
+        let within = (x - zone.base) % zone.chunk;
+        let piece = (zone.chunk - within).min(at + len - x);
+        out.extend(xor_rows(pm, zone, within, piece, None));
+        x += piece;
+    }
+    out
+}

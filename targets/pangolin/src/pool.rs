@@ -267,37 +267,59 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
         self.repair(zone.base, extent)
     }
 
-    /// Rebuilds every page the object spans from the rest of its column; writes the pages
-    /// that change if the rebuilt object matches its checksum.
+    /// Rebuilds the object from parity. Where its bytes' columns are inconsistent (a
+    /// non-zero syndrome), one row is damaged there: this object's or another's. A lost page
+    /// or a scribble shorter than a chunk row damages whole runs of inconsistent bytes in
+    /// one row, so the candidates are the object with a contiguous range of those runs
+    /// repaired (all of them first); the first that matches the checksum is written back.
     fn repair(&mut self, oid: u64, extent: u64) -> Result<(), TxError> {
         let (_, zone) = self.meta.geometry.zone_of(oid).expect("an object's zone");
-        let first = oid / PAGE * PAGE;
-        let pages: Vec<(u64, Vec<u8>)> = (first..oid + extent)
-            .step_by(PAGE as usize)
-            .map(|page| (page, parity::rebuild_page(&self.pm, &zone, page)))
-            .collect();
-        let rebuilt: Vec<u8> = pages
-            .iter()
-            .flat_map(|(_, bytes)| bytes.iter().copied())
-            .collect();
-        let object = &rebuilt[(oid - first) as usize..(oid - first + extent) as usize];
-        let header = Header::decode(object);
-        let intact = header.size <= extent - OBJ_HEADER
-            && Header::checksum(
-                object,
-                &object[OBJ_HEADER as usize..(OBJ_HEADER + header.size) as usize],
-            ) == header.sum;
-        if !intact {
-            return Err(TxError::Unrepairable(oid));
+        let current = self.pm.bytes(oid, extent).to_vec();
+        let syndrome = parity::syndrome(&self.pm, &zone, oid, extent);
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        for (i, _) in syndrome.iter().enumerate().filter(|(_, &s)| s != 0) {
+            match runs.last_mut() {
+                Some(run) if run.1 == i => run.1 = i + 1,
+                _ => runs.push((i, i + 1)),
+            }
         }
-        for (page, bytes) in pages {
-            if self.pm.bytes(page, PAGE) != bytes.as_slice() {
-                self.pm.store(page, &bytes);
+        let all = (0, runs.len().saturating_sub(1));
+        let ranges = (0..runs.len()).flat_map(|i| (i..runs.len()).map(move |j| (i, j)));
+        for (i, j) in std::iter::once(all).chain(ranges.filter(|&r| r != all)).take(MAX_CANDIDATES) {
+            if runs.is_empty() {
+                break;
+            }
+            let mut candidate = current.clone();
+            for k in runs[i].0..runs[j].1 {
+                candidate[k] ^= syndrome[k];
+            }
+            if object_intact(&candidate) {
+                self.write_repaired(oid, &current, &candidate);
+                return Ok(());
+            }
+        }
+        Err(TxError::Unrepairable(oid))
+    }
+
+    /// Stores the lines of the object at `oid` that differ between `current` and `repaired`.
+    fn write_repaired(&mut self, oid: u64, current: &[u8], repaired: &[u8]) {
+        let end = oid + current.len() as u64;
+        for line in (oid / LINE * LINE..end).step_by(LINE as usize) {
+            let mut bytes = self.pm.line(line);
+            let mut changed = false;
+            for (k, byte) in bytes.iter_mut().enumerate() {
+                let at = line + k as u64;
+                if (oid..end).contains(&at) && repaired[(at - oid) as usize] != current[(at - oid) as usize] {
+                    *byte = repaired[(at - oid) as usize];
+                    changed = true;
+                }
+            }
+            if changed {
+                self.pm.store(line, &bytes);
             }
         }
         self.pm.fence();
         self.repairs += 1;
-        Ok(())
     }
 
     /// Verifies everything: both metadata copies, every object (repairing from parity what
@@ -339,6 +361,16 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
         }
         report
     }
+}
+
+/// Repair candidates tried per object, bounding the work on hopeless damage.
+const MAX_CANDIDATES: usize = 256;
+
+/// Whether `object` (header and data, at most its extent) matches its checksum.
+fn object_intact(object: &[u8]) -> bool {
+    let header = Header::decode(object);
+    header.size <= object.len() as u64 - OBJ_HEADER
+        && Header::checksum(object, &object[OBJ_HEADER as usize..(OBJ_HEADER + header.size) as usize]) == header.sum
 }
 
 /// Stores a new object (header and data, whole lines) at `oid`; not yet durable.
