@@ -39,6 +39,7 @@ mod log;
 mod parity;
 mod pm;
 mod pool;
+mod repair;
 mod tx;
 
 pub use buffer::MicroBuffer;

@@ -12,6 +12,7 @@ use crate::layout::{Geometry, Meta, Zone, LINE, OBJ_HEADER, PAGE, UNIT};
 use crate::log::{self, Found};
 use crate::parity;
 use crate::pm::Pm;
+use crate::repair;
 
 /// The type number of the zones' bitmap objects.
 pub const BITMAP_TYPE: u32 = u32::MAX;
@@ -33,7 +34,7 @@ impl Header {
         bytes
     }
 
-    fn decode(bytes: &[u8]) -> Header {
+    pub(crate) fn decode(bytes: &[u8]) -> Header {
         let word = |i: usize| u32::from_le_bytes(bytes[i..i + 4].try_into().expect("4"));
         Header {
             size: u64::from(word(0)),
@@ -243,11 +244,7 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
 
     /// Whether the object at `oid`, spanning at most `extent` bytes, matches its checksum.
     fn intact(&self, oid: u64, extent: u64) -> bool {
-        let header = self.pm.bytes(oid, OBJ_HEADER);
-        let size = Header::decode(header).size;
-        size <= extent - OBJ_HEADER
-            && Header::checksum(header, self.pm.bytes(oid + OBJ_HEADER, size))
-                == Header::decode(header).sum
+        object_intact(self.pm.bytes(oid, extent))
     }
 
     /// Checks object `oid` against its checksum and rebuilds it from parity if it fails.
@@ -267,38 +264,16 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
         self.repair(zone.base, extent)
     }
 
-    /// Rebuilds the object from parity. Where its bytes' columns are inconsistent (a
-    /// non-zero syndrome), one row is damaged there: this object's or another's. A lost page
-    /// or a scribble shorter than a chunk row damages whole runs of inconsistent bytes in
-    /// one row, so the candidates are the object with a contiguous range of those runs
-    /// repaired (all of them first); the first that matches the checksum is written back.
+    /// Rebuilds the object from parity (see `repair`), writing back what changes.
     fn repair(&mut self, oid: u64, extent: u64) -> Result<(), TxError> {
         let (_, zone) = self.meta.geometry.zone_of(oid).expect("an object's zone");
         let current = self.pm.bytes(oid, extent).to_vec();
         let syndrome = parity::syndrome(&self.pm, &zone, oid, extent);
-        let mut runs: Vec<(usize, usize)> = Vec::new();
-        for (i, _) in syndrome.iter().enumerate().filter(|(_, &s)| s != 0) {
-            match runs.last_mut() {
-                Some(run) if run.1 == i => run.1 = i + 1,
-                _ => runs.push((i, i + 1)),
-            }
-        }
-        let all = (0, runs.len().saturating_sub(1));
-        let ranges = (0..runs.len()).flat_map(|i| (i..runs.len()).map(move |j| (i, j)));
-        for (i, j) in std::iter::once(all).chain(ranges.filter(|&r| r != all)).take(MAX_CANDIDATES) {
-            if runs.is_empty() {
-                break;
-            }
-            let mut candidate = current.clone();
-            for k in runs[i].0..runs[j].1 {
-                candidate[k] ^= syndrome[k];
-            }
-            if object_intact(&candidate) {
-                self.write_repaired(oid, &current, &candidate);
-                return Ok(());
-            }
-        }
-        Err(TxError::Unrepairable(oid))
+        let within = (oid - zone.base) % zone.chunk;
+        let repaired = repair::find(&current, &syndrome, within, zone.chunk)
+            .ok_or(TxError::Unrepairable(oid))?;
+        self.write_repaired(oid, &current, &repaired);
+        Ok(())
     }
 
     /// Stores the lines of the object at `oid` that differ between `current` and `repaired`.
@@ -309,7 +284,9 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
             let mut changed = false;
             for (k, byte) in bytes.iter_mut().enumerate() {
                 let at = line + k as u64;
-                if (oid..end).contains(&at) && repaired[(at - oid) as usize] != current[(at - oid) as usize] {
+                if (oid..end).contains(&at)
+                    && repaired[(at - oid) as usize] != current[(at - oid) as usize]
+                {
                     *byte = repaired[(at - oid) as usize];
                     changed = true;
                 }
@@ -363,14 +340,14 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
     }
 }
 
-/// Repair candidates tried per object, bounding the work on hopeless damage.
-const MAX_CANDIDATES: usize = 256;
-
-/// Whether `object` (header and data, at most its extent) matches its checksum.
+/// Whether `object` (header and data, its extent) matches its checksum.
 fn object_intact(object: &[u8]) -> bool {
     let header = Header::decode(object);
     header.size <= object.len() as u64 - OBJ_HEADER
-        && Header::checksum(object, &object[OBJ_HEADER as usize..(OBJ_HEADER + header.size) as usize]) == header.sum
+        && Header::checksum(
+            object,
+            &object[OBJ_HEADER as usize..(OBJ_HEADER + header.size) as usize],
+        ) == header.sum
 }
 
 /// Stores a new object (header and data, whole lines) at `oid`; not yet durable.

@@ -1,18 +1,18 @@
 //! Media faults and scribbles, injected into the bytes of a closed pool as `persim faults`
 //! injects them (a zeroed page stands in for a poisoned one): a flipped bit in any object
-//! is detected, a lost page anywhere or a scribble shorter than a chunk row is repaired,
+//! is detected, a lost page anywhere or a scribble up to a chunk row less a line is repaired,
 //! two lost pages of one page column are detected.
 
 mod common;
 
-use common::{contents, populated, verified, Contents};
-use persim_pangolin::{Pool, TxError, OBJ_HEADER, PAGE};
+use common::{contents, populated, small, verified, wide, Contents, SMALL_SIZES, WIDE_SIZES};
+use persim_pangolin::{Pool, TxError, LINE, OBJ_HEADER, PAGE};
 use persim_ringbuf::{Eadr, HeapRegion};
 use proptest::prelude::*;
 
-/// The populated pool's image and contents.
+/// The populated wide pool's image and contents.
 fn pristine() -> (Vec<u8>, Contents) {
-    let pool = populated();
+    let pool = populated(wide(), &WIDE_SIZES);
     let objects = contents(&pool);
     (pool.into_region().as_slice().to_vec(), objects)
 }
@@ -28,7 +28,11 @@ fn damaged(image: &[u8], damage: impl FnOnce(&mut [u8])) -> HeapRegion {
 /// objects are as before and a second scrub finds nothing.
 fn assert_repaired(image: &[u8], objects: &Contents, region: HeapRegion, what: &str) {
     let mut pool = Pool::open(region, Eadr).unwrap_or_else(|e| panic!("{what}: open: {e}"));
-    assert_eq!(&verified(&mut pool).unwrap_or_else(|e| panic!("{what}: {e}")), objects, "{what}");
+    assert_eq!(
+        &verified(&mut pool).unwrap_or_else(|e| panic!("{what}: {e}")),
+        objects,
+        "{what}"
+    );
     let report = pool.scrub();
     assert!(report.lost.is_empty(), "{what}: {report:?}");
     assert!(pool.scrub().is_clean(), "{what}: a second scrub found more");
@@ -41,7 +45,9 @@ fn a_flipped_bit_in_any_object_byte_is_detected_and_repaired() {
     let (image, objects) = pristine();
     for (&oid, data) in &objects {
         for byte in 0..OBJ_HEADER + data.len() as u64 {
-            let region = damaged(&image, |bytes| bytes[(oid + byte) as usize] ^= 1 << (byte % 8));
+            let region = damaged(&image, |bytes| {
+                bytes[(oid + byte) as usize] ^= 1 << (byte % 8)
+            });
             let mut pool = Pool::open(region, Eadr).unwrap();
             let mut tx = pool.begin();
             let read = tx.open(oid).map(|data| data.to_vec());
@@ -54,10 +60,24 @@ fn a_flipped_bit_in_any_object_byte_is_detected_and_repaired() {
 
 #[test]
 fn a_lost_page_anywhere_is_repaired() {
-    let (image, objects) = pristine();
-    for page in 0..image.len() / PAGE as usize {
-        let region = damaged(&image, |bytes| bytes[page * PAGE as usize..][..PAGE as usize].fill(0));
-        assert_repaired(&image, &objects, region, &format!("page {page}"));
+    // One-page rows too: there a lost page ends where the same columns of the next row
+    // begin, inside objects that cross rows.
+    let small = populated(small(), &SMALL_SIZES);
+    assert!(
+        small.objects().iter().any(|&oid| oid >= 10 * PAGE),
+        "the second zone is used"
+    );
+    let small = (contents(&small), small.into_region().as_slice().to_vec());
+    for (objects, image) in [small, {
+        let (i, o) = pristine();
+        (o, i)
+    }] {
+        for page in 0..image.len() / PAGE as usize {
+            let region = damaged(&image, |bytes| {
+                bytes[page * PAGE as usize..][..PAGE as usize].fill(0)
+            });
+            assert_repaired(&image, &objects, region, &format!("page {page}"));
+        }
     }
 }
 
@@ -67,7 +87,11 @@ fn two_lost_pages_of_one_column_are_detected() {
     // Wide pools: 2-page chunks, 5 rows; zone 1 starts at page 28, its 20000-byte object
     // spans rows 0 to 2 (pages 28 to 32), its parity row is pages 36 and 37.
     let (&oid, _) = objects.iter().find(|(&oid, _)| oid >= 28 * PAGE).unwrap();
-    assert_eq!(oid / PAGE, 28, "the object starts the zone's data after its bitmap");
+    assert_eq!(
+        oid / PAGE,
+        28,
+        "the object starts the zone's data after its bitmap"
+    );
     for (a, b) in [(29, 31), (31, 37), (30, 36)] {
         let region = damaged(&image, |bytes| {
             for page in [a, b] {
@@ -76,7 +100,11 @@ fn two_lost_pages_of_one_column_are_detected() {
         });
         let mut pool = Pool::open(region, Eadr).unwrap();
         let mut tx = pool.begin();
-        assert_eq!(tx.open(oid).map(|_| ()), Err(TxError::Unrepairable(oid)), "pages {a}, {b}");
+        assert_eq!(
+            tx.open(oid).map(|_| ()),
+            Err(TxError::Unrepairable(oid)),
+            "pages {a}, {b}"
+        );
         drop(tx);
         assert_eq!(pool.scrub().lost, [oid], "pages {a}, {b}");
     }
@@ -85,10 +113,9 @@ fn two_lost_pages_of_one_column_are_detected() {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
-    /// A scribble of random bytes, shorter than a chunk row (2 pages here), anywhere in the
-    /// zones.
+    /// A scribble up to a chunk row (2 pages here) less a line, anywhere in the zones.
     #[test]
-    fn a_scribble_shorter_than_a_chunk_row_is_repaired(at in 18 * PAGE..38 * PAGE, len in 1..2 * PAGE, seed: u64) {
+    fn a_scribble_up_to_a_chunk_row_is_repaired(at in 18 * PAGE..38 * PAGE, len in 1..=2 * PAGE - LINE, seed: u64) {
         let (image, objects) = pristine();
         let len = len.min(38 * PAGE - at);
         let region = damaged(&image, |bytes| {

@@ -17,7 +17,9 @@ fn committed_transactions_survive_a_reopen_and_aborted_ones_leave_nothing() {
     let mut tx = pool.begin();
     let a = tx.alloc(100, 7).unwrap();
     tx.open(a).unwrap().copy_from_slice(&body(1, 100));
-    tx.add_range(root, 0, 8).unwrap().copy_from_slice(&a.to_le_bytes());
+    tx.add_range(root, 0, 8)
+        .unwrap()
+        .copy_from_slice(&a.to_le_bytes());
     tx.commit().unwrap();
     let before = contents(&pool);
     let image = pool.into_region();
@@ -29,9 +31,17 @@ fn committed_transactions_survive_a_reopen_and_aborted_ones_leave_nothing() {
     let b = tx.alloc(50, 1).unwrap();
     tx.open(b).unwrap().fill(9);
     tx.add_range(a, 10, 5).unwrap().fill(0);
-    assert_eq!(&tx.read(a).unwrap()[10..15], &[0; 5], "a transaction sees its writes");
+    assert_eq!(
+        &tx.read(a).unwrap()[10..15],
+        &[0; 5],
+        "a transaction sees its writes"
+    );
     drop(tx);
-    assert_eq!(contents(&pool), before, "an aborted transaction changed nothing");
+    assert_eq!(
+        contents(&pool),
+        before,
+        "an aborted transaction changed nothing"
+    );
     // Allocation is next-fit from a volatile cursor: a reopened pool searches from the start.
     let mut pool = Pool::open(pool.into_region(), Eadr).unwrap();
     let mut tx = pool.begin();
@@ -64,17 +74,29 @@ fn bad_requests_are_refused_with_what_to_do() {
     let mut pool = format(small());
     let root = pool.root();
     let mut tx = pool.begin();
-    assert!(matches!(tx.add_range(root, 60, 8), Err(TxError::OutOfObject { .. })));
-    assert_eq!(tx.open(root + 64).unwrap_err(), TxError::BadObject(root + 64));
+    assert!(matches!(
+        tx.add_range(root, 60, 8),
+        Err(TxError::OutOfObject { .. })
+    ));
+    assert_eq!(
+        tx.open(root + 64).unwrap_err(),
+        TxError::BadObject(root + 64)
+    );
     assert_eq!(tx.open(3).unwrap_err(), TxError::BadObject(3));
-    assert_eq!(tx.alloc(1 << 20, 1).unwrap_err(), TxError::OutOfSpace(1 << 20));
+    assert_eq!(
+        tx.alloc(1 << 20, 1).unwrap_err(),
+        TxError::OutOfSpace(1 << 20)
+    );
     assert_eq!(tx.alloc(8, u32::MAX).unwrap_err(), TxError::ReservedType);
     drop(tx);
     let before = contents(&pool);
     let mut tx = pool.begin();
     let big = tx.alloc(9000, 1).unwrap();
     tx.open(big).unwrap().fill(1);
-    assert!(matches!(tx.commit(), Err(TxError::LogFull(_))), "a log copy holds 8 KiB");
+    assert!(
+        matches!(tx.commit(), Err(TxError::LogFull(_))),
+        "a log copy holds 8 KiB"
+    );
     assert_eq!(contents(&pool), before);
     assert!(matches!(
         Pool::open(HeapRegion::new(small().1), Eadr),
@@ -110,22 +132,36 @@ fn a_lost_metadata_copy_is_rewritten_at_open_and_both_lost_refuse() {
     assert_eq!(image.as_slice(), &good[..]);
     image.as_mut_slice()[PAGE as usize + 20] ^= 1;
     image.as_mut_slice()[20] ^= 1;
-    assert!(matches!(Pool::open(image, Eadr), Err(OpenError::CorruptMetadata)));
+    assert!(matches!(
+        Pool::open(image, Eadr),
+        Err(OpenError::CorruptMetadata)
+    ));
 }
 
 /// One operation of a random workload; indices pick among the live objects.
 #[derive(Clone, Debug)]
 enum Op {
     Alloc(u64),
-    Write { pick: usize, at: usize, len: usize, seed: u64 },
+    Write {
+        pick: usize,
+        at: usize,
+        len: usize,
+        seed: u64,
+    },
     Free(usize),
 }
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         (1u64..2000).prop_map(Op::Alloc),
-        (any::<usize>(), any::<usize>(), 0usize..300, any::<u64>())
-            .prop_map(|(pick, at, len, seed)| Op::Write { pick, at, len, seed }),
+        (any::<usize>(), any::<usize>(), 0usize..300, any::<u64>()).prop_map(
+            |(pick, at, len, seed)| Op::Write {
+                pick,
+                at,
+                len,
+                seed
+            }
+        ),
         any::<usize>().prop_map(Op::Free),
     ]
 }
