@@ -26,6 +26,13 @@ pub struct TxState {
     overlay: Overlay,
 }
 
+impl TxState {
+    /// The micro-buffer of `oid`, if the transaction made one.
+    pub fn buffer(&mut self, oid: u64) -> Option<&mut MicroBuffer> {
+        self.buffers.get_mut(&oid)
+    }
+}
+
 /// An open transaction on a pool; dropping it without [`Tx::commit`] aborts it.
 pub struct Tx<'p, R: Region, A: PmAccess> {
     pool: &'p mut Pool<R, A>,
