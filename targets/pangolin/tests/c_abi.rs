@@ -1,5 +1,6 @@
 //! The C ABI as a C program uses it: tests/c/list.c, compiled with `cc` against
-//! include/pangolin.h and linked with the crate's shared library, run on a pool file.
+//! include/pangolin.h and linked with the crate's shared library, run on a pool file, then
+//! run again on the file with a page lost.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -44,6 +45,21 @@ fn a_c_program_builds_reopens_and_updates_a_list() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "list failed: {stderr}");
     assert_eq!(String::from_utf8_lossy(&output.stdout), "ok\n");
+    // The first page of the first zone (after two metadata pages and two 1 MiB log copies)
+    // holds the bitmap, the root and the list: lose it, as a poisoned page reads.
+    let mut bytes = std::fs::read(&pool).unwrap();
+    let zone = 2 * 4096 + 2 * (1 << 20);
+    assert!(bytes[zone..zone + 4096].iter().any(|&b| b != 0));
+    bytes[zone..zone + 4096].fill(0);
+    std::fs::write(&pool, &bytes).unwrap();
+    let check = Command::new(&program)
+        .arg("check")
+        .arg(&pool)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&check.stderr);
+    assert!(check.status.success(), "list check failed: {stderr}");
+    assert_eq!(String::from_utf8_lossy(&check.stdout), "ok\n");
     let again = Command::new(&program).arg(&pool).output().unwrap();
     assert_eq!(
         again.status.code(),

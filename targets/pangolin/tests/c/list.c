@@ -2,7 +2,9 @@
 /*
  * A linked list in a Pangolin pool through the C ABI: build it in transactions, reopen
  * the pool and walk it, update one node alone, see a buffer overrun abort a transaction.
- * Usage: list POOL-FILE. Prints "ok" and exits 0, or says what failed and exits 1.
+ * Usage: list POOL-FILE (a new file), or list check POOL-FILE: scrub the pool (repairing
+ * what it can) and check the list. Prints "ok" and exits 0, or says what failed and
+ * exits 1.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,17 +23,53 @@ static int failed(const char *what)
 	return 1;
 }
 
+/* The sum of the list's values, read directly. */
+static uint64_t walk(PGLpool *pool)
+{
+	const struct node *seen;
+	uint64_t sum = 0;
+	pgl_oid oid;
+
+	for (oid = *(const pgl_oid *)pgl_get(pool, pgl_root(pool)); oid; oid = seen->next) {
+		seen = pgl_get(pool, oid);
+		sum += seen->value;
+	}
+	return sum;
+}
+
+/* After the build below, the head holds 100 instead of 10: 45 + 100. */
+static int check(const char *path)
+{
+	PGLpool *pool = pgl_open_pool(path);
+	uint64_t sum;
+
+	if (!pool)
+		return failed("open");
+	if (pgl_scrub(pool) != 0)
+		return failed("scrub");
+	sum = walk(pool);
+	if (sum != 145) {
+		fprintf(stderr, "the list sums to %llu, not 145\n", (unsigned long long)sum);
+		return 1;
+	}
+	pgl_close_pool(pool);
+	puts("ok");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	PGLpool *pool;
 	pgl_oid head, oid;
 	struct node *node;
 	const struct node *seen;
-	uint64_t sum = 0;
+	uint64_t sum;
 	int i;
 
+	if (argc == 3 && !strcmp(argv[1], "check"))
+		return check(argv[2]);
 	if (argc != 2) {
-		fprintf(stderr, "usage: %s POOL-FILE\n", argv[0]);
+		fprintf(stderr, "usage: %s [check] POOL-FILE\n", argv[0]);
 		return 2;
 	}
 	pool = pgl_create_pool(argv[1], 8 << 20, sizeof(pgl_oid));
@@ -56,10 +94,7 @@ int main(int argc, char **argv)
 	if (!pool)
 		return failed("reopen");
 	head = *(const pgl_oid *)pgl_get(pool, pgl_root(pool));
-	for (oid = head; oid; oid = seen->next) {
-		seen = pgl_get(pool, oid);
-		sum += seen->value;
-	}
+	sum = walk(pool);
 	if (sum != 55) {
 		fprintf(stderr, "the list sums to %llu, not 55\n", (unsigned long long)sum);
 		return 1;
