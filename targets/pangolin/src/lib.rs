@@ -12,7 +12,8 @@
 //! - [`Pool::scrub`] verifies every object and parity page.
 //!
 //! Every PM write goes through persim-ringbuf's [`PmAccess`] (whole-line stores, fences),
-//! so the crash model can trace it. Transactions are single-threaded for now.
+//! so the crash model can trace it. Transactions are single-threaded for now. The C ABI
+//! (libpangolin, `capi/include/pangolin.h`) is the `capi` package inside this directory.
 //!
 //! ```
 //! use persim_pangolin::{Geometry, Pool};
@@ -33,7 +34,6 @@ mod alloc;
 mod buffer;
 mod checksum;
 mod error;
-pub mod ffi;
 mod layout;
 mod log;
 mod parity;

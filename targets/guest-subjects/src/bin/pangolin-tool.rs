@@ -39,7 +39,15 @@ POOL is a file on a file system mounted with -o dax (mapped with MAP_SYNC).
 
 exit status: 0 done, 1 the pool failed, 2 bad command line, 3 recover found damage";
 
-const VALUED: [&str; 7] = ["size", "chunk-size", "rows", "log-size", "count", "len", "access"];
+const VALUED: [&str; 7] = [
+    "size",
+    "chunk-size",
+    "rows",
+    "log-size",
+    "count",
+    "len",
+    "access",
+];
 const FLAGS: [&str; 1] = ["checkpoints"];
 /// The exit status of `recover` when it finds damage it cannot repair.
 const DAMAGE: u8 = 3;
@@ -79,8 +87,14 @@ struct Command {
 
 #[derive(Debug, PartialEq)]
 enum Job {
-    Format { geometry: Geometry },
-    Push { count: u64, len: u64, checkpoints: bool },
+    Format {
+        geometry: Geometry,
+    },
+    Push {
+        count: u64,
+        len: u64,
+        checkpoints: bool,
+    },
     Recover,
 }
 
@@ -97,9 +111,13 @@ impl Command {
         let job = match verb.as_str() {
             "format" => {
                 let mut geometry = Geometry::new(options.number("--size")?);
-                geometry.chunk_size = options.optional_number("--chunk-size")?.unwrap_or(geometry.chunk_size);
+                geometry.chunk_size = options
+                    .optional_number("--chunk-size")?
+                    .unwrap_or(geometry.chunk_size);
                 geometry.rows = options.optional_number("--rows")?.unwrap_or(geometry.rows);
-                geometry.log_size = options.optional_number("--log-size")?.unwrap_or(geometry.log_size);
+                geometry.log_size = options
+                    .optional_number("--log-size")?
+                    .unwrap_or(geometry.log_size);
                 Job::Format { geometry }
             }
             "push" => Job::Push {
@@ -130,8 +148,13 @@ impl AccessVisitor for Command {
                 Pool::format(region, access, geometry, 16).map_err(|e| format!("format: {e}"))?;
                 Ok(None)
             }
-            Job::Push { count, len, checkpoints } => {
-                let mut pool = Pool::open(map_file(&self.pool)?, access).map_err(|e| format!("open: {e}"))?;
+            Job::Push {
+                count,
+                len,
+                checkpoints,
+            } => {
+                let mut pool =
+                    Pool::open(map_file(&self.pool)?, access).map_err(|e| format!("open: {e}"))?;
                 let first = list(&pool).map_err(|e| e.to_string())?.len() as u64 + 1;
                 let checkpoint = |n: u64| {
                     if checkpoints {
@@ -140,7 +163,8 @@ impl AccessVisitor for Command {
                 };
                 for j in 0..count {
                     checkpoint(j + 1);
-                    push(&mut pool, first + j, len).map_err(|e| format!("push {}: {e}", first + j))?;
+                    push(&mut pool, first + j, len)
+                        .map_err(|e| format!("push {}: {e}", first + j))?;
                 }
                 checkpoint(count + 1);
                 Ok(None)
@@ -202,7 +226,9 @@ fn push<A: PmAccess>(pool: &mut Pool<SyncMapping, A>, k: u64, len: u64) -> Resul
 /// The nodes from the head: (k, data). The root's count must match the nodes found.
 fn list<A: PmAccess>(pool: &Pool<SyncMapping, A>) -> Result<Vec<(u64, Vec<u8>)>, String> {
     let root = pool.get(pool.root()).map_err(|e| e.to_string())?;
-    let word = |bytes: &[u8], at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+    let word = |bytes: &[u8], at: usize| {
+        u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
+    };
     let (mut next, count) = (word(root, 0), word(root, 8));
     let mut nodes = Vec::new();
     while next != 0 && nodes.len() as u64 <= count {
@@ -214,7 +240,10 @@ fn list<A: PmAccess>(pool: &Pool<SyncMapping, A>) -> Result<Vec<(u64, Vec<u8>)>,
         next = word(data, 0);
     }
     if nodes.len() as u64 != count {
-        return Err(format!("the root counts {count} nodes, the list has {}", nodes.len()));
+        return Err(format!(
+            "the root counts {count} nodes, the list has {}",
+            nodes.len()
+        ));
     }
     Ok(nodes)
 }
@@ -229,17 +258,41 @@ mod tests {
 
     #[test]
     fn commands_parse_and_bad_ones_say_what_is_wrong() {
-        let format = parse("format /pm/pool --size 8388608 --rows 4 --access eadr").unwrap().unwrap();
-        let Job::Format { geometry } = format.job else { panic!("{format:?}") };
-        assert_eq!((geometry.pool_len, geometry.rows, geometry.chunk_size), (8 << 20, 4, 256 << 10));
+        let format = parse("format /pm/pool --size 8388608 --rows 4 --access eadr")
+            .unwrap()
+            .unwrap();
+        let Job::Format { geometry } = format.job else {
+            panic!("{format:?}")
+        };
         assert_eq!(
-            parse("push /pm/pool --count 3 --len 100 --checkpoints --access clwb").unwrap().unwrap().job,
-            Job::Push { count: 3, len: 100, checkpoints: true }
+            (geometry.pool_len, geometry.rows, geometry.chunk_size),
+            (8 << 20, 4, 256 << 10)
         );
-        assert_eq!(parse("recover /pm/pool --access eadr").unwrap().unwrap().job, Job::Recover);
+        assert_eq!(
+            parse("push /pm/pool --count 3 --len 100 --checkpoints --access clwb")
+                .unwrap()
+                .unwrap()
+                .job,
+            Job::Push {
+                count: 3,
+                len: 100,
+                checkpoints: true
+            }
+        );
+        assert_eq!(
+            parse("recover /pm/pool --access eadr")
+                .unwrap()
+                .unwrap()
+                .job,
+            Job::Recover
+        );
         assert_eq!(parse("--help").unwrap(), None);
-        assert!(parse("push /pm/pool --len 1 --access eadr").unwrap_err().contains("--count"));
+        assert!(parse("push /pm/pool --len 1 --access eadr")
+            .unwrap_err()
+            .contains("--count"));
         assert!(parse("recover").unwrap_err().contains("POOL"));
-        assert!(parse("recover /pm/pool --count 1 --access eadr").unwrap_err().contains("--count"));
+        assert!(parse("recover /pm/pool --count 1 --access eadr")
+            .unwrap_err()
+            .contains("--count"));
     }
 }

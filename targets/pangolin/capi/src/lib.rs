@@ -1,5 +1,5 @@
-//! The C ABI (`include/pangolin.h`): libpmemobj's transaction calls as `pgl_*` functions
-//! over a pool in a mapped file. A thread has at most one transaction, kept per thread as
+//! libpangolin, Pangolin's C ABI (`include/pangolin.h`): libpmemobj's transaction calls as
+//! `pgl_*` functions over a persim-pangolin pool in a mapped file. A thread has at most one transaction, kept per thread as
 //! libpmemobj keeps its own; pools are not shared between threads yet.
 //!
 //! Errors return NULL, 0 or -1 and leave a message for `pgl_errormsg`.
@@ -11,7 +11,7 @@ use std::ptr;
 
 use persim_ringbuf::{dispatch, AccessKind, AccessVisitor, MappedRegion, PmAccess, Strategy};
 
-use crate::{Geometry, Pool, TxState};
+use persim_pangolin::{Geometry, Pool, TxState};
 
 /// The PM access chosen at run time: `PGL_ACCESS` names one (`clwb`, `nt-avx2`, `eadr`...),
 /// else the cheapest flush this CPU has.

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT OR Apache-2.0 */
 /*
  * Pangolin: fault-tolerant persistent-memory objects (docs/design/pangolin.md), the C ABI of
- * targets/pangolin (libpersim_pangolin.so / .a). The calls mirror libpmemobj's:
+ * targets/pangolin/capi (libpangolin.so / libpangolin.a). The calls mirror libpmemobj's:
  * pmemobj_tx_begin -> pgl_tx_begin, pmemobj_tx_alloc -> pgl_tx_alloc, pmemobj_tx_add_range
  * -> pgl_tx_add_range (which also returns the object's micro-buffer: write there, never
  * to PM), pmemobj_direct -> pgl_get. An object id is its offset in the pool; 0 is none.

@@ -1,11 +1,11 @@
 //! The C ABI as a C program uses it: tests/c/list.c, compiled with `cc` against
-//! include/pangolin.h and linked with the crate's shared library, run on a pool file, then
+//! include/pangolin.h and linked with libpangolin.so, run on a pool file, then
 //! run again on the file with a page lost.
 
 use std::path::PathBuf;
 use std::process::Command;
 
-/// The directory holding libpersim_pangolin.so as built for this test: `deps`, beside the
+/// The directory holding libpangolin.so as built for this test: `deps`, beside the
 /// test binary (the copy one level up is only refreshed by `cargo build`).
 fn library_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary's path");
@@ -17,8 +17,8 @@ fn a_c_program_builds_reopens_and_updates_a_list() {
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let lib = library_dir();
     assert!(
-        lib.join("libpersim_pangolin.so").exists(),
-        "no libpersim_pangolin.so in {}",
+        lib.join("libpangolin.so").exists(),
+        "no libpangolin.so in {}",
         lib.display()
     );
     let dir = tempfile::tempdir().unwrap();
@@ -32,7 +32,7 @@ fn a_c_program_builds_reopens_and_updates_a_list() {
         .arg("-L")
         .arg(&lib)
         .arg(format!("-Wl,-rpath,{}", lib.display()))
-        .arg("-lpersim_pangolin")
+        .arg("-lpangolin")
         .status()
         .expect("cc runs");
     assert!(status.success(), "cc failed");
