@@ -31,8 +31,9 @@ POOL is a file on a file system mounted with -o dax (mapped with MAP_SYNC).
             every object, rebuild damaged ones from parity) and print the list as JSON:
             {\"length\": 2, \"nodes\": [{\"k\": 2, \"len\": 100, \"head\": \"BBBB\"}, ...]}
             or {\"damage\": \"...\"} and exit 3 when it cannot: an object parity cannot
-            rebuild, an unreadable pool; what the scrub repaired is said on stderr only,
-            so a repaired pool prints the state it held
+            rebuild, an unreadable pool; what the scrub repaired is said on stderr and in
+            the kernel log (/dev/kmsg), not in the state: a repaired pool prints the state
+            it held
   --access  how stores reach PM: nt-avx512, nt-avx2, nt-sse2, clwb, clflushopt, clflush,
             eadr (default: the widest non-temporal stores this CPU has)
   -h, --help  print this help
@@ -180,7 +181,7 @@ impl AccessVisitor for Command {
                 };
                 let report = pool.scrub();
                 if !report.is_clean() {
-                    eprintln!("pangolin-tool: scrub: {report:?}");
+                    report_repairs(&format!("{report:?}"));
                 }
                 if !report.lost.is_empty() {
                     return Ok(Some(format!("objects {:x?} are lost", report.lost)));
@@ -205,6 +206,19 @@ impl AccessVisitor for Command {
             }
         }
     }
+}
+
+/// Says what the scrub found on stderr and in the kernel log, where `persim faults` reads
+/// that a fault was noticed (a repaired fault is `corrected`, not `masked`).
+fn report_repairs(report: &str) {
+    let line =
+        format!("pangolin-tool: scrub found a checksum or parity mismatch and repaired: {report}");
+    eprintln!("{line}");
+    // Best effort: without /dev/kmsg only stderr says it.
+    let _ = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/kmsg")
+        .and_then(|mut kmsg| std::io::Write::write_all(&mut kmsg, line.as_bytes()));
 }
 
 /// One transaction: a new node k of `len` letters becomes the head; the root counts it.
