@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/*
+ * Pangolin: fault-tolerant persistent-memory objects (docs/design/pangolin.md), the C ABI of
+ * targets/pangolin/capi (libpangolin.so / libpangolin.a). The calls mirror libpmemobj's:
+ * pmemobj_tx_begin -> pgl_tx_begin, pmemobj_tx_alloc -> pgl_tx_alloc, pmemobj_tx_add_range
+ * -> pgl_tx_add_range (which also returns the object's micro-buffer: write there, never
+ * to PM), pmemobj_direct -> pgl_get. An object id is its offset in the pool; 0 is none.
+ *
+ * A thread has at most one transaction. Errors return NULL, 0 or -1; pgl_errormsg() says
+ * what went wrong and what to do. PGL_ACCESS names the PM access (clwb, clflushopt,
+ * clflush, nt-sse2, nt-avx2, nt-avx512, eadr); the default is the cheapest flush.
+ */
+#ifndef PANGOLIN_H
+#define PANGOLIN_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct PglPool PGLpool;
+typedef uint64_t pgl_oid;
+
+/* Pools: a new file of size bytes with a root object of root_size bytes; or an existing
+ * one, completing a transaction a crash interrupted. */
+PGLpool *pgl_create_pool(const char *path, uint64_t size, uint64_t root_size);
+PGLpool *pgl_open_pool(const char *path);
+void pgl_close_pool(PGLpool *pool);
+pgl_oid pgl_root(PGLpool *pool);
+/* Verifies every object and parity page, repairing what it can: objects lost, or -1. */
+int pgl_scrub(PGLpool *pool);
+
+/* Transactions: begin, change objects through their micro-buffers, commit, end. */
+int pgl_tx_begin(PGLpool *pool);
+pgl_oid pgl_tx_alloc(uint64_t size, uint32_t type_num);
+int pgl_tx_free(pgl_oid oid);
+/* The micro-buffer of oid (verified, repaired from parity if damaged); all of it is
+ * written back at commit. */
+void *pgl_tx_open(pgl_oid oid);
+/* The micro-buffer of oid; bytes offset..offset+len are written back at commit. */
+void *pgl_tx_add_range(pgl_oid oid, uint64_t offset, uint64_t len);
+/* The transaction's micro-buffer of oid if it has one, else the object on PM (read
+ * directly, not verified). */
+const void *pgl_get(PGLpool *pool, pgl_oid oid);
+/* 0: durable; -1: aborted (e.g. a micro-buffer's canary was overwritten). */
+int pgl_tx_commit(void);
+/* Ends the transaction, aborting it if uncommitted: 0 if it committed. */
+int pgl_tx_end(void);
+
+/* A single-object atomic update: pgl_open returns the micro-buffer, pgl_commit commits. */
+void *pgl_open(PGLpool *pool, pgl_oid oid);
+int pgl_commit(void);
+
+const char *pgl_errormsg(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PANGOLIN_H */

@@ -1,0 +1,346 @@
+//! libpangolin, Pangolin's C ABI (`include/pangolin.h`): libpmemobj's transaction calls as
+//! `pgl_*` functions over a persim-pangolin pool in a mapped file. A thread has at most one transaction, kept per thread as
+//! libpmemobj keeps its own; pools are not shared between threads yet.
+//!
+//! Errors return NULL, 0 or -1 and leave a message for `pgl_errormsg`.
+
+use std::cell::RefCell;
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::fs::{File, OpenOptions};
+use std::ptr;
+
+use persim_ringbuf::{dispatch, AccessKind, AccessVisitor, MappedRegion, PmAccess, Strategy};
+
+use persim_pangolin::{Geometry, Pool, TxState};
+
+/// The PM access chosen at run time: `PGL_ACCESS` names one (`clwb`, `nt-avx2`, `eadr`...),
+/// else the cheapest flush this CPU has.
+pub struct AnyAccess(Box<dyn PmAccess>);
+
+impl PmAccess for AnyAccess {
+    unsafe fn store(&self, base: *mut u8, offset: usize, src: &[u8]) {
+        // SAFETY: forwarded from our caller.
+        unsafe { self.0.store(base, offset, src) }
+    }
+
+    fn fence(&self) {
+        self.0.fence();
+    }
+}
+
+struct Boxed;
+
+impl AccessVisitor for Boxed {
+    type Output = Box<dyn PmAccess>;
+    fn visit<A: PmAccess + 'static>(self, access: A) -> Box<dyn PmAccess> {
+        Box::new(access)
+    }
+}
+
+fn access() -> Result<AnyAccess, String> {
+    let kind = match std::env::var("PGL_ACCESS") {
+        Ok(name) => name.parse().map_err(|_| {
+            format!(
+                "PGL_ACCESS={name} is no access kind; use one of {:?}",
+                AccessKind::ALL.map(AccessKind::name)
+            )
+        })?,
+        Err(_) => AccessKind::detect(Strategy::Flush).unwrap_or(AccessKind::Eadr),
+    };
+    dispatch(kind, Boxed)
+        .map(AnyAccess)
+        .map_err(|e| e.to_string())
+}
+
+/// An open pool (`PGLpool` in C).
+pub struct PglPool {
+    pool: Pool<MappedRegion, AnyAccess>,
+}
+
+/// Where the thread's transaction is.
+enum Phase {
+    Open(TxState),
+    Committed,
+    Aborted,
+}
+
+thread_local! {
+    /// The thread's transaction and its pool.
+    static TX: RefCell<Option<(*mut PglPool, Phase)>> = const { RefCell::new(None) };
+    static ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+fn fail<T>(message: impl ToString, value: T) -> T {
+    let message = CString::new(message.to_string().replace('\0', " ")).unwrap_or_default();
+    ERROR.with(|e| *e.borrow_mut() = message);
+    value
+}
+
+/// The last error of this thread, for people.
+#[unsafe(no_mangle)]
+pub extern "C" fn pgl_errormsg() -> *const c_char {
+    ERROR.with(|e| e.borrow().as_ptr())
+}
+
+/// # Safety
+/// `path` is a NUL-terminated string.
+unsafe fn map(path: *const c_char, create: Option<u64>) -> Result<MappedRegion, String> {
+    // SAFETY: the caller passes a C string.
+    let path = unsafe { CStr::from_ptr(path) }
+        .to_string_lossy()
+        .into_owned();
+    let file: File = match create {
+        Some(len) => {
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&path);
+            let file =
+                file.map_err(|e| format!("cannot create {path}: {e} (it must not exist)"))?;
+            file.set_len(len)
+                .map_err(|e| format!("cannot size {path}: {e}"))?;
+            file
+        }
+        None => OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(|e| format!("cannot open {path}: {e}"))?,
+    };
+    // SAFETY: the pool owns the mapping; nothing else may write the file meanwhile.
+    unsafe { MappedRegion::map(&file) }.map_err(|e| format!("cannot map {path}: {e}"))
+}
+
+/// Creates a pool of `size` bytes at `path` (a new file) with a root object of `root_size`
+/// bytes.
+///
+/// # Safety
+/// `path` is a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pgl_create_pool(
+    path: *const c_char,
+    size: u64,
+    root_size: u64,
+) -> *mut PglPool {
+    // SAFETY: forwarded from the caller.
+    let pool = unsafe { map(path, Some(size)) }.and_then(|region| {
+        let geometry = Geometry::new(size);
+        Pool::format(region, access()?, geometry, root_size).map_err(|e| e.to_string())
+    });
+    match pool {
+        Ok(pool) => Box::into_raw(Box::new(PglPool { pool })),
+        Err(e) => fail(e, ptr::null_mut()),
+    }
+}
+
+/// Opens the pool at `path`, completing a transaction a crash interrupted.
+///
+/// # Safety
+/// `path` is a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pgl_open_pool(path: *const c_char) -> *mut PglPool {
+    // SAFETY: forwarded from the caller.
+    let pool = unsafe { map(path, None) }
+        .and_then(|region| Pool::open(region, access()?).map_err(|e| e.to_string()));
+    match pool {
+        Ok(pool) => Box::into_raw(Box::new(PglPool { pool })),
+        Err(e) => fail(e, ptr::null_mut()),
+    }
+}
+
+/// # Safety
+/// `pool` came from `pgl_create_pool`/`pgl_open_pool` and no transaction uses it.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pgl_close_pool(pool: *mut PglPool) {
+    if !pool.is_null() {
+        // SAFETY: made by Box::into_raw in this module.
+        drop(unsafe { Box::from_raw(pool) });
+    }
+}
+
+/// # Safety
+/// `pool` is an open pool.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pgl_root(pool: *mut PglPool) -> u64 {
+    // SAFETY: the caller passes an open pool.
+    unsafe { &*pool }.pool.root()
+}
+
+/// Verifies every object and parity page, repairing what it can; returns the number of
+/// objects lost (0: the pool is whole), or -1.
+///
+/// # Safety
+/// `pool` is an open pool with no transaction.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pgl_scrub(pool: *mut PglPool) -> c_int {
+    // SAFETY: the caller passes an open pool.
+    let report = unsafe { &mut *pool }.pool.scrub();
+    report.lost.len() as c_int
+}
+
+/// Begins this thread's transaction on `pool`.
+///
+/// # Safety
+/// `pool` is an open pool.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pgl_tx_begin(pool: *mut PglPool) -> c_int {
+    TX.with(|tx| {
+        let mut tx = tx.borrow_mut();
+        if tx.is_some() {
+            return fail(
+                "a transaction is open on this thread; end it with pgl_tx_end first",
+                -1,
+            );
+        }
+        *tx = Some((pool, Phase::Open(TxState::default())));
+        0
+    })
+}
+
+/// Runs `f` on the thread's open transaction, or fails with `none`.
+fn with_tx<T>(
+    none: T,
+    f: impl FnOnce(&mut Pool<MappedRegion, AnyAccess>, &mut TxState) -> Result<T, String>,
+) -> T {
+    TX.with(|tx| match &mut *tx.borrow_mut() {
+        Some((pool, Phase::Open(state))) => {
+            // SAFETY: pgl_tx_begin's caller passed an open pool, open until pgl_tx_end.
+            let pool = unsafe { &mut **pool };
+            f(&mut pool.pool, state).unwrap_or_else(|e| fail(e, none))
+        }
+        _ => fail(
+            "no transaction is open on this thread; call pgl_tx_begin first",
+            none,
+        ),
+    })
+}
+
+/// Allocates a zeroed object; returns its id, or 0.
+#[unsafe(no_mangle)]
+pub extern "C" fn pgl_tx_alloc(size: u64, type_num: u32) -> u64 {
+    with_tx(0, |pool, state| {
+        pool.tx_alloc(state, size, type_num)
+            .map_err(|e| e.to_string())
+    })
+}
+
+/// Frees `oid` when the transaction commits.
+#[unsafe(no_mangle)]
+pub extern "C" fn pgl_tx_free(oid: u64) -> c_int {
+    with_tx(-1, |pool, state| {
+        pool.tx_free(state, oid)
+            .map(|()| 0)
+            .map_err(|e| e.to_string())
+    })
+}
+
+/// The micro-buffer of `oid` (its data, verified first), all of it to be written back.
+#[unsafe(no_mangle)]
+pub extern "C" fn pgl_tx_open(oid: u64) -> *mut c_void {
+    with_tx(ptr::null_mut(), |pool, state| {
+        Ok(pool
+            .tx_open(state, oid)
+            .map_err(|e| e.to_string())?
+            .data_ptr()
+            .cast())
+    })
+}
+
+/// The micro-buffer of `oid` (its data), bytes `offset..offset + len` to be written back.
+#[unsafe(no_mangle)]
+pub extern "C" fn pgl_tx_add_range(oid: u64, offset: u64, len: u64) -> *mut c_void {
+    with_tx(ptr::null_mut(), |pool, state| {
+        let buffer = pool
+            .tx_add_range(state, oid, offset, len)
+            .map_err(|e| e.to_string())?;
+        Ok(buffer.data_ptr().cast())
+    })
+}
+
+/// The data of `oid`: this thread's micro-buffer if the transaction opened it, else the
+/// object on PM, read directly without verification.
+///
+/// # Safety
+/// `pool` is an open pool.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pgl_get(pool: *mut PglPool, oid: u64) -> *const c_void {
+    let buffered = TX.with(|tx| match &mut *tx.borrow_mut() {
+        Some((p, Phase::Open(state))) if *p == pool => {
+            state.buffer(oid).map(|b| b.data_ptr().cast_const())
+        }
+        _ => None,
+    });
+    if let Some(data) = buffered {
+        return data.cast();
+    }
+    // SAFETY: the caller passes an open pool.
+    match unsafe { &*pool }.pool.get(oid) {
+        Ok(data) => data.as_ptr().cast(),
+        Err(e) => fail(e, ptr::null()),
+    }
+}
+
+/// Commits the thread's transaction: durable when this returns 0; on -1 it was aborted.
+#[unsafe(no_mangle)]
+pub extern "C" fn pgl_tx_commit() -> c_int {
+    TX.with(|tx| match &mut *tx.borrow_mut() {
+        Some((pool, phase @ Phase::Open(_))) => {
+            let Phase::Open(state) = std::mem::replace(phase, Phase::Aborted) else {
+                unreachable!("matched Open")
+            };
+            // SAFETY: as in `with_tx`.
+            let pool = unsafe { &mut **pool };
+            match pool.pool.tx_commit(state) {
+                Ok(()) => {
+                    *phase = Phase::Committed;
+                    0
+                }
+                Err(e) => fail(e, -1),
+            }
+        }
+        _ => fail(
+            "no transaction is open on this thread; call pgl_tx_begin first",
+            -1,
+        ),
+    })
+}
+
+/// Ends the thread's transaction, aborting it if it was not committed; returns 0 if it
+/// committed, -1 if not.
+#[unsafe(no_mangle)]
+pub extern "C" fn pgl_tx_end() -> c_int {
+    TX.with(|tx| match tx.borrow_mut().take() {
+        Some((_, Phase::Committed)) => 0,
+        Some(_) => fail("the transaction was not committed; it was aborted", -1),
+        None => fail("no transaction is open on this thread", -1),
+    })
+}
+
+/// Opens `oid` alone for an atomic update (a transaction of its own); returns its
+/// micro-buffer. `pgl_commit` commits it.
+///
+/// # Safety
+/// `pool` is an open pool.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pgl_open(pool: *mut PglPool, oid: u64) -> *mut c_void {
+    // SAFETY: forwarded from the caller.
+    if unsafe { pgl_tx_begin(pool) } != 0 {
+        return ptr::null_mut();
+    }
+    let data = pgl_tx_open(oid);
+    if data.is_null() {
+        let message = ERROR.with(|e| e.borrow().clone());
+        pgl_tx_end();
+        return fail(message.to_string_lossy(), ptr::null_mut());
+    }
+    data
+}
+
+/// Commits and ends the update `pgl_open` began.
+#[unsafe(no_mangle)]
+pub extern "C" fn pgl_commit() -> c_int {
+    let committed = pgl_tx_commit();
+    TX.with(|tx| tx.borrow_mut().take());
+    committed
+}

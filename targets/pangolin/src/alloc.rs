@@ -1,0 +1,129 @@
+//! Allocation state: each zone's bitmap object (an allocated bit and a first-unit bit per
+//! 64-byte unit), mirrored in DRAM, and a transaction's pending changes to it, which commit
+//! writes through the redo log like any other object bytes.
+
+use std::collections::BTreeMap;
+
+/// DRAM mirrors of the zones' bitmap objects and their checksums, as on PM.
+#[derive(Debug, Default)]
+pub struct Bitmaps {
+    pub data: Vec<Vec<u8>>,
+    pub sums: Vec<u32>,
+    /// Where each zone's next search starts (volatile).
+    cursors: Vec<u64>,
+}
+
+/// A transaction's new bitmap bytes: (zone, byte) -> value.
+pub type Overlay = BTreeMap<(usize, u64), u8>;
+
+impl Bitmaps {
+    pub fn push(&mut self, data: Vec<u8>, sum: u32) {
+        self.data.push(data);
+        self.sums.push(sum);
+        self.cursors.push(0);
+    }
+
+    fn byte(&self, overlay: &Overlay, zone: usize, index: u64) -> u8 {
+        overlay
+            .get(&(zone, index))
+            .copied()
+            .unwrap_or(self.data[zone][index as usize])
+    }
+
+    fn half(&self, zone: usize) -> u64 {
+        self.data[zone].len() as u64 / 2
+    }
+
+    fn bit(&self, overlay: &Overlay, zone: usize, unit: u64, first: bool) -> bool {
+        let index = unit / 8 + if first { self.half(zone) } else { 0 };
+        self.byte(overlay, zone, index) >> (unit % 8) & 1 == 1
+    }
+
+    fn set(&self, overlay: &mut Overlay, zone: usize, unit: u64, first: bool, value: bool) {
+        let index = unit / 8 + if first { self.half(zone) } else { 0 };
+        let byte = self.byte(overlay, zone, index);
+        let mask = 1 << (unit % 8);
+        let new = if value { byte | mask } else { byte & !mask };
+        overlay.insert((zone, index), new);
+    }
+
+    pub fn is_object(&self, overlay: &Overlay, zone: usize, unit: u64) -> bool {
+        self.bit(overlay, zone, unit, true) && self.bit(overlay, zone, unit, false)
+    }
+
+    /// Units of the object starting at `unit`: up to the next free or first unit.
+    pub fn extent(&self, overlay: &Overlay, zone: usize, unit: u64, units: u64) -> u64 {
+        1 + (unit + 1..units)
+            .take_while(|&u| self.bit(overlay, zone, u, false) && !self.bit(overlay, zone, u, true))
+            .count() as u64
+    }
+
+    /// Marks `count` units from `unit` as one object (or frees them).
+    pub fn mark(&self, overlay: &mut Overlay, zone: usize, unit: u64, count: u64, allocated: bool) {
+        self.set(overlay, zone, unit, true, allocated);
+        for u in unit..unit + count {
+            self.set(overlay, zone, u, false, allocated);
+        }
+    }
+
+    /// The first run of `count` free units in `zone` (of `units`), from the zone's cursor.
+    pub fn find(&mut self, overlay: &Overlay, zone: usize, units: u64, count: u64) -> Option<u64> {
+        let start = self.cursors[zone];
+        let mut run = 0;
+        // Two passes from the cursor, so a run wrapping the zone's end is found from 0.
+        for u in (start..units).chain(0..units) {
+            if u == 0 {
+                run = 0;
+            }
+            if self.bit(overlay, zone, u, false) {
+                run = 0;
+                continue;
+            }
+            run += 1;
+            if run == count {
+                let first = u + 1 - count;
+                self.cursors[zone] = u + 1;
+                return Some(first);
+            }
+        }
+        None
+    }
+
+    /// Applies a committed overlay (and the new checksums) to the mirrors.
+    pub fn apply(&mut self, overlay: &Overlay, sums: &BTreeMap<usize, u32>) {
+        for (&(zone, index), &value) in overlay {
+            self.data[zone][index as usize] = value;
+        }
+        for (&zone, &sum) in sums {
+            self.sums[zone] = sum;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn objects_are_found_marked_and_measured() {
+        let mut maps = Bitmaps::default();
+        maps.push(vec![0; 4], 0); // 16 units
+        let mut overlay = Overlay::new();
+        maps.mark(&mut overlay, 0, 0, 3, true);
+        let a = maps.find(&overlay, 0, 16, 2).unwrap();
+        maps.mark(&mut overlay, 0, a, 2, true);
+        assert_eq!(a, 3);
+        assert_eq!(maps.extent(&overlay, 0, 0, 16), 3);
+        assert_eq!(maps.extent(&overlay, 0, 3, 16), 2);
+        assert!(maps.is_object(&overlay, 0, 3) && !maps.is_object(&overlay, 0, 4));
+        maps.mark(&mut overlay, 0, 0, 3, false);
+        // The cursor is past `a`; a run of 12 exists only after it wraps... it does not:
+        assert_eq!(maps.find(&overlay, 0, 16, 12), None);
+        assert_eq!(maps.find(&overlay, 0, 16, 11), Some(5));
+        assert_eq!(maps.find(&overlay, 0, 16, 3), Some(0));
+        assert!(
+            maps.data[0].iter().all(|&b| b == 0),
+            "the overlay holds the changes"
+        );
+    }
+}

@@ -1,0 +1,105 @@
+//! Micro-buffers: a transaction's DRAM copy of an object's data between two 64-bit
+//! canaries, so that a write past either end of the data is caught before write-back.
+
+const CANARY: u64 = 0x9e37_79b9_7f4a_7c15;
+
+pub struct MicroBuffer {
+    /// Canary, data (padded to a word), canary; words keep the data 8-byte aligned for C.
+    words: Box<[u64]>,
+    pub size: u64,
+    pub type_num: u32,
+    /// The object's checksum as verified when opened (for new objects: unused).
+    pub sum: u32,
+    /// Data ranges the transaction changed, as `start..end`.
+    pub modified: Vec<(u64, u64)>,
+    /// Allocated by this transaction: written whole, checksum computed whole.
+    pub new: bool,
+}
+
+impl MicroBuffer {
+    pub fn new(oid: u64, data: &[u8], type_num: u32, sum: u32, new: bool) -> Self {
+        let size = data.len() as u64;
+        let inner = data.len().div_ceil(8);
+        let mut words = vec![0u64; inner + 2].into_boxed_slice();
+        words[0] = CANARY ^ oid;
+        words[inner + 1] = CANARY ^ oid.rotate_left(32);
+        let mut buffer = MicroBuffer {
+            words,
+            size,
+            type_num,
+            sum,
+            modified: Vec::new(),
+            new,
+        };
+        buffer.data_mut().copy_from_slice(data);
+        buffer
+    }
+
+    /// Where the data starts; the front canary is the word before it.
+    pub fn data_ptr(&mut self) -> *mut u8 {
+        // SAFETY: word 1 exists (a buffer has at least two canary words around its data).
+        unsafe { self.words.as_mut_ptr().add(1).cast() }
+    }
+
+    pub fn data(&self) -> &[u8] {
+        // SAFETY: the data words follow word 0 and hold at least `size` bytes; any bytes
+        // are valid u8.
+        unsafe { std::slice::from_raw_parts(self.words.as_ptr().add(1).cast(), self.size as usize) }
+    }
+
+    pub fn data_mut(&mut self) -> &mut [u8] {
+        let size = self.size as usize;
+        // SAFETY: as for `data`, exclusively borrowed.
+        unsafe { std::slice::from_raw_parts_mut(self.data_ptr(), size) }
+    }
+
+    /// Whether both canaries of object `oid` are intact.
+    pub fn canaries_hold(&self, oid: u64) -> bool {
+        let last = self.words.len() - 1;
+        self.words[0] == CANARY ^ oid && self.words[last] == CANARY ^ oid.rotate_left(32)
+    }
+
+    /// Marks data `start..end` changed.
+    pub fn touch(&mut self, start: u64, end: u64) {
+        self.modified.push((start, end));
+    }
+
+    /// The changed ranges, sorted and merged.
+    pub fn merged(&self) -> Vec<(u64, u64)> {
+        let mut ranges = self.modified.clone();
+        ranges.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::new();
+        for (start, end) in ranges {
+            match merged.last_mut() {
+                Some(last) if start <= last.1 => last.1 = last.1.max(end),
+                _ => merged.push((start, end)),
+            }
+        }
+        merged
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_merge_and_canaries_guard_both_ends() {
+        let mut buffer = MicroBuffer::new(64, &[7; 13], 1, 0, false);
+        assert!(buffer.canaries_hold(64));
+        assert!(!buffer.canaries_hold(128), "canaries are per object");
+        for (start, end) in [(8, 10), (0, 2), (1, 4), (9, 13)] {
+            buffer.touch(start, end);
+        }
+        assert_eq!(buffer.merged(), [(0, 4), (8, 13)]);
+        let ptr = buffer.data_ptr();
+        // SAFETY: the word before the data is the front canary, inside the allocation.
+        unsafe { *ptr.sub(1) ^= 1 };
+        assert!(!buffer.canaries_hold(64));
+        let mut buffer = MicroBuffer::new(64, &[7; 13], 1, 0, false);
+        let ptr = buffer.data_ptr();
+        // SAFETY: 13 data bytes fill two words; byte 16 is the back canary's first.
+        unsafe { *ptr.add(16) ^= 1 };
+        assert!(!buffer.canaries_hold(64));
+    }
+}

@@ -1,0 +1,137 @@
+//! The redo log: two copies, each a header line (the commit mark) and a body of entries,
+//! an entry being a line naming a line-aligned pool offset and length, then the new bytes.
+//!
+//! A commit writes the body to both copies, fences, writes the committed header to both,
+//! and fences; once the new bytes and parity are in place it clears the mark. Recovery
+//! trusts a committed header with a valid checksum in either copy, and replays the body of a
+//! copy whose checksum matches the one in that header.
+
+use persim_ringbuf::{PmAccess, Region};
+
+use crate::checksum;
+use crate::layout::{Geometry, LINE};
+use crate::pm::Pm;
+
+/// Copies of the log: a damaged or lost copy leaves the other.
+pub const COPIES: usize = 2;
+const MAGIC: u32 = u32::from_le_bytes(*b"PGLL");
+const COMMITTED: u32 = 1;
+const IDLE: u32 = 0;
+
+/// New contents of line-aligned pool ranges, in ascending order.
+pub type Runs = Vec<(u64, Vec<u8>)>;
+
+/// The log body of `runs`.
+pub fn body(runs: &Runs) -> Vec<u8> {
+    let mut body = Vec::new();
+    for (at, bytes) in runs {
+        let mut entry = [0; LINE as usize];
+        entry[..8].copy_from_slice(&at.to_le_bytes());
+        entry[8..16].copy_from_slice(&(bytes.len() as u64).to_le_bytes());
+        body.extend_from_slice(&entry);
+        body.extend_from_slice(bytes);
+    }
+    body
+}
+
+fn header(state: u32, seq: u64, body: &[u8]) -> [u8; LINE as usize] {
+    let mut line = [0; LINE as usize];
+    line[0..4].copy_from_slice(&MAGIC.to_le_bytes());
+    line[4..8].copy_from_slice(&state.to_le_bytes());
+    line[8..16].copy_from_slice(&seq.to_le_bytes());
+    line[16..24].copy_from_slice(&(body.len() as u64).to_le_bytes());
+    line[24..28].copy_from_slice(&checksum::full(&[body]).to_le_bytes());
+    let sum = checksum::full(&[&line[..28]]);
+    line[28..32].copy_from_slice(&sum.to_le_bytes());
+    line
+}
+
+/// Bytes a body may take in one copy.
+pub fn capacity(geometry: &Geometry) -> u64 {
+    geometry.log_size - LINE
+}
+
+/// Stores `body` in every copy (not yet durable, not yet committed).
+pub fn write<R: Region, A: PmAccess>(pm: &mut Pm<R, A>, geometry: &Geometry, body: &[u8]) {
+    for copy in 0..COPIES {
+        pm.store(geometry.log_offset(copy) + LINE, body);
+    }
+}
+
+/// Stores the commit mark of `body` in every copy.
+pub fn mark<R: Region, A: PmAccess>(pm: &mut Pm<R, A>, geometry: &Geometry, seq: u64, body: &[u8]) {
+    let line = header(COMMITTED, seq, body);
+    for copy in 0..COPIES {
+        pm.store(geometry.log_offset(copy), &line);
+    }
+}
+
+/// Stores an idle header in every copy: the transaction is complete.
+pub fn clear<R: Region, A: PmAccess>(pm: &mut Pm<R, A>, geometry: &Geometry, seq: u64) {
+    let line = header(IDLE, seq, &[]);
+    for copy in 0..COPIES {
+        pm.store(geometry.log_offset(copy), &line);
+    }
+}
+
+/// What the log holds after a restart.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Found {
+    /// No committed transaction; the highest sequence number seen.
+    Idle(u64),
+    /// A committed transaction to replay, and its sequence number.
+    Committed(Runs, u64),
+    /// A committed header whose body is damaged in every copy.
+    Lost,
+}
+
+pub fn find<R: Region, A: PmAccess>(pm: &Pm<R, A>, geometry: &Geometry) -> Found {
+    let mut seq = 0;
+    let mut marks = Vec::new();
+    for copy in 0..COPIES {
+        let at = geometry.log_offset(copy);
+        let line = pm.line(at);
+        let word = |i: usize| u32::from_le_bytes(line[i..i + 4].try_into().expect("4"));
+        let long = |i: usize| u64::from_le_bytes(line[i..i + 8].try_into().expect("8"));
+        if word(0) != MAGIC || checksum::full(&[&line[..28]]) != word(28) {
+            continue;
+        }
+        seq = seq.max(long(8));
+        if word(4) == COMMITTED && long(16) <= capacity(geometry) {
+            marks.push((long(8), long(16), word(24)));
+        }
+    }
+    let Some(&(seq, len, sum)) = marks.iter().max() else {
+        return Found::Idle(seq);
+    };
+    for copy in 0..COPIES {
+        let body = pm.bytes(geometry.log_offset(copy) + LINE, len);
+        if checksum::full(&[body]) == sum {
+            return Found::Committed(parse(body), seq);
+        }
+    }
+    Found::Lost
+}
+
+fn parse(mut body: &[u8]) -> Runs {
+    let mut runs = Vec::new();
+    while body.len() >= LINE as usize {
+        let at = u64::from_le_bytes(body[..8].try_into().expect("8"));
+        let len = u64::from_le_bytes(body[8..16].try_into().expect("8")) as usize;
+        let bytes = body[LINE as usize..LINE as usize + len].to_vec();
+        body = &body[LINE as usize + len..];
+        runs.push((at, bytes));
+    }
+    runs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_body_parses_back_to_its_runs() {
+        let runs: Runs = vec![(64, vec![1; 128]), (4096, vec![2; 64])];
+        assert_eq!(parse(&body(&runs)), runs);
+    }
+}

@@ -1,0 +1,44 @@
+//! The pool's only way to PM: reads of the mapped bytes, and whole-line stores and fences
+//! through a [`PmAccess`], which the crash model traces (persim-ringbuf's `Tracing`).
+
+use persim_ringbuf::{PmAccess, Region};
+
+use crate::layout::LINE;
+
+/// A cache line of bytes.
+pub type Line = [u8; LINE as usize];
+
+pub struct Pm<R, A> {
+    pub region: R,
+    pub access: A,
+}
+
+impl<R: Region, A: PmAccess> Pm<R, A> {
+    /// The `len` bytes at `at`, borrowed while no store can happen (stores need `&mut`).
+    pub fn bytes(&self, at: u64, len: u64) -> &[u8] {
+        assert!(at + len <= self.region.len() as u64, "a read past the pool");
+        // SAFETY: in bounds (checked); the region lives as long as `self`, and every store
+        // takes `&mut self`, so nothing writes these bytes while the slice lives.
+        unsafe { std::slice::from_raw_parts(self.region.base().add(at as usize), len as usize) }
+    }
+
+    pub fn line(&self, at: u64) -> Line {
+        self.bytes(at, LINE).try_into().expect("one line")
+    }
+
+    /// Stores whole lines `bytes` at line-aligned `at`; durable after the next fence.
+    pub fn store(&mut self, at: u64, bytes: &[u8]) {
+        assert!(at.is_multiple_of(LINE) && (bytes.len() as u64).is_multiple_of(LINE));
+        assert!(
+            at + bytes.len() as u64 <= self.region.len() as u64,
+            "a store past the pool"
+        );
+        // SAFETY: line-aligned (region bases are page-aligned), in bounds, and `&mut self`
+        // makes this the only writer.
+        unsafe { self.access.store(self.region.base(), at as usize, bytes) }
+    }
+
+    pub fn fence(&self) {
+        self.access.fence();
+    }
+}

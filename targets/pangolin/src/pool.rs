@@ -1,0 +1,422 @@
+//! A pool: format, open (with recovery), direct reads, object verification and repair, and
+//! scrubbing.
+
+use std::collections::BTreeSet;
+
+use persim_ringbuf::{PmAccess, Region};
+
+use crate::alloc::{Bitmaps, Overlay};
+use crate::checksum;
+use crate::error::{OpenError, TxError};
+use crate::layout::{Geometry, Meta, Zone, LINE, OBJ_HEADER, PAGE, UNIT};
+use crate::log::{self, Found};
+use crate::parity;
+use crate::pm::Pm;
+use crate::repair;
+
+/// The type number of the zones' bitmap objects.
+pub const BITMAP_TYPE: u32 = u32::MAX;
+
+/// An object's header: data bytes, type number, Adler32 checksum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    pub size: u64,
+    pub type_num: u32,
+    pub sum: u32,
+}
+
+impl Header {
+    pub fn encode(&self) -> [u8; OBJ_HEADER as usize] {
+        let mut bytes = [0; OBJ_HEADER as usize];
+        bytes[0..4].copy_from_slice(&(self.size as u32).to_le_bytes());
+        bytes[4..8].copy_from_slice(&self.type_num.to_le_bytes());
+        bytes[8..12].copy_from_slice(&self.sum.to_le_bytes());
+        bytes
+    }
+
+    pub(crate) fn decode(bytes: &[u8]) -> Header {
+        let word = |i: usize| u32::from_le_bytes(bytes[i..i + 4].try_into().expect("4"));
+        Header {
+            size: u64::from(word(0)),
+            type_num: word(4),
+            sum: word(8),
+        }
+    }
+
+    /// The checksum of an object: over its header's size, type and reserved word, then its
+    /// data (the checksum field itself excluded).
+    pub fn checksum(header: &[u8], data: &[u8]) -> u32 {
+        checksum::full(&[&header[0..8], &header[12..16], data])
+    }
+
+    /// Where data byte `k` sits in the checksummed stream, and the stream's length.
+    pub fn stream(size: u64, k: u64) -> (u64, u64) {
+        (12 + k, 12 + size)
+    }
+}
+
+/// What a scrub checked and did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ScrubReport {
+    /// Objects verified (bitmap objects included).
+    pub objects: u64,
+    /// Objects rebuilt from parity.
+    pub repaired: Vec<u64>,
+    /// Objects that fail their checksum and parity cannot rebuild.
+    pub lost: Vec<u64>,
+    /// Page columns whose parity was rewritten because it did not match verified data.
+    pub parity_rewritten: u64,
+    /// Metadata copies rewritten from the other copy.
+    pub metadata_rewritten: u64,
+}
+
+impl ScrubReport {
+    /// Nothing was damaged.
+    pub fn is_clean(&self) -> bool {
+        self.repaired.is_empty()
+            && self.lost.is_empty()
+            && self.parity_rewritten == 0
+            && self.metadata_rewritten == 0
+    }
+}
+
+/// A Pangolin pool on a PM region, written through `A`.
+pub struct Pool<R, A> {
+    pub(crate) pm: Pm<R, A>,
+    pub(crate) meta: Meta,
+    pub(crate) bitmaps: Bitmaps,
+    pub(crate) seq: u64,
+    /// Objects repaired from parity since the pool was opened.
+    repairs: u64,
+}
+
+impl<R: Region, A: PmAccess> Pool<R, A> {
+    /// Formats `region` (its whole length) as an empty pool of `geometry` with a root
+    /// object of `root_size` bytes (none if 0), and opens it.
+    pub fn format(
+        region: R,
+        access: A,
+        mut geometry: Geometry,
+        root_size: u64,
+    ) -> Result<Self, OpenError> {
+        geometry.pool_len = region.len() as u64;
+        geometry.validate()?;
+        let mut pm = Pm { region, access };
+        let zero = vec![0; PAGE as usize];
+        for page in 0..geometry.pool_len / PAGE {
+            pm.store(page * PAGE, &zero);
+        }
+        let mut root = 0;
+        for index in 0..geometry.zone_count() {
+            let zone = geometry.zone(index);
+            let mut maps = Bitmaps::default();
+            maps.push(vec![0; zone.bitmap_len() as usize], 0);
+            let mut overlay = Overlay::new();
+            maps.mark(&mut overlay, 0, 0, zone.bitmap_units(), true);
+            if index == 0 && root_size > 0 {
+                let units = (OBJ_HEADER + root_size).div_ceil(UNIT);
+                if zone.bitmap_units() + units > zone.units() || root_size > u64::from(u32::MAX) {
+                    return Err(OpenError::RootTooLarge(root_size));
+                }
+                maps.mark(&mut overlay, 0, zone.bitmap_units(), units, true);
+                root = zone.base + zone.bitmap_units() * UNIT;
+                write_object(&mut pm, root, 0, &vec![0; root_size as usize]);
+            }
+            maps.apply(&overlay, &Default::default());
+            write_object(&mut pm, zone.base, BITMAP_TYPE, &maps.data[0]);
+            for within in (0..zone.chunk).step_by(LINE as usize) {
+                let (at, line) = parity::recompute_line(&pm, &zone, zone.base + within);
+                pm.store(at, &line);
+            }
+        }
+        let line = Meta { geometry, root }.encode();
+        pm.store(0, &line);
+        pm.store(PAGE, &line);
+        pm.fence();
+        Self::open(pm.region, pm.access)
+    }
+
+    /// Opens the pool in `region`: repairs a damaged metadata copy, completes a committed
+    /// transaction that a crash interrupted, and loads the allocation bitmaps (verified).
+    pub fn open(region: R, access: A) -> Result<Self, OpenError> {
+        let mut pm = Pm { region, access };
+        let (meta, _) = check_metadata(&mut pm)?;
+        if meta.geometry.pool_len != pm.region.len() as u64 {
+            return Err(OpenError::WrongLength(meta.geometry.pool_len));
+        }
+        meta.geometry.validate()?;
+        let seq = recover(&mut pm, &meta.geometry)?;
+        let mut pool = Pool {
+            pm,
+            meta,
+            bitmaps: Bitmaps::default(),
+            seq,
+            repairs: 0,
+        };
+        for index in 0..meta.geometry.zone_count() {
+            let zone = meta.geometry.zone(index);
+            pool.verify_bitmap(&zone)
+                .map_err(|_| OpenError::LostBitmap(zone.base))?;
+            let header = pool.header(zone.base);
+            let data = pool.pm.bytes(zone.base + OBJ_HEADER, header.size).to_vec();
+            pool.bitmaps.push(data, header.sum);
+        }
+        Ok(pool)
+    }
+
+    pub fn geometry(&self) -> Geometry {
+        self.meta.geometry
+    }
+
+    /// The root object given at format time (0 if none).
+    pub fn root(&self) -> u64 {
+        self.meta.root
+    }
+
+    pub fn access(&self) -> &A {
+        &self.pm.access
+    }
+
+    pub fn into_region(self) -> R {
+        self.pm.region
+    }
+
+    /// Objects repaired from parity since the pool was opened.
+    pub fn repairs(&self) -> u64 {
+        self.repairs
+    }
+
+    pub(crate) fn header(&self, oid: u64) -> Header {
+        Header::decode(self.pm.bytes(oid, OBJ_HEADER))
+    }
+
+    /// The data of object `oid`, read directly from PM without verification (`pgl_get`).
+    pub fn get(&self, oid: u64) -> Result<&[u8], TxError> {
+        self.locate(oid, &Overlay::new())?;
+        let size = self
+            .header(oid)
+            .size
+            .min(self.extent_bytes(oid) - OBJ_HEADER);
+        Ok(self.pm.bytes(oid + OBJ_HEADER, size))
+    }
+
+    /// Every allocated object, in pool order (bitmap objects not included).
+    pub fn objects(&self) -> Vec<u64> {
+        let mut oids = Vec::new();
+        for index in 0..self.meta.geometry.zone_count() {
+            let zone = self.meta.geometry.zone(index);
+            for unit in zone.bitmap_units()..zone.units() {
+                if self.bitmaps.is_object(&Overlay::new(), index, unit) {
+                    oids.push(zone.base + unit * UNIT);
+                }
+            }
+        }
+        oids
+    }
+
+    /// The zone index and unit of `oid`, if it names an object.
+    pub(crate) fn locate(&self, oid: u64, overlay: &Overlay) -> Result<(usize, u64), TxError> {
+        let (index, zone) = self
+            .meta
+            .geometry
+            .zone_of(oid)
+            .ok_or(TxError::BadObject(oid))?;
+        let rel = oid - zone.base;
+        let unit = rel / UNIT;
+        let ok = zone.is_data(oid)
+            && rel.is_multiple_of(UNIT)
+            && unit >= zone.bitmap_units()
+            && self.bitmaps.is_object(overlay, index, unit);
+        ok.then_some((index, unit)).ok_or(TxError::BadObject(oid))
+    }
+
+    /// Bytes the object at `oid` may span, from the bitmaps.
+    fn extent_bytes(&self, oid: u64) -> u64 {
+        let (index, zone) = self.meta.geometry.zone_of(oid).expect("an object's zone");
+        let unit = (oid - zone.base) / UNIT;
+        if unit == 0 {
+            return zone.bitmap_units() * UNIT;
+        }
+        self.bitmaps
+            .extent(&Overlay::new(), index, unit, zone.units())
+            * UNIT
+    }
+
+    /// Whether the object at `oid`, spanning at most `extent` bytes, matches its checksum.
+    fn intact(&self, oid: u64, extent: u64) -> bool {
+        object_intact(self.pm.bytes(oid, extent))
+    }
+
+    /// Checks object `oid` against its checksum and rebuilds it from parity if it fails.
+    pub(crate) fn verify(&mut self, oid: u64) -> Result<(), TxError> {
+        let extent = self.extent_bytes(oid);
+        if self.intact(oid, extent) {
+            return Ok(());
+        }
+        self.repair(oid, extent)
+    }
+
+    fn verify_bitmap(&mut self, zone: &Zone) -> Result<(), TxError> {
+        let extent = zone.bitmap_units() * UNIT;
+        if self.intact(zone.base, extent) {
+            return Ok(());
+        }
+        self.repair(zone.base, extent)
+    }
+
+    /// Rebuilds the object from parity (see `repair`), writing back what changes.
+    fn repair(&mut self, oid: u64, extent: u64) -> Result<(), TxError> {
+        let (_, zone) = self.meta.geometry.zone_of(oid).expect("an object's zone");
+        let current = self.pm.bytes(oid, extent).to_vec();
+        let syndrome = parity::syndrome(&self.pm, &zone, oid, extent);
+        let within = (oid - zone.base) % zone.chunk;
+        let repaired = repair::find(&current, &syndrome, within, zone.chunk)
+            .ok_or(TxError::Unrepairable(oid))?;
+        self.write_repaired(oid, &current, &repaired);
+        Ok(())
+    }
+
+    /// Stores the lines of the object at `oid` that differ between `current` and `repaired`.
+    fn write_repaired(&mut self, oid: u64, current: &[u8], repaired: &[u8]) {
+        let end = oid + current.len() as u64;
+        for line in (oid / LINE * LINE..end).step_by(LINE as usize) {
+            let mut bytes = self.pm.line(line);
+            let mut changed = false;
+            for (k, byte) in bytes.iter_mut().enumerate() {
+                let at = line + k as u64;
+                if (oid..end).contains(&at)
+                    && repaired[(at - oid) as usize] != current[(at - oid) as usize]
+                {
+                    *byte = repaired[(at - oid) as usize];
+                    changed = true;
+                }
+            }
+            if changed {
+                self.pm.store(line, &bytes);
+            }
+        }
+        self.pm.fence();
+        self.repairs += 1;
+    }
+
+    /// Verifies everything: both metadata copies, every object (repairing from parity what
+    /// fails its checksum), then every parity page against the verified data.
+    pub fn scrub(&mut self) -> ScrubReport {
+        let mut report = ScrubReport::default();
+        if let Ok((_, rewritten)) = check_metadata(&mut self.pm) {
+            report.metadata_rewritten = rewritten;
+        }
+        for index in 0..self.meta.geometry.zone_count() {
+            let zone = self.meta.geometry.zone(index);
+            let mut oids = vec![zone.base];
+            oids.extend(self.objects().into_iter().filter(|&oid| zone.is_data(oid)));
+            let mut lost = BTreeSet::new();
+            for oid in oids {
+                report.objects += 1;
+                let extent = self.extent_bytes(oid);
+                if self.intact(oid, extent) {
+                    continue;
+                }
+                match self.repair(oid, extent) {
+                    Ok(()) => report.repaired.push(oid),
+                    Err(_) => {
+                        lost.insert(oid);
+                    }
+                }
+            }
+            // Rewriting parity over lost data would make the loss permanent.
+            if lost.is_empty() {
+                for column in parity::inconsistent_columns(&self.pm, &zone) {
+                    let page = zone.parity_base() + column * PAGE;
+                    let bytes = parity::rebuild_page(&self.pm, &zone, page);
+                    self.pm.store(page, &bytes);
+                    report.parity_rewritten += 1;
+                }
+                self.pm.fence();
+            }
+            report.lost.extend(lost);
+        }
+        report
+    }
+}
+
+/// Whether `object` (header and data, its extent) matches its checksum.
+fn object_intact(object: &[u8]) -> bool {
+    let header = Header::decode(object);
+    header.size <= object.len() as u64 - OBJ_HEADER
+        && Header::checksum(
+            object,
+            &object[OBJ_HEADER as usize..(OBJ_HEADER + header.size) as usize],
+        ) == header.sum
+}
+
+/// Stores a new object (header and data, whole lines) at `oid`; not yet durable.
+fn write_object<R: Region, A: PmAccess>(pm: &mut Pm<R, A>, oid: u64, type_num: u32, data: &[u8]) {
+    let mut header = Header {
+        size: data.len() as u64,
+        type_num,
+        sum: 0,
+    }
+    .encode();
+    let sum = Header::checksum(&header, data);
+    header[8..12].copy_from_slice(&sum.to_le_bytes());
+    let mut bytes = header.to_vec();
+    bytes.extend_from_slice(data);
+    bytes.resize(bytes.len().div_ceil(LINE as usize) * LINE as usize, 0);
+    pm.store(oid, &bytes);
+}
+
+/// Reads both metadata copies and rewrites a damaged one from the other; returns the
+/// metadata and how many copies were rewritten.
+fn check_metadata<R: Region, A: PmAccess>(pm: &mut Pm<R, A>) -> Result<(Meta, u64), OpenError> {
+    let copies = [Meta::decode(&pm.line(0)), Meta::decode(&pm.line(PAGE))];
+    let meta = match (&copies[0], &copies[1]) {
+        (Ok(meta), _) | (Err(_), Ok(meta)) => *meta,
+        (Err(OpenError::NotFormatted), Err(OpenError::NotFormatted)) => {
+            return Err(OpenError::NotFormatted)
+        }
+        (Err(e), Err(_)) => return Err(e.clone()),
+    };
+    let mut rewritten = 0;
+    for (copy, decoded) in copies.iter().enumerate() {
+        if decoded.as_ref() != Ok(&meta) {
+            pm.store(copy as u64 * PAGE, &meta.encode());
+            rewritten += 1;
+        }
+    }
+    if rewritten > 0 {
+        pm.fence();
+    }
+    Ok((meta, rewritten))
+}
+
+/// Completes a committed transaction: replays its redo log, recomputes the parity of every
+/// line it wrote, then clears the commit mark. Returns the log's sequence number.
+fn recover<R: Region, A: PmAccess>(
+    pm: &mut Pm<R, A>,
+    geometry: &Geometry,
+) -> Result<u64, OpenError> {
+    let (runs, seq) = match log::find(pm, geometry) {
+        Found::Idle(seq) => return Ok(seq),
+        Found::Lost => return Err(OpenError::LogLost),
+        Found::Committed(runs, seq) => (runs, seq),
+    };
+    let mut touched = BTreeSet::new();
+    for (at, bytes) in &runs {
+        pm.store(*at, bytes);
+        touched.extend((*at..*at + bytes.len() as u64).step_by(LINE as usize));
+    }
+    let mut parity_lines = std::collections::BTreeMap::new();
+    for at in touched {
+        let (_, zone) = geometry.zone_of(at).expect("logged lines are in zones");
+        let (parity_at, line) = parity::recompute_line(pm, &zone, at);
+        parity_lines.insert(parity_at, line);
+    }
+    for (at, line) in parity_lines {
+        pm.store(at, &line);
+    }
+    pm.fence();
+    log::clear(pm, geometry, seq);
+    pm.fence();
+    Ok(seq)
+}

@@ -1,0 +1,350 @@
+//! Transactions: micro-buffers of the objects opened, allocations and frees as pending
+//! bitmap changes, and the commit protocol.
+//!
+//! Commit: check every micro-buffer's canaries; compute the new checksums incrementally;
+//! gather the new bytes as whole lines; write the redo log to both copies; fence; write
+//! the commit mark; fence; write the lines back and XOR each line's change into its parity
+//! line; fence; clear the mark; fence.
+
+use std::collections::BTreeMap;
+
+use persim_ringbuf::{PmAccess, Region};
+
+use crate::alloc::Overlay;
+use crate::buffer::MicroBuffer;
+use crate::checksum;
+use crate::error::TxError;
+use crate::layout::{LINE, OBJ_HEADER, UNIT};
+use crate::log;
+use crate::pm::Line;
+use crate::pool::{Header, Pool, BITMAP_TYPE};
+
+/// A transaction's volatile state, apart from its pool (the C ABI keeps it per thread).
+#[derive(Default)]
+pub struct TxState {
+    buffers: BTreeMap<u64, MicroBuffer>,
+    overlay: Overlay,
+}
+
+impl TxState {
+    /// The micro-buffer of `oid`, if the transaction made one.
+    pub fn buffer(&mut self, oid: u64) -> Option<&mut MicroBuffer> {
+        self.buffers.get_mut(&oid)
+    }
+}
+
+/// An open transaction on a pool; dropping it without [`Tx::commit`] aborts it.
+pub struct Tx<'p, R: Region, A: PmAccess> {
+    pool: &'p mut Pool<R, A>,
+    state: TxState,
+    done: bool,
+}
+
+impl<R: Region, A: PmAccess> Pool<R, A> {
+    /// Begins a transaction (`pgl_tx_begin`).
+    pub fn begin(&mut self) -> Tx<'_, R, A> {
+        self.pm.access.append_boundary();
+        Tx {
+            pool: self,
+            state: TxState::default(),
+            done: false,
+        }
+    }
+
+    /// Opens object `oid` for a single-object atomic update (`pgl_open`); `pgl_commit` is
+    /// [`Tx::commit`].
+    pub fn open_one(&mut self, oid: u64) -> Result<Tx<'_, R, A>, TxError> {
+        let mut tx = self.begin();
+        tx.open(oid)?;
+        Ok(tx)
+    }
+
+    /// Allocates an object of `size` zeroed bytes and type `type_num` (`pgl_tx_alloc`).
+    pub fn tx_alloc(
+        &mut self,
+        state: &mut TxState,
+        size: u64,
+        type_num: u32,
+    ) -> Result<u64, TxError> {
+        let units = (OBJ_HEADER + size).div_ceil(UNIT);
+        if type_num == BITMAP_TYPE {
+            return Err(TxError::ReservedType);
+        }
+        if size > u64::from(u32::MAX) {
+            return Err(TxError::OutOfSpace(size));
+        }
+        let geometry = self.meta.geometry;
+        for index in 0..geometry.zone_count() {
+            let zone = geometry.zone(index);
+            if let Some(unit) = self
+                .bitmaps
+                .find(&state.overlay, index, zone.units(), units)
+            {
+                self.bitmaps
+                    .mark(&mut state.overlay, index, unit, units, true);
+                let oid = zone.base + unit * UNIT;
+                let buffer = MicroBuffer::new(oid, &vec![0; size as usize], type_num, 0, true);
+                state.buffers.insert(oid, buffer);
+                return Ok(oid);
+            }
+        }
+        Err(TxError::OutOfSpace(size))
+    }
+
+    /// Frees object `oid` when the transaction commits (`pgl_tx_free`).
+    pub fn tx_free(&mut self, state: &mut TxState, oid: u64) -> Result<(), TxError> {
+        let (index, unit) = self.locate(oid, &state.overlay)?;
+        if state.buffers.get(&oid).is_none_or(|b| !b.new) {
+            self.verify(oid)?;
+        }
+        let zone = self.meta.geometry.zone(index);
+        let units = self
+            .bitmaps
+            .extent(&state.overlay, index, unit, zone.units());
+        self.bitmaps
+            .mark(&mut state.overlay, index, unit, units, false);
+        state.buffers.remove(&oid);
+        Ok(())
+    }
+
+    /// The micro-buffer of `oid`, made on first use from the verified (and, if needed,
+    /// repaired) object.
+    fn buffer<'s>(
+        &mut self,
+        state: &'s mut TxState,
+        oid: u64,
+    ) -> Result<&'s mut MicroBuffer, TxError> {
+        if !state.buffers.contains_key(&oid) {
+            self.locate(oid, &state.overlay)?;
+            self.verify(oid)?;
+            let header = self.header(oid);
+            let data = self.pm.bytes(oid + OBJ_HEADER, header.size);
+            let buffer = MicroBuffer::new(oid, data, header.type_num, header.sum, false);
+            state.buffers.insert(oid, buffer);
+        }
+        Ok(state.buffers.get_mut(&oid).expect("just made"))
+    }
+
+    /// Opens `oid` for writing its whole data (`pgl_tx_open`); returns the micro-buffer.
+    pub fn tx_open<'s>(
+        &mut self,
+        state: &'s mut TxState,
+        oid: u64,
+    ) -> Result<&'s mut MicroBuffer, TxError> {
+        let buffer = self.buffer(state, oid)?;
+        buffer.touch(0, buffer.size);
+        Ok(buffer)
+    }
+
+    /// Opens `oid` for writing data `offset..offset + len` (`pgl_tx_add_range`).
+    pub fn tx_add_range<'s>(
+        &mut self,
+        state: &'s mut TxState,
+        oid: u64,
+        offset: u64,
+        len: u64,
+    ) -> Result<&'s mut MicroBuffer, TxError> {
+        let buffer = self.buffer(state, oid)?;
+        if offset.checked_add(len).is_none_or(|end| end > buffer.size) {
+            return Err(TxError::OutOfObject {
+                oid,
+                offset,
+                len,
+                size: buffer.size,
+            });
+        }
+        buffer.touch(offset, offset + len);
+        Ok(buffer)
+    }
+
+    /// Commits `state` (`pgl_tx_commit`): durable when this returns `Ok`; on `Err` nothing
+    /// was written.
+    pub fn tx_commit(&mut self, state: TxState) -> Result<(), TxError> {
+        let result = self.commit_inner(state);
+        self.pm.access.append_boundary();
+        result
+    }
+
+    fn commit_inner(&mut self, state: TxState) -> Result<(), TxError> {
+        for (&oid, buffer) in &state.buffers {
+            if !buffer.canaries_hold(oid) {
+                return Err(TxError::Canary(oid));
+            }
+        }
+        let mut lines = Lines::default();
+        for (&oid, buffer) in &state.buffers {
+            self.gather_object(&mut lines, oid, buffer);
+        }
+        let sums = self.gather_bitmaps(&mut lines, &state.overlay);
+        if lines.0.is_empty() {
+            return Ok(());
+        }
+        let runs = lines.runs();
+        let body = log::body(&runs);
+        if body.len() as u64 > log::capacity(&self.meta.geometry) {
+            return Err(TxError::LogFull(body.len() as u64));
+        }
+        let geometry = self.meta.geometry;
+        let seq = self.seq + 1;
+        log::write(&mut self.pm, &geometry, &body);
+        self.pm.fence();
+        log::mark(&mut self.pm, &geometry, seq, &body);
+        self.pm.fence();
+        let mut parity: BTreeMap<u64, Line> = BTreeMap::new();
+        for (&at, (old, new)) in &lines.0 {
+            let (_, zone) = geometry.zone_of(at).expect("objects are in zones");
+            let parity_at = zone.parity_of(at);
+            let line = parity
+                .entry(parity_at)
+                .or_insert_with(|| self.pm.line(parity_at));
+            for (p, (o, n)) in line.iter_mut().zip(old.iter().zip(new)) {
+                *p ^= o ^ n;
+            }
+        }
+        for (at, bytes) in &runs {
+            self.pm.store(*at, bytes);
+        }
+        for (at, line) in &parity {
+            self.pm.store(*at, line);
+        }
+        self.pm.fence();
+        log::clear(&mut self.pm, &geometry, seq);
+        self.pm.fence();
+        self.seq = seq;
+        self.bitmaps.apply(&state.overlay, &sums);
+        Ok(())
+    }
+
+    /// Adds the new bytes of object `oid` and its new checksum: for a new object all of
+    /// it, else only the changed ranges, the checksum updated by their change.
+    fn gather_object(&self, lines: &mut Lines, oid: u64, buffer: &MicroBuffer) {
+        let mut header = Header {
+            size: buffer.size,
+            type_num: buffer.type_num,
+            sum: buffer.sum,
+        };
+        if buffer.new {
+            header.sum = Header::checksum(&header.encode(), buffer.data());
+            lines.put(&self.pm, oid, &header.encode());
+            lines.put(&self.pm, oid + OBJ_HEADER, buffer.data());
+            return;
+        }
+        let ranges = buffer.merged();
+        if ranges.is_empty() {
+            return;
+        }
+        for (start, end) in ranges {
+            let old = self.pm.bytes(oid + OBJ_HEADER + start, end - start);
+            let new = &buffer.data()[start as usize..end as usize];
+            let (at, len) = Header::stream(buffer.size, start);
+            header.sum = checksum::update(header.sum, len, at, old, new);
+            lines.put(&self.pm, oid + OBJ_HEADER + start, new);
+        }
+        lines.put(&self.pm, oid + 8, &header.sum.to_le_bytes());
+    }
+
+    /// Adds the changed bytes of every zone's bitmap object and its new checksum; returns
+    /// the new checksums.
+    fn gather_bitmaps(&self, lines: &mut Lines, overlay: &Overlay) -> BTreeMap<usize, u32> {
+        let mut sums = BTreeMap::new();
+        for (&(zone, index), &new) in overlay {
+            let old = self.bitmaps.data[zone][index as usize];
+            if old == new {
+                continue;
+            }
+            let base = self.meta.geometry.zone(zone).base;
+            let size = self.bitmaps.data[zone].len() as u64;
+            let sum = sums.entry(zone).or_insert(self.bitmaps.sums[zone]);
+            let (at, len) = Header::stream(size, index);
+            *sum = checksum::update(*sum, len, at, &[old], &[new]);
+            lines.put(&self.pm, base + OBJ_HEADER + index, &[new]);
+        }
+        for (&zone, sum) in &sums {
+            let base = self.meta.geometry.zone(zone).base;
+            lines.put(&self.pm, base + 8, &sum.to_le_bytes());
+        }
+        sums
+    }
+}
+
+/// The lines a commit changes: line offset -> (bytes on PM, new bytes).
+#[derive(Default)]
+struct Lines(BTreeMap<u64, (Line, Line)>);
+
+impl Lines {
+    fn put<R: Region, A: PmAccess>(&mut self, pm: &crate::pm::Pm<R, A>, at: u64, bytes: &[u8]) {
+        for (i, &byte) in bytes.iter().enumerate() {
+            let at = at + i as u64;
+            let line = at / LINE * LINE;
+            let entry = self.0.entry(line).or_insert_with(|| {
+                let old = pm.line(line);
+                (old, old)
+            });
+            entry.1[(at - line) as usize] = byte;
+        }
+    }
+
+    /// The new lines, consecutive ones joined.
+    fn runs(&self) -> log::Runs {
+        let mut runs: log::Runs = Vec::new();
+        for (&at, (_, new)) in &self.0 {
+            match runs.last_mut() {
+                Some((start, bytes)) if *start + bytes.len() as u64 == at => {
+                    bytes.extend_from_slice(new)
+                }
+                _ => runs.push((at, new.to_vec())),
+            }
+        }
+        runs
+    }
+}
+
+impl<R: Region, A: PmAccess> Tx<'_, R, A> {
+    pub fn alloc(&mut self, size: u64, type_num: u32) -> Result<u64, TxError> {
+        self.pool.tx_alloc(&mut self.state, size, type_num)
+    }
+
+    pub fn free(&mut self, oid: u64) -> Result<(), TxError> {
+        self.pool.tx_free(&mut self.state, oid)
+    }
+
+    /// The whole data of `oid`, to change in place.
+    pub fn open(&mut self, oid: u64) -> Result<&mut [u8], TxError> {
+        Ok(self.pool.tx_open(&mut self.state, oid)?.data_mut())
+    }
+
+    /// Data `offset..offset + len` of `oid`, to change in place.
+    pub fn add_range(&mut self, oid: u64, offset: u64, len: u64) -> Result<&mut [u8], TxError> {
+        let buffer = self.pool.tx_add_range(&mut self.state, oid, offset, len)?;
+        Ok(&mut buffer.data_mut()[offset as usize..(offset + len) as usize])
+    }
+
+    /// The data of `oid` as this transaction sees it (its micro-buffer if opened).
+    pub fn read(&self, oid: u64) -> Result<&[u8], TxError> {
+        match self.state.buffers.get(&oid) {
+            Some(buffer) => Ok(buffer.data()),
+            None => self.pool.get(oid),
+        }
+    }
+
+    /// The micro-buffer of `oid` for code that writes through pointers (the C ABI, and
+    /// tests of the canaries).
+    pub fn buffer_mut(&mut self, oid: u64) -> Result<&mut MicroBuffer, TxError> {
+        self.pool.tx_open(&mut self.state, oid)
+    }
+
+    pub fn commit(mut self) -> Result<(), TxError> {
+        self.done = true;
+        let state = std::mem::take(&mut self.state);
+        self.pool.tx_commit(state)
+    }
+}
+
+impl<R: Region, A: PmAccess> Drop for Tx<'_, R, A> {
+    /// Aborting: nothing reached PM; the checkpoint closes the transaction in a trace.
+    fn drop(&mut self) {
+        if !self.done {
+            self.pool.pm.access.append_boundary();
+        }
+    }
+}

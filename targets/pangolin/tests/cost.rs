@@ -1,0 +1,59 @@
+//! What a transaction costs on PM, counted from the trace of the stores and fences it
+//! issues (machine-independent): an update of `n` bytes of one object writes its lines
+//! back, their parity lines, two copies of the redo log and of the commit mark, and two
+//! idle marks, with four fences.
+
+mod common;
+
+use common::{body, format, wide};
+use persim_pangolin::Pool;
+use persim_ringbuf::{TraceStyle, Tracing};
+use persim_trace::{FenceKind, Op};
+
+/// (lines stored, fences) of one transaction writing `len` bytes at `at` of a 4 KiB object.
+fn cost(at: u64, len: u64) -> (usize, usize) {
+    let mut pool = format(wide());
+    let mut tx = pool.begin();
+    let oid = tx.alloc(4096, 1).unwrap();
+    tx.commit().unwrap();
+    let mut pool = Pool::open(
+        pool.into_region(),
+        Tracing::new(TraceStyle::NonTemporal, false),
+    )
+    .unwrap();
+    let mut tx = pool.begin();
+    tx.add_range(oid, at, len)
+        .unwrap()
+        .copy_from_slice(&body(9, len as usize));
+    tx.commit().unwrap();
+    let trace = pool.access().take();
+    let lines = trace
+        .iter()
+        .filter(|e| matches!(e.op, Op::Write { .. }))
+        .count();
+    let fences = trace
+        .iter()
+        .filter(|e| matches!(e.op, Op::Fence(FenceKind::Sfence)))
+        .count();
+    (lines, fences)
+}
+
+#[test]
+fn an_update_writes_its_lines_their_parity_and_a_replicated_log() {
+    let mut rows = Vec::new();
+    // The object's data starts 16 bytes into a line (after its header); byte 48 starts the
+    // next line, so 8 bytes there touch the data line and the checksum's line.
+    for (at, len) in [(48, 8), (48, 256), (48, 4000)] {
+        let (lines, fences) = cost(at, len);
+        let touched = (len.div_ceil(64) + 1) as usize; // the data lines and the header's
+        let log = 2 * (1 + touched); // per copy: an entry line per run (one run here) + the lines
+        let marks = 2 + 2; // the commit mark and the idle mark, in both copies
+        assert_eq!(lines, touched + touched + log + marks, "{len} bytes");
+        assert_eq!(fences, 4);
+        rows.push(format!("| {len} | {lines} | {} |", lines * 64));
+    }
+    eprintln!(
+        "| bytes updated | lines stored | PM bytes written |\n|---|---|---|\n{}",
+        rows.join("\n")
+    );
+}
