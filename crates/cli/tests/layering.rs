@@ -71,7 +71,12 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     (
         "persim-subjects",
-        &["persim-guest", "persim-ringbuf", "persim-zil-pmem"],
+        &[
+            "persim-guest",
+            "persim-ringbuf",
+            "persim-zil-pmem",
+            "persim-pangolin",
+        ],
     ),
     // The in-process crash-check harness of the ring buffer's and ZIL-PMEM's tests.
     (
@@ -82,6 +87,21 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "persim-zil-pmem",
         &["persim-ringbuf", "persim-trace", "persim-model"],
+    ),
+    // Pangolin's fault-tolerant objects take the ring buffer's PM accesses; its tests
+    // replay traces. Its C ABI wraps it.
+    (
+        "persim-pangolin",
+        &[
+            "persim-ringbuf",
+            "persim-crash-check",
+            "persim-trace",
+            "persim-model",
+        ],
+    ),
+    (
+        "persim-pangolin-capi",
+        &["persim-pangolin", "persim-ringbuf"],
     ),
     // The reader of dm-dpwc's PM format (targets/dpwc/reader) stands alone.
     ("dpwc-reader", &[]),
