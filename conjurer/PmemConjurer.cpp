@@ -163,7 +163,8 @@ struct TxCalls : RecursiveASTVisitor<TxCalls> {
 
 class PmemChecker
 	: public Checker<check::BeginFunction, check::EndFunction, eval::Call, check::PreCall,
-			 check::PostCall, check::Bind, check::Location> {
+			 check::PostCall, check::PostStmt<CastExpr>, check::Bind,
+			 check::Location, check::LiveSymbols> {
 	BugType R1{this, "rule 1: PM store not flushed", "PM"};
 	BugType R1a{this, "rule 1a: flush of non-PM memory", "PM"};
 	BugType R1b{this, "rule 1b: flush smaller than its target", "PM"};
@@ -177,6 +178,8 @@ public:
 	bool evalCall(const CallEvent &Call, CheckerContext &C) const;
 	void checkPreCall(const CallEvent &Call, CheckerContext &C) const;
 	void checkPostCall(const CallEvent &Call, CheckerContext &C) const;
+	void checkPostStmt(const CastExpr *CE, CheckerContext &C) const;
+	void checkLiveSymbols(ProgramStateRef St, SymbolReaper &SR) const;
 	void checkBind(SVal L, SVal V, const Stmt *S, CheckerContext &C) const;
 	void checkLocation(SVal L, bool IsLoad, const Stmt *S, CheckerContext &C) const;
 
@@ -206,6 +209,19 @@ SymbolRef pmBase(ProgramStateRef St, const MemRegion *R)
 	return SR->getSymbol();
 }
 
+// The key of an OID whose `off` is S. An OID a call returned is a conjured struct,
+// whose fields are symbols derived from it and from the region read: its identity is
+// the conjured struct.
+SymbolRef oidKey(SymbolRef S)
+{
+	if (const auto *D = dyn_cast_or_null<SymbolDerived>(S)) {
+		SymbolRef P = D->getParentSymbol();
+		if (P->getType()->isRecordType())
+			return P;
+	}
+	return S;
+}
+
 // The `off` value of a PMEMoid argument (a struct passed by value).
 SymbolRef oidOff(const CallEvent &Call, unsigned I, CheckerContext &C)
 {
@@ -220,7 +236,7 @@ SymbolRef oidOff(const CallEvent &Call, unsigned I, CheckerContext &C)
 			FD, cast<SubRegion>(LCV->getRegion()));
 		SVal V = C.getStoreManager().getBinding(LCV->getStore(), loc::MemRegionVal(FR),
 							FD->getType());
-		return V.getAsSymbol();
+		return oidKey(V.getAsSymbol());
 	}
 	return nullptr;
 }
@@ -513,41 +529,43 @@ void PmemChecker::checkPreCall(const CallEvent &Call, CheckerContext &C) const
 void PmemChecker::checkPostCall(const CallEvent &Call, CheckerContext &C) const
 {
 	const auto *FD = dyn_cast_or_null<FunctionDecl>(Call.getDecl());
-	if (!FD || !FD->getIdentifier())
-		return;
-	Spec K = classify(FD->getName());
+	Spec K = FD && FD->getIdentifier() ? classify(FD->getName()) : Spec{Kind::Other, 0};
 	ProgramStateRef St = C.getState();
 	if (K.K == Kind::MapFile) {
 		if (SymbolRef S = Call.getReturnValue().getAsSymbol())
 			C.addTransition(St->add<PmSyms>(S));
 		return;
 	}
+	if (K.K == Kind::Other && !C.wasInlined) {
+		// A function the analyzer did not follow may have initialised what it was
+		// given (a constructor of pmemobj_tx_alloc's caller, say).
+		bool Changed = false;
+		for (unsigned I = 0; I < Call.getNumArgs(); I++) {
+			SymbolRef B = pmBase(St, Call.getArgSVal(I).getAsRegion());
+			const unsigned *F = B ? St->get<ObjFlags>(B) : nullptr;
+			if (F && (*F & Uninit)) {
+				St = St->set<ObjFlags>(B, *F & ~Uninit);
+				Changed = true;
+			}
+		}
+		if (Changed)
+			C.addTransition(St);
+		return;
+	}
 	if (K.K != Kind::TxAlloc && K.K != Kind::TxZalloc)
 		return;
-	auto LCV = Call.getReturnValue().getAs<nonloc::LazyCompoundVal>();
-	const RecordDecl *RD = Call.getResultType()->getAsRecordDecl();
-	if (!LCV || !RD)
+	// The analyzer gives a struct an unknown call returns as one conjured symbol.
+	SymbolRef Off = Call.getReturnValue().getAsSymbol();
+	if (!Off || !Off->getType()->isRecordType())
 		return;
-	SValBuilder &SVB = C.getSValBuilder();
-	for (const FieldDecl *F : RD->fields()) {
-		if (F->getName() != "off")
-			continue;
-		const FieldRegion *FR = SVB.getRegionManager().getFieldRegion(
-			F, cast<SubRegion>(LCV->getRegion()));
-		SymbolRef Off = C.getStoreManager()
-					.getBinding(LCV->getStore(), loc::MemRegionVal(FR), F->getType())
-					.getAsSymbol();
-		if (!Off)
-			return;
-		SVal V = SVB.conjureSymbolVal(nullptr, Call.getOriginExpr(),
+	SVal V = C.getSValBuilder().conjureSymbolVal(this, Call.getOriginExpr(),
 						     C.getLocationContext(),
-						     C.getASTContext().VoidPtrTy, C.blockCount() + 1);
-		SymbolRef P = V.getAsSymbol();
-		St = St->add<PmSyms>(P)->set<OidPtr>(Off, P);
-		St = St->set<ObjFlags>(P, Fresh | (K.K == Kind::TxAlloc ? Uninit : 0));
-		St = St->set<AllocSite>(P, Call.getOriginExpr());
-		C.addTransition(St);
-	}
+						     C.getASTContext().VoidPtrTy, C.blockCount());
+	SymbolRef P = V.getAsSymbol();
+	St = St->add<PmSyms>(P)->set<OidPtr>(Off, P);
+	St = St->set<ObjFlags>(P, Fresh | (K.K == Kind::TxAlloc ? Uninit : 0));
+	St = St->set<AllocSite>(P, Call.getOriginExpr());
+	C.addTransition(St);
 }
 
 // A store of Bits bits (unknown: nullopt) to PM region R.
@@ -590,6 +608,38 @@ ProgramStateRef PmemChecker::stored(ProgramStateRef St, const MemRegion *R,
 		       C, S);
 	}
 	return St;
+}
+
+// PM objects stay alive while their OID may be used again: what was stored to them
+// must stay readable.
+void PmemChecker::checkLiveSymbols(ProgramStateRef St, SymbolReaper &SR) const
+{
+	for (auto &E : St->get<OidPtr>())
+		SR.markLive(E.second);
+}
+
+// A cast to a union (GNU C), as TOID's macros make of a PMEMoid (TX_NEW, POBJ_ROOT,
+// TOID_NULL): the analyzer gives it no value, which would lose the OID. Its value here is
+// a union whose member of the operand's type holds the operand.
+void PmemChecker::checkPostStmt(const CastExpr *CE, CheckerContext &C) const
+{
+	if (CE->getCastKind() != CK_ToUnion)
+		return;
+	const RecordDecl *U = CE->getType()->getAsRecordDecl();
+	const Expr *Sub = CE->getSubExpr();
+	if (!U)
+		return;
+	for (const FieldDecl *FD : U->fields()) {
+		if (!C.getASTContext().hasSameUnqualifiedType(FD->getType(), Sub->getType()))
+			continue;
+		MemRegionManager &MRM = C.getSValBuilder().getRegionManager();
+		const LocationContext *LC = C.getLocationContext();
+		const auto *Tmp = MRM.getCXXTempObjectRegion(CE, LC);
+		ProgramStateRef St = C.getState();
+		St = St->bindLoc(loc::MemRegionVal(MRM.getFieldRegion(FD, Tmp)), C.getSVal(Sub), LC);
+		C.addTransition(St->BindExpr(CE, LC, St->getSVal(Tmp, CE->getType())));
+		return;
+	}
 }
 
 void PmemChecker::checkBind(SVal L, SVal V, const Stmt *S, CheckerContext &C) const
