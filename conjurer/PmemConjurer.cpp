@@ -184,8 +184,17 @@ public:
 	void checkLocation(SVal L, bool IsLoad, const Stmt *S, CheckerContext &C) const;
 
 private:
+	// Findings of the current callback: emitted together, on the node of the state it
+	// ends in, so that the path goes on from the finding and does not report it again.
+	struct Finding {
+		const BugType *BT;
+		std::string Msg;
+		const Stmt *At;
+	};
+	mutable std::vector<Finding> Found;
 	void report(const BugType &BT, std::string Msg, CheckerContext &C,
 		    const Stmt *At = nullptr) const;
+	void emit(CheckerContext &C, ProgramStateRef St) const;
 	ProgramStateRef flushBase(ProgramStateRef St, SVal Addr) const;
 	ProgramStateRef fence(ProgramStateRef St, const char *Where, CheckerContext &C) const;
 	ProgramStateRef stored(ProgramStateRef St, const MemRegion *R, std::optional<int64_t> Bits,
@@ -278,13 +287,25 @@ std::optional<int64_t> constInt(SVal V)
 void PmemChecker::report(const BugType &BT, std::string Msg, CheckerContext &C,
 			 const Stmt *At) const
 {
-	ExplodedNode *N = C.generateNonFatalErrorNode();
-	if (!N)
+	Found.push_back({&BT, std::move(Msg), At});
+}
+
+void PmemChecker::emit(CheckerContext &C, ProgramStateRef St) const
+{
+	if (Found.empty()) {
+		C.addTransition(St);
 		return;
-	auto R = std::make_unique<PathSensitiveBugReport>(BT, Msg, N);
-	if (At)
-		R->addRange(At->getSourceRange());
-	C.emitReport(std::move(R));
+	}
+	ExplodedNode *N = C.generateNonFatalErrorNode(St);
+	for (Finding &F : Found) {
+		if (!N)
+			break;
+		auto R = std::make_unique<PathSensitiveBugReport>(*F.BT, F.Msg, N);
+		if (F.At)
+			R->addRange(F.At->getSourceRange());
+		C.emitReport(std::move(R));
+	}
+	Found.clear();
 }
 
 void PmemChecker::checkBeginFunction(CheckerContext &C) const
@@ -299,7 +320,7 @@ void PmemChecker::checkBeginFunction(CheckerContext &C) const
 	if (V.Works && !V.Begins) {
 		ProgramStateRef St = C.getState();
 		St = St->set<TxDepth>(1)->set<TxStage>(Work)->set<ImplicitTx>(true);
-		C.addTransition(St);
+		emit(C, St);
 	}
 }
 
@@ -362,7 +383,7 @@ void PmemChecker::checkEndFunction(const ReturnStmt *RS, CheckerContext &C) cons
 	if (!C.inTopFrame())
 		return;
 	ProgramStateRef St = fence(C.getState(), "the function returns", C);
-	C.addTransition(St);
+	emit(C, St);
 }
 
 bool PmemChecker::evalCall(const CallEvent &Call, CheckerContext &C) const
@@ -376,7 +397,7 @@ bool PmemChecker::evalCall(const CallEvent &Call, CheckerContext &C) const
 	SValBuilder &SVB = C.getSValBuilder();
 	const LocationContext *LC = C.getLocationContext();
 	auto ret = [&](ProgramStateRef S, SVal V) {
-		C.addTransition(S->BindExpr(CE, LC, V));
+		emit(C, S->BindExpr(CE, LC, V));
 		return true;
 	};
 	auto retInt = [&](ProgramStateRef S, uint64_t V) {
@@ -484,7 +505,7 @@ void PmemChecker::checkPreCall(const CallEvent &Call, CheckerContext &C) const
 			std::optional<int64_t> Len = constInt(Call.getArgSVal(2));
 			St = stored(St, R, Len ? std::optional<int64_t>(*Len * 8) : std::nullopt,
 				    Call.getOriginExpr(), C);
-			C.addTransition(St);
+			emit(C, St);
 		}
 		return;
 	}
@@ -504,6 +525,7 @@ void PmemChecker::checkPreCall(const CallEvent &Call, CheckerContext &C) const
 									"a global") +
 					    ")",
 			       C, Call.getArgExpr(K.Addr));
+			emit(C, St);
 			return;
 		}
 	}
@@ -517,12 +539,14 @@ void PmemChecker::checkPreCall(const CallEvent &Call, CheckerContext &C) const
 		return;
 	std::optional<int64_t> Len = constInt(Call.getArgSVal(K.Addr + 1));
 	int64_t Size = C.getASTContext().getTypeSizeInChars(P).getQuantity();
-	if (Len && *Len < Size)
-		report(R1b,
+	if (!Len || *Len >= Size)
+		return;
+	report(R1b,
 		       "rule 1b: " + FD->getName().str() + " flushes " + std::to_string(*Len) +
 			       " bytes of a " + std::to_string(Size) + "-byte '" +
-			       P.getUnqualifiedType().getAsString() + "'",
+			       P.getCanonicalType().getUnqualifiedType().getAsString() + "'",
 		       C, Call.getArgExpr(K.Addr + 1));
+	emit(C, St);
 }
 
 // Allocations in a transaction: new objects, uninitialised unless zalloc'd.
@@ -533,7 +557,7 @@ void PmemChecker::checkPostCall(const CallEvent &Call, CheckerContext &C) const
 	ProgramStateRef St = C.getState();
 	if (K.K == Kind::MapFile) {
 		if (SymbolRef S = Call.getReturnValue().getAsSymbol())
-			C.addTransition(St->add<PmSyms>(S));
+			emit(C, St->add<PmSyms>(S));
 		return;
 	}
 	if (K.K == Kind::Other && !C.wasInlined) {
@@ -549,7 +573,7 @@ void PmemChecker::checkPostCall(const CallEvent &Call, CheckerContext &C) const
 			}
 		}
 		if (Changed)
-			C.addTransition(St);
+			emit(C, St);
 		return;
 	}
 	if (K.K != Kind::TxAlloc && K.K != Kind::TxZalloc)
@@ -565,7 +589,7 @@ void PmemChecker::checkPostCall(const CallEvent &Call, CheckerContext &C) const
 	St = St->add<PmSyms>(P)->set<OidPtr>(Off, P);
 	St = St->set<ObjFlags>(P, Fresh | (K.K == Kind::TxAlloc ? Uninit : 0));
 	St = St->set<AllocSite>(P, Call.getOriginExpr());
-	C.addTransition(St);
+	emit(C, St);
 }
 
 // A store of Bits bits (unknown: nullopt) to PM region R.
@@ -637,7 +661,7 @@ void PmemChecker::checkPostStmt(const CastExpr *CE, CheckerContext &C) const
 		const auto *Tmp = MRM.getCXXTempObjectRegion(CE, LC);
 		ProgramStateRef St = C.getState();
 		St = St->bindLoc(loc::MemRegionVal(MRM.getFieldRegion(FD, Tmp)), C.getSVal(Sub), LC);
-		C.addTransition(St->BindExpr(CE, LC, St->getSVal(Tmp, CE->getType())));
+		emit(C, St->BindExpr(CE, LC, St->getSVal(Tmp, CE->getType())));
 		return;
 	}
 }
@@ -654,7 +678,7 @@ void PmemChecker::checkBind(SVal L, SVal V, const Stmt *S, CheckerContext &C) co
 		if (!T->isIncompleteType())
 			Bits = C.getASTContext().getTypeSize(T);
 	}
-	C.addTransition(stored(St, R, Bits, S, C));
+	emit(C, stored(St, R, Bits, S, C));
 }
 
 void PmemChecker::checkLocation(SVal L, bool IsLoad, const Stmt *S, CheckerContext &C) const
