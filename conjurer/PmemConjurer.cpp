@@ -608,8 +608,9 @@ ProgramStateRef PmemChecker::stored(ProgramStateRef St, const MemRegion *R,
 			St = St->set<Dirty>(R, S);
 		return St;
 	}
-	// Rule 2 judges objects whose OID is known, not allocated in this transaction.
-	if (!F || (*F & Fresh))
+	// Rule 2 judges objects whose OID is known, not allocated in this transaction, in a
+	// transaction begun on this path: what a caller's transaction logged is unknown.
+	if (!F || (*F & Fresh) || St->get<ImplicitTx>())
 		return St;
 	RegionOffset RO = R->getAsOffset();
 	bool Covered = false;
