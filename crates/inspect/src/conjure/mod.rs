@@ -7,7 +7,7 @@ mod sarif;
 mod units;
 
 use serde::Serialize;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
@@ -23,7 +23,9 @@ pub enum ConjureError {
          (scripts/setup.sh does), or give its path with --plugin"
     )]
     NoPlugin(PathBuf),
-    #[error("cannot run {clang}: {source} (install clang-16, or give another clang 16 with --clang)")]
+    #[error(
+        "cannot run {clang}: {source} (install clang-16, or give another clang 16 with --clang)"
+    )]
     NoClang {
         clang: PathBuf,
         source: std::io::Error,
@@ -117,7 +119,9 @@ impl Analyzer {
         if !result.status.success() {
             return Err(ConjureError::Compile {
                 file: unit.file.clone(),
-                stderr: String::from_utf8_lossy(&result.stderr).trim_end().to_string(),
+                stderr: String::from_utf8_lossy(&result.stderr)
+                    .trim_end()
+                    .to_string(),
             });
         }
         let text = std::fs::read_to_string(out.path()).map_err(|source| ConjureError::Read {
@@ -134,9 +138,4 @@ impl Analyzer {
             findings,
         })
     }
-}
-
-/// `path` relative to `base` when it lies below it, for shorter printing.
-pub fn shorten(path: &Path, base: &Path) -> PathBuf {
-    path.strip_prefix(base).unwrap_or(path).to_path_buf()
 }

@@ -110,7 +110,9 @@ pub(super) fn findings(text: &str, checker: &str) -> Result<Vec<Finding>, String
         });
     }
     found.sort_by(|a, b| (&a.file, a.line, &a.rule).cmp(&(&b.file, b.line, &b.rule)));
-    found.dedup_by(|a, b| (&a.file, a.line, &a.rule, &a.message) == (&b.file, b.line, &b.rule, &b.message));
+    found.dedup_by(|a, b| {
+        (&a.file, a.line, &a.rule, &a.message) == (&b.file, b.line, &b.rule, &b.message)
+    });
     Ok(found)
 }
 
@@ -194,7 +196,10 @@ mod tests {
         assert_eq!(found[1].column, 9);
         let lines: Vec<u32> = found[1].path.iter().map(|s| s.line).collect();
         assert_eq!(lines, [6, 14]);
-        assert_eq!(found[1].path[0].message, "Assuming field 'off' is not equal to 0");
+        assert_eq!(
+            found[1].path[0].message,
+            "Assuming field 'off' is not equal to 0"
+        );
     }
 
     #[test]

@@ -70,7 +70,10 @@ pub fn units(
             (None, Some(c)) => shlex::split(&c)
                 .ok_or_else(|| bad(format!("cannot split the command of {}", e.file.display())))?,
             (None, None) => {
-                return Err(bad(format!("{} has no arguments or command", e.file.display())))
+                return Err(bad(format!(
+                    "{} has no arguments or command",
+                    e.file.display()
+                )))
             }
         };
         let file = e.directory.join(&e.file);
@@ -163,7 +166,10 @@ mod tests {
         let flags = vec!["-I".to_string(), "x".to_string()];
         let got = units(std::slice::from_ref(&a), &flags, None).unwrap();
         assert_eq!(got[0].flags, flags);
-        assert!(matches!(units(&[], &flags, None), Err(ConjureError::NoFiles)));
+        assert!(matches!(
+            units(&[], &flags, None),
+            Err(ConjureError::NoFiles)
+        ));
         assert!(matches!(
             units(&[dir.path().join("none.c")], &flags, None),
             Err(ConjureError::Read { .. })
