@@ -12,6 +12,7 @@
 
 #include "clang/AST/Expr.h"
 #include "clang/AST/RecursiveASTVisitor.h"
+#include "clang/StaticAnalyzer/Core/BugReporter/BugReporterVisitors.h"
 #include "clang/StaticAnalyzer/Core/BugReporter/BugType.h"
 #include "clang/StaticAnalyzer/Core/Checker.h"
 #include "clang/StaticAnalyzer/Core/PathSensitive/CallEvent.h"
@@ -682,6 +683,40 @@ void PmemChecker::checkBind(SVal L, SVal V, const Stmt *S, CheckerContext &C) co
 	emit(C, stored(St, R, Bits, S, C));
 }
 
+// Rule 4's path notes: where the object was freed, and where that took effect.
+class FreeVisitor : public BugReporterVisitor {
+	SymbolRef Obj;
+
+public:
+	explicit FreeVisitor(SymbolRef S) : Obj(S) {}
+	void Profile(llvm::FoldingSetNodeID &ID) const override
+	{
+		static int Tag;
+		ID.AddPointer(&Tag);
+		ID.AddPointer(Obj);
+	}
+	PathDiagnosticPieceRef VisitNode(const ExplodedNode *N, BugReporterContext &BRC,
+					 PathSensitiveBugReport &) override
+	{
+		const ExplodedNode *Pred = N->getFirstPred();
+		if (!Pred)
+			return nullptr;
+		const unsigned *Now = N->getState()->get<ObjFlags>(Obj);
+		const unsigned *Before = Pred->getState()->get<ObjFlags>(Obj);
+		unsigned F = Now ? *Now : 0, B = Before ? *Before : 0;
+		const char *Note = nullptr;
+		if ((F & PendingFree) && !(B & PendingFree))
+			Note = "freed here (TX_FREE): it takes effect when the transaction commits";
+		else if ((F & Freed) && !(B & Freed))
+			Note = "the transaction ends: the object is freed";
+		const Stmt *S = N->getStmtForDiagnostics();
+		if (!Note || !S)
+			return nullptr;
+		PathDiagnosticLocation L(S, BRC.getSourceManager(), N->getLocationContext());
+		return std::make_shared<PathDiagnosticEventPiece>(L, Note);
+	}
+};
+
 void PmemChecker::checkLocation(SVal L, bool IsLoad, const Stmt *S, CheckerContext &C) const
 {
 	ProgramStateRef St = C.getState();
@@ -699,6 +734,7 @@ void PmemChecker::checkLocation(SVal L, bool IsLoad, const Stmt *S, CheckerConte
 				" a PM object freed by a committed transaction (TX_FREE)",
 			N);
 		R->addRange(S->getSourceRange());
+		R->addVisitor<FreeVisitor>(B);
 		C.emitReport(std::move(R));
 	}
 }

@@ -39,9 +39,20 @@ fn plugin_ready(test: &str) -> bool {
     false
 }
 
-/// `persim conjure --json ARGS`: its exit code and findings as (rule, file name, line).
+/// The plugin conjurer/build.sh makes, whatever CARGO_TARGET_DIR is.
+fn plugin() -> String {
+    root()
+        .join("target/conjurer/pmem-conjurer.so")
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
+/// `persim conjure --json ARGS` with the plugin: its exit code and findings as (rule,
+/// file name, line).
 fn conjure(args: &[&str]) -> (i32, Vec<(String, String, u64)>) {
-    let mut all = vec!["conjure", "--json"];
+    let plugin = plugin();
+    let mut all = vec!["conjure", "--json", "--plugin", &plugin];
     all.extend(args);
     let out = persim(&all);
     let code = out.status.code().unwrap();
@@ -133,11 +144,17 @@ fn flags_after_the_separator_and_bad_input_exit_2_with_what_to_do() {
     assert_eq!(code, 1);
     assert_eq!(found, [("1b".to_string(), "flag.c".to_string(), 4)]);
 
-    let out = persim(&["conjure", f]);
+    // The plugin is found in the source tree (PERSIM_HOME) when not given.
+    let out = assert_cmd::Command::cargo_bin("persim")
+        .unwrap()
+        .env("PERSIM_HOME", root())
+        .args(["conjure", f])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("BROKEN_SIZE") && err.contains("fix the error or the flags"), "{err}");
-    let out = persim(&["conjure", "/nonexistent/x.c"]);
+    let out = persim(&["conjure", "--plugin", &plugin(), "/nonexistent/x.c"]);
     assert_eq!(out.status.code(), Some(2));
     let out = persim(&["conjure", f, "--plugin", "/nonexistent.so"]);
     assert_eq!(out.status.code(), Some(2));

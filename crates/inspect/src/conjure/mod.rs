@@ -32,7 +32,7 @@ pub enum ConjureError {
     },
     #[error("clang could not analyse {file}: fix the error or the flags (after --, or in compile_commands.json):\n{stderr}")]
     Compile { file: PathBuf, stderr: String },
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}")]
     Read {
         path: PathBuf,
         source: std::io::Error,
@@ -41,6 +41,8 @@ pub enum ConjureError {
     Database { path: PathBuf, message: String },
     #[error("{0} is not in the compilation database: give a file it compiles, or no file for all")]
     NotInDatabase(PathBuf),
+    #[error("{0} does not exist: name C source files")]
+    NoFile(PathBuf),
     #[error("no source file to analyse: name C files, or give --compile-commands")]
     NoFiles,
     #[error("the analyzer's output for {file} is not SARIF as clang 16 writes it: {message}")]

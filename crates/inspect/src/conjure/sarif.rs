@@ -89,7 +89,7 @@ pub(super) fn findings(text: &str, checker: &str) -> Result<Vec<Finding>, String
             .locations
             .first()
             .ok_or_else(|| format!("a finding has no location: {:?}", report.message.text))?;
-        let path = report
+        let mut path: Vec<Step> = report
             .code_flows
             .into_iter()
             .flat_map(|f| f.thread_flows)
@@ -100,6 +100,10 @@ pub(super) fn findings(text: &str, checker: &str) -> Result<Vec<Finding>, String
                 message: l.location.message.map(|m| m.text).unwrap_or_default(),
             })
             .collect();
+        // The path ends at the finding, with its message: said once is enough.
+        if path.last().is_some_and(|s| s.message == report.message.text) {
+            path.pop();
+        }
         found.push(super::Finding {
             rule: rule.to_string(),
             file: file_of(&at.physical_location.artifact_location.uri),
@@ -173,7 +177,7 @@ mod tests {
                 "locations": [location(uri, 14, None)],
                 "codeFlows": [{ "threadFlows": [{ "locations": [
                     { "location": location(uri, 6, Some("Assuming field 'off' is not equal to 0")) },
-                    { "location": location(uri, 14, Some("a load from a freed object")) }
+                    { "location": location(uri, 14, Some("rule 4: a load from a freed object")) }
                 ]}]}]
             },
             {
@@ -195,7 +199,7 @@ mod tests {
         assert_eq!(found[1].file, PathBuf::from("/src/my dir/a.c"));
         assert_eq!(found[1].column, 9);
         let lines: Vec<u32> = found[1].path.iter().map(|s| s.line).collect();
-        assert_eq!(lines, [6, 14]);
+        assert_eq!(lines, [6], "the last step, the finding itself, is not repeated");
         assert_eq!(
             found[1].path[0].message,
             "Assuming field 'off' is not equal to 0"

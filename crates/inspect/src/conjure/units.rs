@@ -41,10 +41,7 @@ pub fn units(
             .iter()
             .map(|file| {
                 if !file.is_file() {
-                    return Err(ConjureError::Read {
-                        path: file.clone(),
-                        source: std::io::ErrorKind::NotFound.into(),
-                    });
+                    return Err(ConjureError::NoFile(file.clone()));
                 }
                 Ok(Unit {
                     file: file.clone(),
@@ -172,7 +169,7 @@ mod tests {
         ));
         assert!(matches!(
             units(&[dir.path().join("none.c")], &flags, None),
-            Err(ConjureError::Read { .. })
+            Err(ConjureError::NoFile(_))
         ));
     }
 }
