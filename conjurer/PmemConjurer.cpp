@@ -29,7 +29,7 @@ enum Stage : unsigned { None = 0, Work = 1, OnCommit = 2, OnAbort = 3, Finally =
 
 // What a transaction knows of an object (a PM pointer symbol).
 enum ObjFlag : unsigned {
-	Fresh = 1,       // allocated in this transaction: needs no logging
+	Fresh = 1,       // allocated in this transaction (or perhaps): needs no logging
 	Uninit = 2,      // pmemobj_tx_alloc'd and not yet stored to
 	PendingFree = 4, // freed in this transaction: takes effect at commit
 	Freed = 8,       // freed by a committed transaction
@@ -256,6 +256,28 @@ bool isZero(ProgramStateRef St, SVal V)
 	return V.isZeroConstant() || St->isNull(V).isConstrainedTrue();
 }
 
+// Whether the OID whose key is Off was read from an object this transaction allocated:
+// the transaction wrote it, so it names an object of its own (or one the analyzer lost
+// track of, as it does through unions of TOIDs).
+bool writtenInTx(ProgramStateRef St, SymbolRef Off)
+{
+	// An OID a function of this file returned, when the analyzer did not follow the
+	// call (its budget ran out): perhaps an allocation of this transaction.
+	if (const auto *CS = dyn_cast<SymbolConjured>(Off)) {
+		const auto *CE = dyn_cast_or_null<CallExpr>(CS->getStmt());
+		const FunctionDecl *FD = CE ? CE->getDirectCallee() : nullptr;
+		return FD && FD->hasBody();
+	}
+	const MemRegion *R = nullptr;
+	if (const auto *RV = dyn_cast<SymbolRegionValue>(Off))
+		R = RV->getRegion();
+	else if (const auto *D = dyn_cast<SymbolDerived>(Off))
+		R = D->getRegion();
+	SymbolRef B = pmBase(St, R);
+	const unsigned *F = B ? St->get<ObjFlags>(B) : nullptr;
+	return F && (*F & Fresh);
+}
+
 // The PM pointer of an OID argument: the one given for the same `off` before, or a
 // new one.
 std::pair<ProgramStateRef, SVal> oidPointer(ProgramStateRef St, const CallEvent &Call,
@@ -273,7 +295,7 @@ std::pair<ProgramStateRef, SVal> oidPointer(ProgramStateRef St, const CallEvent 
 	St = St->add<PmSyms>(P);
 	if (Off) {
 		St = St->set<OidPtr>(Off, P);
-		St = St->set<ObjFlags>(P, 0);
+		St = St->set<ObjFlags>(P, writtenInTx(St, Off) ? Fresh : 0);
 	}
 	return {St, V};
 }
