@@ -157,7 +157,10 @@ fn flags_after_the_separator_and_bad_input_exit_2_with_what_to_do() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("BROKEN_SIZE") && err.contains("fix the error or the flags"), "{err}");
+    assert!(
+        err.contains("BROKEN_SIZE") && err.contains("fix the error or the flags"),
+        "{err}"
+    );
     let out = persim(&["conjure", "--plugin", &plugin(), "/nonexistent/x.c"]);
     assert_eq!(out.status.code(), Some(2));
     let out = persim(&["conjure", f, "--plugin", "/nonexistent.so"]);
@@ -170,13 +173,43 @@ fn flags_after_the_separator_and_bad_input_exit_2_with_what_to_do() {
 
 /// The re-created bug of each variant: its file, the rule, and the text of its line.
 const BUGS: &[(&str, &str, &str, &str)] = &[
-    ("hashmap-tx-remove", "hashmap/hashmap_tx.c", "4", "return D_RO(var)->value;"),
+    (
+        "hashmap-tx-remove",
+        "hashmap/hashmap_tx.c",
+        "4",
+        "return D_RO(var)->value;",
+    ),
     ("pi-persist", "pi.c", "1b", "sizeof(double));"),
-    ("hashmap-rp-persist", "hashmap/hashmap_rp.c", "1b", "sizeof(hashmap));"),
-    ("btree-root", "tree_map/btree_map.c", "2", "D_RW(map)->root = TX_ZNEW"),
-    ("rtree-insert-value", "tree_map/rtree_map.c", "2", "->key_size -= i;"),
-    ("rtree-remove-extra-node", "tree_map/rtree_map.c", "2", "*node = rtree_new_node(new_key"),
-    ("rtree-remove-node", "tree_map/rtree_map.c", "2", "D_RW(*node)->value = OID_NULL;"),
+    (
+        "hashmap-rp-persist",
+        "hashmap/hashmap_rp.c",
+        "1b",
+        "sizeof(hashmap));",
+    ),
+    (
+        "btree-root",
+        "tree_map/btree_map.c",
+        "2",
+        "D_RW(map)->root = TX_ZNEW",
+    ),
+    (
+        "rtree-insert-value",
+        "tree_map/rtree_map.c",
+        "2",
+        "->key_size -= i;",
+    ),
+    (
+        "rtree-remove-extra-node",
+        "tree_map/rtree_map.c",
+        "2",
+        "*node = rtree_new_node(new_key",
+    ),
+    (
+        "rtree-remove-node",
+        "tree_map/rtree_map.c",
+        "2",
+        "D_RW(*node)->value = OID_NULL;",
+    ),
 ];
 
 #[test]
@@ -199,8 +232,17 @@ fn every_recreated_pmdk_bug_is_found_at_its_line_and_not_in_the_shipped_file() {
         let found_in = |variant: &str| {
             let src = examples.join(variant).join("src");
             let path = src.join(file);
-            let mut args = vec![path.to_str().unwrap().to_string(), "--".into(), "-std=gnu99".into()];
-            for dir in [include.clone(), src.join("map"), src.join("tree_map"), src.join("hashmap")] {
+            let mut args = vec![
+                path.to_str().unwrap().to_string(),
+                "--".into(),
+                "-std=gnu99".into(),
+            ];
+            for dir in [
+                include.clone(),
+                src.join("map"),
+                src.join("tree_map"),
+                src.join("hashmap"),
+            ] {
                 args.extend(["-I".to_string(), dir.to_str().unwrap().to_string()]);
             }
             let args: Vec<&str> = args.iter().map(String::as_str).collect();

@@ -101,7 +101,10 @@ pub(super) fn findings(text: &str, checker: &str) -> Result<Vec<Finding>, String
             })
             .collect();
         // The path ends at the finding, with its message: said once is enough.
-        if path.last().is_some_and(|s| s.message == report.message.text) {
+        if path
+            .last()
+            .is_some_and(|s| s.message == report.message.text)
+        {
             path.pop();
         }
         found.push(super::Finding {
@@ -199,7 +202,11 @@ mod tests {
         assert_eq!(found[1].file, PathBuf::from("/src/my dir/a.c"));
         assert_eq!(found[1].column, 9);
         let lines: Vec<u32> = found[1].path.iter().map(|s| s.line).collect();
-        assert_eq!(lines, [6], "the last step, the finding itself, is not repeated");
+        assert_eq!(
+            lines,
+            [6],
+            "the last step, the finding itself, is not repeated"
+        );
         assert_eq!(
             found[1].path[0].message,
             "Assuming field 'off' is not equal to 0"
