@@ -92,6 +92,9 @@ install_packages() {
         linux-image-amd64 busybox-static e2fsprogs xfsprogs \
         build-essential dwarves pkg-config libglib2.0-dev libc6-dev libpmem-dev libpmemobj-dev \
         fio
+    # PmemConjurer's checker plugin is built against clang 16's own headers and libraries
+    # (conjurer/build.sh; docs/design/conjurer.md).
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q clang-16 libclang-16-dev llvm-16-dev
     # OpenZFS's tools for vm/zfs-slog.toml (docs/design/zfs-slog.md), from contrib. Not its recommended
     # zfs-dkms: that would build and install the modules for the host's kernels.
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q -t bookworm-backports \
@@ -277,6 +280,8 @@ build_examples() {
     # PMDK's own examples, shipped and with PmemSanitizer's bugs re-created
     # (docs/design/pmdk-examples.md), from the sources libpmemobj-dev installs.
     bash "$root/targets/pmdk-examples/build.sh"
+    # The static checker of the PM programming rules that `persim conjure` runs.
+    bash "$root/conjurer/build.sh"
 }
 
 main() {

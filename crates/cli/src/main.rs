@@ -35,8 +35,8 @@ mod size;
 mod vm_args;
 
 use commands::{
-    analyze, cache, campaign, debug, efficiency, faults, generate, images, profile, record, report,
-    run, suite, trace,
+    analyze, cache, campaign, conjure, debug, efficiency, faults, generate, images, profile,
+    record, report, run, suite, trace,
 };
 
 use clap::{Parser, Subcommand};
@@ -80,6 +80,7 @@ enum Command {
     Images(images::ImagesArgs),
     Faults(faults::FaultsArgs),
     Analyze(analyze::AnalyzeArgs),
+    Conjure(conjure::ConjureArgs),
     Profile(profile::ProfileArgs),
     Trace(TraceArgs),
     Cache(cache::CacheArgs),
@@ -126,6 +127,7 @@ fn main() -> ExitCode {
         Command::Images(args) => images::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Faults(args) => faults::run(&args).map(violations),
         Command::Analyze(args) => analyze::run(&args).map(violations),
+        Command::Conjure(args) => conjure::run(&args).map(violations),
         Command::Profile(args) => profile::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Cache(args) => cache::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Trace(TraceArgs {

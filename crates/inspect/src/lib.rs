@@ -5,6 +5,7 @@
 //! debugging). Judging recovered states is `persim-analyze`'s.
 
 mod accounting;
+pub mod conjure;
 mod debug;
 mod line_table;
 mod owners;

@@ -5,6 +5,7 @@
 pub mod analyze;
 pub mod cache;
 pub mod campaign;
+pub mod conjure;
 pub mod debug;
 pub mod efficiency;
 pub mod faults;

@@ -1,0 +1,123 @@
+//! `persim conjure FILES... [-- CFLAGS]`: PmemConjurer, the PM programming rules checked
+//! statically on C sources by a Clang Static Analyzer plugin (docs/design/conjurer.md).
+
+use anyhow::Result;
+use clap::Args;
+use persim_inspect::conjure::{units, Analyzer, FileReport};
+use persim_tester::Home;
+use std::path::{Path, PathBuf};
+
+/// Check PM programming rules statically in C sources, on every path, not just one run's
+///
+/// Rules (PmemConjurer's, Zhang's dissertation, table 4.1):
+///   1   a PM object stored to is flushed (at least partly) before the next fence
+///       (pmem_drain, _mm_sfence, the fence of a persist) or the return of the function
+///   1a  a flush (pmem_persist, pmemobj_persist, _mm_clwb, ...) targets PM, not the
+///       stack, the heap or a global
+///   1b  a flush covers at least the size of its target's type
+///   2   in a transaction, PM is logged (TX_ADD, pmemobj_tx_add_range) before it is
+///       stored to (objects the transaction allocated need not be)
+///   3   an object pmemobj_tx_alloc'd is stored to before the commit
+///   4   no load or store to an object after the transaction that freed it committed
+///
+/// PM is what pmemobj_direct (D_RW, D_RO), pmem_map_file and pmem_map return. Each file
+/// is analysed on its own (calls into other files are unknown), loops are unrolled a few
+/// times, and a function is judged in the callers in this file that reach it.
+///
+/// Exit codes: 0 nothing found, 1 findings, 2 bad input (a file clang cannot compile,
+/// a missing plugin).
+///
+/// Example: persim conjure hashmap_tx.c -- -I include -std=gnu99
+#[derive(Args, Debug)]
+#[command(verbatim_doc_comment)]
+pub struct ConjureArgs {
+    /// C source files (with --compile-commands: those of its entries to analyse; none
+    /// for all).
+    pub files: Vec<PathBuf>,
+    /// Take each file's directory and flags from this compilation database
+    /// (compile_commands.json, as CMake or Bear write it).
+    #[arg(long, value_name = "FILE")]
+    pub compile_commands: Option<PathBuf>,
+    /// Compiler flags for the files (include paths, -D, -std), after `--`.
+    #[arg(last = true, value_name = "CFLAGS")]
+    pub cflags: Vec<String>,
+    /// The clang that loads the plugin: clang 16, the one it was built against.
+    #[arg(long, default_value = "clang-16")]
+    pub clang: PathBuf,
+    /// The plugin [default: target/conjurer/pmem-conjurer.so in the source tree,
+    /// lib/pmem-conjurer.so in an installation].
+    #[arg(long)]
+    pub plugin: Option<PathBuf>,
+    /// Print one JSON object instead of the text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Returns whether any rule was found broken.
+pub fn run(args: &ConjureArgs) -> Result<bool> {
+    let plugin = match &args.plugin {
+        Some(p) => p.clone(),
+        None => match Home::locate(None)? {
+            Home::SourceTree(dir) => dir.join("target/conjurer/pmem-conjurer.so"),
+            Home::Installed(dir) => dir.join("lib/pmem-conjurer.so"),
+        },
+    };
+    let analyzer = Analyzer {
+        clang: args.clang.clone(),
+        plugin,
+    };
+    let units = units(&args.files, &args.cflags, args.compile_commands.as_deref())?;
+    let reports = units
+        .iter()
+        .map(|u| analyzer.analyze(u))
+        .collect::<Result<Vec<_>, _>>()?;
+    let found: usize = reports.iter().map(|r| r.findings.len()).sum();
+    if args.json {
+        let json = serde_json::json!({ "findings": found, "files": reports });
+        outln!("{}", serde_json::to_string_pretty(&json)?)?;
+    } else {
+        let cwd = std::env::current_dir()?;
+        for report in &reports {
+            out!("{}", text(report, &cwd))?;
+        }
+        outln!(
+            "{found} finding{} in {} file{}",
+            if found == 1 { "" } else { "s" },
+            reports.len(),
+            if reports.len() == 1 { "" } else { "s" }
+        )?;
+    }
+    Ok(found > 0)
+}
+
+/// A file's findings, each with its path, then how long the file took.
+fn text(report: &FileReport, cwd: &Path) -> String {
+    let short = |p: &Path| p.strip_prefix(cwd).unwrap_or(p).display().to_string();
+    let mut s = String::new();
+    for f in &report.findings {
+        s += &format!(
+            "{}:{}:{}: rule {}: {}\n",
+            short(&f.file),
+            f.line,
+            f.column,
+            f.rule,
+            f.message
+        );
+        for step in &f.path {
+            let at = if step.file == f.file {
+                format!("line {}", step.line)
+            } else {
+                format!("{}:{}", short(&step.file), step.line)
+            };
+            s += &format!("    {at}: {}\n", step.message);
+        }
+    }
+    s += &format!(
+        "{}: {} finding{}, {:.2} s\n",
+        short(&report.file),
+        report.findings.len(),
+        if report.findings.len() == 1 { "" } else { "s" },
+        report.seconds
+    );
+    s
+}
