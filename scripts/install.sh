@@ -29,6 +29,10 @@ install -m 644 include/persim.h "$prefix/include/persim.h"
 install -m 755 target/release/persim "$prefix/bin/persim"
 install -m 644 target/release/libpersim_plugin.so "$home/lib/"
 install -m 755 "${tools[@]}" "$home/guest/"
+# PmemConjurer's analyzer plugin for `persim conjure` (conjurer/build.sh; setup builds it)
+if [[ -f target/conjurer/pmem-conjurer.so ]]; then
+    install -m 644 target/conjurer/pmem-conjurer.so "$home/lib/"
+fi
 # A fresh copy of the data: a suite or configuration removed from the tree goes too.
 rm -rf "$home/suites" "$home/vm"
 cp -r suites vm "$home/"
