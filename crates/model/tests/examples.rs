@@ -26,6 +26,18 @@ fn replay_entries(
     replay_in_memory(config, vec![0; pm_size as usize], entries).unwrap()
 }
 
+/// The distinct images of the first fence's failure point, sorted.
+fn distinct_at_first_fence(points: Vec<PointImages>) -> Vec<Vec<u8>> {
+    let fence = points
+        .into_iter()
+        .find(|p| p.point.kind == FailureKind::Fence)
+        .unwrap();
+    let mut images: Vec<Vec<u8>> = fence.images.into_iter().map(|(img, _, _)| img).collect();
+    images.sort();
+    images.dedup();
+    images
+}
+
 fn images(points: &[PointImages]) -> impl Iterator<Item = (&PointImages, &Vec<u8>)> {
     points
         .iter()
@@ -343,14 +355,7 @@ fn global_prefix_lets_declared_run_time_data_follow_the_cut() {
     };
     let at_fence = |declared: bool, strategy: Strategy| {
         let points = replay_entries(&trace(declared), 0x1000, CacheMode::Volatile, strategy);
-        let fence = points
-            .into_iter()
-            .find(|p| p.point.kind == FailureKind::Fence)
-            .unwrap();
-        let mut images: Vec<Vec<u8>> = fence.images.into_iter().map(|(img, _, _)| img).collect();
-        images.sort();
-        images.dedup();
-        images
+        distinct_at_first_fence(points)
     };
     let persistent_part = |img: &Vec<u8>| [img[0x100], img[0x140], img[0x180]];
     let plain = at_fence(false, Strategy::GlobalPrefix);
@@ -548,14 +553,7 @@ fn program_scope_lets_the_kernels_lines_follow_the_cut() {
         config.strategy = Strategy::GlobalPrefix;
         config.scope = scope;
         let points = replay_in_memory(config, vec![0; 0x4000], &trace(with_program)).unwrap();
-        let fence = points
-            .into_iter()
-            .find(|p| p.point.kind == FailureKind::Fence)
-            .unwrap();
-        let mut images: Vec<Vec<u8>> = fence.images.into_iter().map(|(img, _, _)| img).collect();
-        images.sort();
-        images.dedup();
-        images
+        distinct_at_first_fence(points)
     };
     let program_part = |images: &[Vec<u8>]| {
         let mut parts: Vec<[u8; 3]> = images

@@ -352,6 +352,13 @@ fn object_intact(object: &[u8]) -> bool {
 
 /// Stores a new object (header and data, whole lines) at `oid`; not yet durable.
 fn write_object<R: Region, A: PmAccess>(pm: &mut Pm<R, A>, oid: u64, type_num: u32, data: &[u8]) {
+    let mut bytes = encode_object(type_num, data);
+    bytes.resize(bytes.len().div_ceil(LINE as usize) * LINE as usize, 0);
+    pm.store(oid, &bytes);
+}
+
+/// An object's bytes: its header (size, type, checksum) and data.
+pub(crate) fn encode_object(type_num: u32, data: &[u8]) -> Vec<u8> {
     let mut header = Header {
         size: data.len() as u64,
         type_num,
@@ -362,8 +369,7 @@ fn write_object<R: Region, A: PmAccess>(pm: &mut Pm<R, A>, oid: u64, type_num: u
     header[8..12].copy_from_slice(&sum.to_le_bytes());
     let mut bytes = header.to_vec();
     bytes.extend_from_slice(data);
-    bytes.resize(bytes.len().div_ceil(LINE as usize) * LINE as usize, 0);
-    pm.store(oid, &bytes);
+    bytes
 }
 
 /// Reads both metadata copies and rewrites a damaged one from the other; returns the

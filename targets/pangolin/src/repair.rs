@@ -164,16 +164,7 @@ mod tests {
     use super::*;
 
     fn object(data: &[u8]) -> Vec<u8> {
-        let mut header = Header {
-            size: data.len() as u64,
-            type_num: 4,
-            sum: 0,
-        }
-        .encode();
-        let sum = Header::checksum(&header, data);
-        header[8..12].copy_from_slice(&sum.to_le_bytes());
-        let mut bytes = header.to_vec();
-        bytes.extend_from_slice(data);
+        let mut bytes = crate::pool::encode_object(4, data);
         bytes.resize(bytes.len() + 40, 0);
         bytes
     }
