@@ -140,6 +140,8 @@ pub struct Journal {
     /// The durable log tail (sequence, block), and one written but not yet durable.
     tail: (u32, u32),
     written_tail: Option<(u32, u32)>,
+    /// The superblock lines written since the tail was last durable.
+    tail_lines: Vec<u64>,
     /// A revoke record was written: replay may skip a block, so none is pruned in place.
     revoked: bool,
     violations: Vec<JournalViolation>,
@@ -159,6 +161,7 @@ impl Journal {
             committing: FxHashMap::default(),
             tail,
             written_tail: None,
+            tail_lines: Vec::new(),
             revoked: false,
             violations: Vec::new(),
             broken: false,
@@ -190,7 +193,7 @@ impl Journal {
         };
         let offset = addr % layout.block_size;
         if block == 0 {
-            self.superblock(offset, data);
+            self.superblock(addr, offset, data);
             return;
         }
         if offset == 0 && data.len() >= 4 && be32(data, 0) == MAGIC {
@@ -210,7 +213,11 @@ impl Journal {
         }
     }
 
-    fn superblock(&mut self, offset: u64, data: &[u8]) {
+    fn superblock(&mut self, addr: u64, offset: u64, data: &[u8]) {
+        let line = addr & !(LINE - 1);
+        if !self.tail_lines.contains(&line) {
+            self.tail_lines.push(line);
+        }
         // s_sequence and s_start, big-endian words at 0x18 and 0x1c
         let mut tail = self.written_tail.unwrap_or(self.tail);
         for (field, value) in [(0x18u64, &mut tail.0), (0x1c, &mut tail.1)] {
@@ -290,20 +297,28 @@ impl Journal {
     /// After a fence: commits and superblock writes whose lines are no longer pending are
     /// durable.
     pub fn fenced(&mut self, pending: &PmPending) {
-        let dirty: FxHashSet<u64> = pending.dirty_lines().iter().map(|l| l.line).collect();
-        let layout = &self.layout;
-        let superblock_dirty = dirty.iter().any(|&l| layout.block_of(l) == Some(0));
-        if self.written_tail.is_some() && !superblock_dirty {
+        let mut changed = false;
+        if self.written_tail.is_some() && !self.tail_lines.iter().any(|&l| pending.is_dirty(l)) {
             self.tail = self.written_tail.take().unwrap_or(self.tail);
+            self.tail_lines.clear();
+            changed = true;
         }
         for tx in self.transactions.values_mut() {
-            if !tx.durable && tx.commit_line.is_some_and(|l| !dirty.contains(&l)) {
+            if !tx.durable && tx.commit_line.is_some_and(|l| !pending.is_dirty(l)) {
                 tx.durable = true;
+                changed = true;
                 for b in &tx.blocks {
                     self.committing.remove(b);
                 }
             }
         }
+        if changed {
+            self.cover();
+        }
+    }
+
+    /// The blocks that durable transactions at or after the durable tail hold.
+    fn cover(&mut self) {
         let (tail_sequence, tail_block) = self.tail;
         self.covered = match tail_block != 0 && !self.revoked {
             true => self

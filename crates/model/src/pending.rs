@@ -92,6 +92,11 @@ impl PmPending {
         }
     }
 
+    /// Whether `line` (a line address) has pending units.
+    pub fn is_dirty(&self, line: u64) -> bool {
+        self.lines.contains_key(&line)
+    }
+
     /// The dirty lines in address order.
     pub fn dirty_lines(&self) -> Vec<&LineState> {
         let mut lines: Vec<&LineState> = self.lines.values().collect();
