@@ -244,7 +244,15 @@ fn run_torn(config: &Path, out: &Path) -> (Option<i32>, Vec<String>) {
     // the model) land at the same instructions in every run, not wherever the host's load
     // puts them; without it, in a fresh-clone CI run on 2026-11-27, an interrupt between
     // the entry's copy and `used` hid mutant 6.
-    let options = ["--strategy", "single-line", "--reproducible"];
+    // An instruction-counting guest boots slowly under TCG; on a loaded host (load 17) it
+    // took more than the default 120 s, so the boot gets the time a loaded host needs.
+    let options = [
+        "--strategy",
+        "single-line",
+        "--reproducible",
+        "--boot-timeout",
+        "900",
+    ];
     let (code, mut states) = run_test(config, "torn-entry", &options, out);
     assert_eq!(states.len(), 1, "{states:?}");
     (code, states.remove(0))
