@@ -579,9 +579,13 @@ impl Sink for Materialiser<'_> {
 impl Materialiser<'_> {
     /// The failure point's images, as the guidance of `reads` says.
     fn choose(&mut self, view: &FailureView<'_>) -> (CrashImages, Option<PointReads>) {
+        let durable = |offset: u64, bytes: &mut [u8]| self.persisted.read(offset, bytes);
         let sets = match self.guidance {
-            Guidance::Unguided => return (view.crash_images(), None),
-            Guidance::FullyPersistedToGuide if !view.has_explorable_lines() => {
+            Guidance::Unguided => {
+                let changes = |line| !view.rewrites_durable(line, durable);
+                return (view.crash_images_guided(changes, true), None);
+            }
+            Guidance::FullyPersistedToGuide if !view.has_explorable_lines(durable) => {
                 return (CrashImages::default(), None)
             }
             Guidance::FullyPersisted | Guidance::FullyPersistedToGuide => {
@@ -595,7 +599,7 @@ impl Materialiser<'_> {
         };
         let (sets, nt_at) = sets;
         let hash = self.fully_persisted_hash(view);
-        let explorable = view.has_explorable_lines();
+        let explorable = view.has_explorable_lines(durable);
         let read = sets.get(&hash).and_then(Option::as_deref);
         let lines = match explorable {
             true => self.guide.split(view, read),
@@ -605,7 +609,8 @@ impl Materialiser<'_> {
             },
         };
         let nt_prefixes = nt_at.includes(view.point.index);
-        let crash = view.crash_images_guided(|line| lines.explores(line), nt_prefixes);
+        let explores = |line| lines.explores(line) && !view.rewrites_durable(line, durable);
+        let crash = view.crash_images_guided(explores, nt_prefixes);
         let reads = PointReads {
             fully_persisted: hash,
             known: read.is_some() || !explorable,

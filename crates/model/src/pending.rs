@@ -1,7 +1,7 @@
 //! The pending state of PM: per-line pending sequences with flush marks (docs/design/model.md).
 
 use crate::config::CacheMode;
-use crate::unit::{split_store, Unit, LINE};
+use crate::unit::{split_store, Unit, LINE, WORD};
 use rustc_hash::FxHashMap;
 
 /// The units written to one line since it was last made durable.
@@ -24,6 +24,18 @@ impl LineState {
     /// The flush mark f_L, 0 when the line was not flushed since the last fence.
     pub fn flush_mark(&self) -> usize {
         self.flush_mark
+    }
+
+    /// Whether every pending unit writes the bytes the durable image already holds
+    /// (`durable` reads them): whichever prefix persists, the line stays as it is, so
+    /// exploring it adds candidates but no image (ext4 zeroing a block that is zero).
+    pub fn rewrites_durable(&self, mut durable: impl FnMut(u64, &mut [u8])) -> bool {
+        let mut word = [0u8; WORD as usize];
+        self.units.iter().all(|unit| {
+            let held = &mut word[..unit.bytes().len()];
+            durable(unit.addr, held);
+            held == unit.bytes()
+        })
     }
 }
 

@@ -146,9 +146,19 @@ impl FailureView<'_> {
     }
 
     /// Whether some dirty line may be explored: neither run-time data nor outside the
-    /// program's PM (otherwise every line follows the cut, whatever recovery reads).
-    pub fn has_explorable_lines(&self) -> bool {
-        (0..self.lines.len()).any(|i| !self.follows(i))
+    /// program's PM nor protected, and not only rewriting what is durable (`durable`
+    /// reads it); otherwise every line follows the cut, whatever recovery reads.
+    pub fn has_explorable_lines(&self, mut durable: impl FnMut(u64, &mut [u8])) -> bool {
+        (0..self.lines.len())
+            .any(|i| !self.follows(i) && !self.lines[i].rewrites_durable(&mut durable))
+    }
+
+    /// Whether the dirty line at `line` only rewrites the durable bytes
+    /// ([`LineState::rewrites_durable`]): it may follow the cut, with the same images.
+    pub fn rewrites_durable(&self, line: u64, durable: impl FnMut(u64, &mut [u8])) -> bool {
+        self.lines
+            .binary_search_by_key(&line, |l| l.line)
+            .is_ok_and(|i| self.lines[i].rewrites_durable(durable))
     }
 
     fn is_runtime(&self, line: usize) -> bool {

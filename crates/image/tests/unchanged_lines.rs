@@ -1,0 +1,59 @@
+//! A dirty line whose pending stores only rewrite the bytes already durable (ext4 zeroing
+//! a block that is zero) gives the same image whichever of its stores persist: it follows
+//! the cut instead of multiplying the candidates, so the failure point's other lines are
+//! explored in full rather than sampled.
+
+use persim_image::{generate_images, GenerateOptions, PointRecord, PointSink};
+use persim_model::Strategy;
+use std::io;
+
+#[derive(Default)]
+struct Points(Vec<PointRecord>);
+
+impl PointSink for Points {
+    fn point(&mut self, point: &PointRecord) -> io::Result<()> {
+        self.0.push(point.clone());
+        Ok(())
+    }
+}
+
+/// The fence's point after 16 lines of NT stores of `fill` over a zeroed PM and one NT
+/// store of 1 to line 0: (its distinct images, whether it was sampled).
+fn fence_point(fill: &str) -> (usize, bool) {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = tmp.path().join("t.trace");
+    let mut text = String::from("# persim-trace pm-size=0x10000\n");
+    for line in 1..=16u64 {
+        text += &format!(
+            "ntwrite {:#x} {fill} @ pc=0xffffffff813d8640\n",
+            line * 0x40
+        );
+    }
+    text += "ntwrite 0x0 01 @ pc=0xffffffff813d8644\nfence sfence @ pc=0xffffffff813d8650\n";
+    std::fs::write(&trace, text).unwrap();
+    let options = GenerateOptions {
+        strategy: Strategy::GlobalPrefix,
+        max_images: 64,
+        ..GenerateOptions::default()
+    };
+    let mut points = Points::default();
+    generate_images(&options, &trace, |_| Ok(()), &mut points, &mut |_| {}).unwrap();
+    let fence = points
+        .0
+        .iter()
+        .find(|p| p.index == 17)
+        .expect("the fence's point");
+    let mut images = fence.images.clone();
+    images.sort();
+    images.dedup();
+    (images.len(), fence.incomplete)
+}
+
+#[test]
+fn lines_that_rewrite_durable_bytes_do_not_multiply_the_images() {
+    // Zeros over zeros: only line 0 changes anything (stored or not).
+    assert_eq!(fence_point("0000000000000000"), (2, false));
+    // The twin: the same stores of ones are explored, and 17 lines need more than 64.
+    let (images, sampled) = fence_point("ffffffffffffffff");
+    assert!(sampled && images > 2, "{images} images, sampled {sampled}");
+}
