@@ -78,6 +78,10 @@ pub fn journal_layout(image: &Image, pm_size: u64) -> Option<JournalLayout> {
         block_size,
         fs_start: fs,
         tag_bytes,
+        revoke_bytes: match features & JBD2_64BIT {
+            0 => 4,
+            _ => 8,
+        },
         tail_sequence: be32(&jsb, 0x18),
         tail_block: be32(&jsb, 0x1c),
     })

@@ -51,6 +51,10 @@ fn the_journal_of_a_real_ext4_is_found_where_debugfs_puts_it() {
     assert_eq!(layout.fs_start, Some(offset));
     // the kernel switches the journal's checksums (v3, 16-byte tags) on at the first mount
     assert_eq!(layout.tag_bytes, Some(8));
+    assert_eq!(
+        layout.revoke_bytes, 4,
+        "no 64-bit block numbers in the journal yet"
+    );
     assert_eq!(layout.tail_block, 0, "an empty journal");
     let blocks: u64 = layout.extents.iter().map(|e| e.blocks).sum();
     assert_eq!(blocks, 1024, "a 4 MiB journal on a 64 MiB file system");

@@ -44,6 +44,8 @@ pub struct JournalLayout {
     /// numbers, without checksums); `None`: a format whose tags are not read, so in-place
     /// writes are never pruned.
     pub tag_bytes: Option<usize>,
+    /// Bytes per revoke record: 8 with 64-bit block numbers, else 4.
+    pub revoke_bytes: usize,
     /// The durable superblock's log tail: the first sequence recovery replays, and the
     /// tail block (0: the journal is empty, nothing is replayed).
     pub tail_sequence: u32,
@@ -142,8 +144,11 @@ pub struct Journal {
     written_tail: Option<(u32, u32)>,
     /// The superblock lines written since the tail was last durable.
     tail_lines: Vec<u64>,
-    /// A revoke record was written: replay may skip a block, so none is pruned in place.
-    revoked: bool,
+    /// Blocks that written revoke records name: replay may skip them, so they are never
+    /// pruned in place.
+    revoked: FxHashSet<u64>,
+    /// A revoke block could not be read: no block is pruned in place.
+    revoke_unread: bool,
     violations: Vec<JournalViolation>,
     /// A rule was broken: nothing is pruned any more.
     broken: bool,
@@ -162,7 +167,8 @@ impl Journal {
             tail,
             written_tail: None,
             tail_lines: Vec::new(),
-            revoked: false,
+            revoked: FxHashSet::default(),
+            revoke_unread: false,
             violations: Vec::new(),
             broken: false,
             covered: FxHashSet::default(),
@@ -273,7 +279,10 @@ impl Journal {
             }
             match be32(bytes, 4) {
                 DESCRIPTOR => blocks.extend(tags(bytes, tag_bytes)),
-                REVOKE => self.revoked = true,
+                REVOKE => match revoked(bytes, self.layout.revoke_bytes) {
+                    Some(revoked) => self.revoked.extend(revoked),
+                    None => self.revoke_unread = true,
+                },
                 _ => {}
             }
         }
@@ -320,12 +329,13 @@ impl Journal {
     /// The blocks that durable transactions at or after the durable tail hold.
     fn cover(&mut self) {
         let (tail_sequence, tail_block) = self.tail;
-        self.covered = match tail_block != 0 && !self.revoked {
+        self.covered = match tail_block != 0 && !self.revoke_unread {
             true => self
                 .transactions
                 .iter()
                 .filter(|(&seq, tx)| tx.durable && seq.wrapping_sub(tail_sequence) < 1 << 31)
                 .flat_map(|(_, tx)| tx.blocks.iter().copied())
+                .filter(|block| !self.revoked.contains(block))
                 .collect(),
             false => FxHashSet::default(),
         };
@@ -375,6 +385,21 @@ fn tags(bytes: &[u8], tag_bytes: usize) -> Vec<u64> {
         }
     }
     blocks
+}
+
+/// The file-system block numbers a revoke block names (a 16-byte header whose last word
+/// counts the bytes used, then `record_bytes` per block), or `None` when that count does
+/// not fit the block.
+fn revoked(bytes: &[u8], record_bytes: usize) -> Option<Vec<u64>> {
+    let used = be32(bytes, 12) as usize;
+    if used < 16 || used > bytes.len() || (used - 16) % record_bytes != 0 {
+        return None;
+    }
+    let record = |at: usize| match record_bytes {
+        8 => u64::from(be32(bytes, at)) << 32 | u64::from(be32(bytes, at + 4)),
+        _ => u64::from(be32(bytes, at)),
+    };
+    Some((16..used).step_by(record_bytes).map(record).collect())
 }
 
 fn be32(bytes: &[u8], at: usize) -> u32 {

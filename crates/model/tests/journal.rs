@@ -2,7 +2,8 @@
 //! blocks before the commit and the in-place write after it follow the cut while the rules
 //! hold; a commit written before the journal block is durable (rule 1) and an in-place
 //! write before the commit is durable (rule 2) are each flagged, with the line that broke
-//! the rule, and stop the pruning; their correct twin is not flagged.
+//! the rule, and stop the pruning; their correct twin is not flagged. A block a revoke
+//! record names is never pruned in place; the transaction's other blocks still are.
 
 use persim_model::{
     Config, FailureKind, FailureView, JournalExtent, JournalLayout, Replay, Scope, Sink, Strategy,
@@ -22,6 +23,7 @@ fn layout() -> JournalLayout {
         block_size: 0x400,
         fs_start: Some(0),
         tag_bytes: Some(16),
+        revoke_bytes: 4,
         tail_sequence: 5,
         tail_block: 1,
     }
@@ -120,4 +122,32 @@ fn an_in_place_write_before_the_commit_is_durable_breaks_rule_2() {
     let rules: Vec<u8> = seen.0.iter().flat_map(|p| p.2.clone()).collect();
     assert_eq!(rules, [2, 2]);
     assert!(seen.0.last().unwrap().1.is_empty());
+}
+
+#[test]
+fn a_revoked_block_is_explored_in_place_and_the_others_still_follow_the_cut() {
+    // Transaction 5 logs blocks 20 and 21 (journal blocks 2 and 3), revokes block 21
+    // (journal block 4: 20 bytes used, one 4-byte record) and commits (journal block 5).
+    let descriptor = "ntwrite 0x1400 c03b399800000001\n\
+         ntwrite 0x1408 00000005000000140000000200000000\n\
+         ntwrite 0x1418 0000000000000015000000080000000000000000\n";
+    let copies = "ntwrite 0x1800 aaaaaaaaaaaaaaaa\nntwrite 0x1c00 aaaaaaaaaaaaaaaa\n";
+    let revoke = "ntwrite 0x2000 c03b399800000005\nntwrite 0x2008 000000050000001400000015\n";
+    let commit = "ntwrite 0x2400 c03b399800000002\nntwrite 0x2408 0000000500000000\n";
+    let in_place = "write 0x5000 bbbbbbbbbbbbbbbb\nwrite 0x5400 cccccccccccccccc\n";
+    let body =
+        format!("{descriptor}{copies}{revoke}fence sfence\n{commit}fence sfence\n{in_place}");
+    let seen = replay(&body, Scope::Program);
+    assert!(seen.0.iter().all(|p| p.2.is_empty()), "no rule broken");
+    let last = seen.0.last().unwrap();
+    assert_eq!(
+        last.1,
+        [0x5000],
+        "block 20 is replayed, block 21 may not be"
+    );
+    assert!(
+        last.3 < 4,
+        "not every subset of the two lines: {} images",
+        last.3
+    );
 }
