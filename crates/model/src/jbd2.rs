@@ -392,7 +392,7 @@ fn tags(bytes: &[u8], tag_bytes: usize) -> Vec<u64> {
 /// not fit the block.
 fn revoked(bytes: &[u8], record_bytes: usize) -> Option<Vec<u64>> {
     let used = be32(bytes, 12) as usize;
-    if used < 16 || used > bytes.len() || (used - 16) % record_bytes != 0 {
+    if used < 16 || used > bytes.len() || !(used - 16).is_multiple_of(record_bytes) {
         return None;
     }
     let record = |at: usize| match record_bytes {
