@@ -2,19 +2,11 @@
 //! change the images: not at a failure point whose dirty lines all lie outside the PM the
 //! program accessed (the kernel's, under the `program` scope).
 
-use persim_image::{generate_images, GenerateOptions, Guidance, PointRecord, PointSink};
+mod common;
+
+use common::Points;
+use persim_image::{generate_images, GenerateOptions, Guidance};
 use persim_model::{Scope, Strategy};
-use std::io;
-
-#[derive(Default)]
-struct Points(Vec<PointRecord>);
-
-impl PointSink for Points {
-    fn point(&mut self, point: &PointRecord) -> io::Result<()> {
-        self.0.push(point.clone());
-        Ok(())
-    }
-}
 
 /// The failure points' indexes that got an image.
 fn imaged(guidance: Guidance, scope: Scope) -> Vec<u64> {

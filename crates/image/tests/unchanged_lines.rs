@@ -3,19 +3,11 @@
 //! the cut instead of multiplying the candidates, so the failure point's other lines are
 //! explored in full rather than sampled.
 
-use persim_image::{generate_images, GenerateOptions, PointRecord, PointSink};
+mod common;
+
+use common::Points;
+use persim_image::{generate_images, GenerateOptions};
 use persim_model::Strategy;
-use std::io;
-
-#[derive(Default)]
-struct Points(Vec<PointRecord>);
-
-impl PointSink for Points {
-    fn point(&mut self, point: &PointRecord) -> io::Result<()> {
-        self.0.push(point.clone());
-        Ok(())
-    }
-}
 
 /// The fence's point after 16 lines of NT stores of `fill` over a zeroed PM and one NT
 /// store of 1 to line 0: (its distinct images, whether it was sampled).
