@@ -87,23 +87,27 @@ pub fn run(args: &ConjureArgs) -> Result<bool> {
         .iter()
         .map(|u| analyzer.analyze(u))
         .collect::<Result<Vec<_>, _>>()?;
-    let mut classes = [0usize; 3];
     if let Some(run) = &run {
         for f in reports.iter_mut().flat_map(|r| &mut r.findings) {
-            let check = run.check(f);
-            classes[check.class as usize] += 1;
-            f.run = Some(check);
+            f.run = Some(run.check(f));
         }
     }
     let found: usize = reports.iter().map(|r| r.findings.len()).sum();
+    let count = |class: RunClass| {
+        reports
+            .iter()
+            .flat_map(|r| &r.findings)
+            .filter(|f| f.run.as_ref().is_some_and(|r| r.class == class))
+            .count()
+    };
     if args.json {
         let mut json = serde_json::json!({ "findings": found, "files": reports });
         if let Some(trace) = &args.trace {
             json["run"] = serde_json::json!({
                 "trace": trace,
-                "witnessed": classes[RunClass::Witnessed as usize],
-                "reached_not_flagged": classes[RunClass::ReachedNotFlagged as usize],
-                "not_reached": classes[RunClass::NotReached as usize],
+                "witnessed": count(RunClass::Witnessed),
+                "reached_not_flagged": count(RunClass::ReachedNotFlagged),
+                "not_reached": count(RunClass::NotReached),
             });
         }
         outln!("{}", serde_json::to_string_pretty(&json)?)?;
@@ -122,9 +126,9 @@ pub fn run(args: &ConjureArgs) -> Result<bool> {
             outln!(
                 "against {}: {} witnessed, {} reached and not flagged, {} never reached",
                 trace.display(),
-                classes[RunClass::Witnessed as usize],
-                classes[RunClass::ReachedNotFlagged as usize],
-                classes[RunClass::NotReached as usize]
+                count(RunClass::Witnessed),
+                count(RunClass::ReachedNotFlagged),
+                count(RunClass::NotReached)
             )?;
         }
     }

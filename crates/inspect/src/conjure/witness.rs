@@ -41,6 +41,8 @@ pub struct RunCheck {
     pub witness: Option<String>,
 }
 
+const RULES: [&str; 6] = ["1", "1a", "1b", "2", "3", "4"];
+
 /// The dynamic kinds of a static rule, and whether their findings are placed at a call
 /// site (the pc is then a return address).
 fn kinds(rule: &str) -> &'static [(Kind, bool)] {
@@ -97,7 +99,7 @@ impl RunLines {
         for chain in chains {
             run.reach(symbols.source_lines(&chain, false).into_iter().flatten());
         }
-        let pc_returns: FxHashMap<Kind, bool> = ["1", "1a", "1b", "2", "3", "4"]
+        let pc_returns: FxHashMap<Kind, bool> = RULES
             .iter()
             .flat_map(|r| kinds(r).iter().copied())
             .collect();
@@ -319,6 +321,14 @@ mod tests {
             "the PM store at line 80 is not flushed before this fence",
         );
         assert_eq!(run.check(&rule1).class, RunClass::ReachedNotFlagged);
+        let mut flagged = RunLines::default();
+        flagged.reach([line("hashmap_tx.c", 80, "calc_pi")]);
+        flagged.flags.push(Flag {
+            kind: Kind::MissingPersist,
+            lines: vec![line("hashmap_tx.c", 80, "calc_pi")],
+            code: "calc_pi+0x10".into(),
+        });
+        assert_eq!(flagged.check(&rule1).class, RunClass::Witnessed);
         assert_eq!(line_named("the object allocated at line 12 is"), Some(12));
         assert_eq!(line_named("a load from a PM object"), None);
     }
