@@ -69,6 +69,8 @@ REGISTER_MAP_WITH_PROGRAMSTATE(AllocSite, SymbolRef, const Stmt *)
 REGISTER_SET_WITH_PROGRAMSTATE(Logged, LogRange)
 // Rule 1: PM regions stored to outside a transaction and not yet flushed -> the store.
 REGISTER_MAP_WITH_PROGRAMSTATE(Dirty, const MemRegion *, const Stmt *)
+// OIDs pmemobj_reserve gave: a pmemobj_cancel drops them, unflushed stores and all.
+REGISTER_SET_WITH_PROGRAMSTATE(Reserved, SymbolRef)
 REGISTER_TRAIT_WITH_PROGRAMSTATE(TxDepth, unsigned)
 REGISTER_TRAIT_WITH_PROGRAMSTATE(TxStage, unsigned)
 // The top-level function runs in its caller's transaction (it logs or allocates in one
@@ -92,6 +94,8 @@ enum class Kind {
 	TxAlloc,
 	TxZalloc,
 	TxFree,
+	Reserve,
+	Cancel,
 	Persist,     // flush (addr, len) then fence: pmemobj_persist(pop, a, n), pmem_persist(a, n)
 	Flush,       // flush (addr, len)
 	FlushLine,   // flush one cache line: _mm_clwb(p) and friends
@@ -121,6 +125,8 @@ Spec classify(StringRef N)
 		.Cases("pmemobj_tx_alloc", "pmemobj_tx_xalloc", {Kind::TxAlloc, 0})
 		.Case("pmemobj_tx_zalloc", {Kind::TxZalloc, 0})
 		.Cases("pmemobj_tx_free", "pmemobj_tx_xfree", {Kind::TxFree, 0})
+		.Cases("pmemobj_reserve", "pmemobj_xreserve", {Kind::Reserve, 0})
+		.Case("pmemobj_cancel", {Kind::Cancel, 0})
 		.Case("pmemobj_persist", {Kind::Persist, 1})
 		.Cases("pmem_persist", "pmem_msync", "pmem_deep_persist", {Kind::Persist, 0})
 		.Case("pmemobj_flush", {Kind::Flush, 1})
@@ -583,10 +589,36 @@ void PmemChecker::checkPostCall(const CallEvent &Call, CheckerContext &C) const
 			emit(C, St->add<PmSyms>(S));
 		return;
 	}
+	if (K.K == Kind::Cancel) {
+		// The reservations are dropped: their memory never becomes an object, so
+		// what was stored to it needs no flush.
+		for (auto &E : St->get<OidPtr>()) {
+			if (!St->contains<Reserved>(E.first))
+				continue;
+			for (auto &D : St->get<Dirty>())
+				if (pmBase(St, D.first) == E.second)
+					St = St->remove<Dirty>(D.first);
+		}
+		emit(C, St->remove<Reserved>());
+		return;
+	}
+	if (K.K == Kind::Reserve) {
+		// As for allocations: the OID is the conjured struct the call returns.
+		SymbolRef Off = Call.getReturnValue().getAsSymbol();
+		if (Off && Off->getType()->isRecordType())
+			emit(C, St->add<Reserved>(Off));
+		return;
+	}
 	if (K.K == Kind::Other && !C.wasInlined) {
 		// A function the analyzer did not follow may have initialised what it was
 		// given (a constructor of pmemobj_tx_alloc's caller, say).
 		bool Changed = false;
+		// One of this file's (too deep, or over the analyzer's budget) may have
+		// flushed anything: the stores before it are not judged.
+		if (FD && FD->hasBody() && !St->get<Dirty>().isEmpty()) {
+			St = St->remove<Dirty>();
+			Changed = true;
+		}
 		for (unsigned I = 0; I < Call.getNumArgs(); I++) {
 			SymbolRef B = pmBase(St, Call.getArgSVal(I).getAsRegion());
 			const unsigned *F = B ? St->get<ObjFlags>(B) : nullptr;

@@ -212,6 +212,30 @@ const BUGS: &[(&str, &str, &str, &str)] = &[
     ),
 ];
 
+/// The source `file` of a variant of PMDK's examples, and `persim conjure`'s arguments
+/// for it: the file, then the flags its build uses.
+fn example(variant: &str, file: &str) -> (PathBuf, Vec<String>) {
+    let src = root()
+        .join("target/pmdk-examples")
+        .join(variant)
+        .join("src");
+    let path = src.join(file);
+    let mut args = vec![
+        path.to_str().unwrap().to_string(),
+        "--".into(),
+        "-std=gnu99".into(),
+    ];
+    for dir in [
+        root().join("targets/pmdk-examples/include"),
+        src.join("map"),
+        src.join("tree_map"),
+        src.join("hashmap"),
+    ] {
+        args.extend(["-I".to_string(), dir.to_str().unwrap().to_string()]);
+    }
+    (path, args)
+}
+
 #[test]
 fn every_recreated_pmdk_bug_is_found_at_its_line_and_not_in_the_shipped_file() {
     let test = "every_recreated_pmdk_bug_is_found_at_its_line_and_not_in_the_shipped_file";
@@ -227,24 +251,9 @@ fn every_recreated_pmdk_bug_is_found_at_its_line_and_not_in_the_shipped_file() {
         println!("SKIPPED: {test}: no PMDK examples (targets/pmdk-examples/build.sh makes them)");
         return;
     }
-    let include = root().join("targets/pmdk-examples/include");
     for (variant, file, rule, text) in BUGS {
         let found_in = |variant: &str| {
-            let src = examples.join(variant).join("src");
-            let path = src.join(file);
-            let mut args = vec![
-                path.to_str().unwrap().to_string(),
-                "--".into(),
-                "-std=gnu99".into(),
-            ];
-            for dir in [
-                include.clone(),
-                src.join("map"),
-                src.join("tree_map"),
-                src.join("hashmap"),
-            ] {
-                args.extend(["-I".to_string(), dir.to_str().unwrap().to_string()]);
-            }
+            let (path, args) = example(variant, file);
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             (path.clone(), conjure(&args).1)
         };
@@ -265,4 +274,107 @@ fn every_recreated_pmdk_bug_is_found_at_its_line_and_not_in_the_shipped_file() {
             "shipped {file}: rule {rule} in {shipped:?}"
         );
     }
+}
+
+/// Static and dynamic together: the re-created `hashmap_tx` use-after-free (rule 4 at
+/// `hashmap_tx.c:251`) checked against three traced runs of its variant in the VM. Only
+/// inserts: the run never reaches the line. Removing one of 2 keys: it reads the freed
+/// entry, but the rebuild that follows allocated the block again, so `analyze` does not
+/// flag it. Removing one of 11 keys (no rebuild): `analyze`'s use-after-free there is the
+/// witness.
+#[test]
+fn a_static_finding_is_never_reached_reached_or_witnessed_by_a_traced_run() {
+    let test = "a_static_finding_is_never_reached_reached_or_witnessed_by_a_traced_run";
+    if !plugin_ready(test) || !common::vm_ready(test) {
+        return;
+    }
+    let (path, args) = example("hashmap-tx-remove", "hashmap/hashmap_tx.c");
+    if !path.is_file() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{test}: run targets/pmdk-examples/build.sh"
+        );
+        println!("SKIPPED: {test}: no PMDK examples (targets/pmdk-examples/build.sh makes them)");
+        return;
+    }
+    let line = std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .position(|l| l.contains("return D_RO(var)->value;"))
+        .unwrap() as u64
+        + 1;
+    let config = root().join("targets/pmdk-examples/tests/vm.toml");
+    let dir = tempfile::tempdir().unwrap();
+    let program = "pmdk-map-hashmap-tx-remove hashmap_tx /mnt/pool";
+    for (keys, run, class) in [
+        (2, "insert:3", "not-reached"),
+        (2, "remove:1", "reached-not-flagged"),
+        (11, "remove:1", "witnessed"),
+    ] {
+        let trace = dir.path().join(format!("{keys}-{run}.ptrace"));
+        let inserts: Vec<String> = (1..=keys).map(|k| format!("insert:{k}")).collect();
+        let traced = persim(&[
+            "trace",
+            "--vm",
+            config.to_str().unwrap(),
+            "--setup",
+            &format!("{program} setup create {} && sync", inserts.join(" ")),
+            "--cmd",
+            &format!("{program} run {run}"),
+            "--stack-traces",
+            "--reads",
+            "--trace-calls",
+            "pmdk",
+            "-o",
+            trace.to_str().unwrap(),
+        ]);
+        assert_eq!(
+            traced.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&traced.stderr)
+        );
+        let plugin = plugin();
+        let mut all = vec!["conjure", "--json", "--plugin", &plugin];
+        all.extend(["--trace", trace.to_str().unwrap()]);
+        all.extend(args.iter().map(String::as_str));
+        let out = persim(&all);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let findings = json["files"][0]["findings"].as_array().unwrap();
+        let uaf = findings
+            .iter()
+            .find(|f| f["rule"] == "4" && f["line"] == line)
+            .unwrap_or_else(|| panic!("no rule 4 at line {line}: {json:#}"));
+        assert_eq!(uaf["run"]["class"], class, "{keys} keys, {run}: {uaf:#}");
+        let witness = uaf["run"]["witness"].as_str();
+        if class == "witnessed" {
+            let witness = witness.unwrap();
+            assert!(
+                witness.starts_with("use-after-free at hm_tx_remove+")
+                    && witness.ends_with(&format!("(hashmap_tx.c:{line})")),
+                "{witness}"
+            );
+        } else {
+            assert_eq!(witness, None, "{uaf:#}");
+        }
+        assert_eq!(json["run"][class.replace('-', "_")], 1, "{json:#}");
+    }
+    // A trace is required to place findings: a file that is no trace is refused.
+    let plugin = plugin();
+    let out = persim(&[
+        "conjure",
+        "--plugin",
+        &plugin,
+        "--trace",
+        "/nonexistent",
+        &args[0],
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not a trace or a run directory"));
 }

@@ -29,5 +29,5 @@ pub use error::{TraceError, TraceErrorKind};
 pub use read_ahead::ReadAhead;
 pub use reader::{read_all, Format, Reader};
 pub use recording::Recording;
-pub use symbols::{Location, Symbols};
+pub use symbols::{Location, SourceLine, Symbols};
 pub use text::{ParseEntryError, TextWriter};

@@ -37,16 +37,39 @@ pub struct Symbols {
 struct Sources(Mutex<HashMap<String, Option<addr2line::Loader>>>);
 
 impl Sources {
-    /// `file:line` (the file's name only) of the ELF address `address` of `file`.
-    fn line_of(&self, file: &str, address: u64) -> Option<String> {
+    /// Where the ELF address `address` of `file` is in its source.
+    fn line_of(&self, file: &str, address: u64) -> Option<SourceLine> {
         let mut loaders = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let loader = loaders
             .entry(file.to_owned())
             .or_insert_with(|| line_tables(Path::new(file)))
             .as_ref()?;
-        let location = loader.find_location(address).ok()??;
-        let name = Path::new(location.file?).file_name()?.to_str()?;
-        Some(format!("{name}:{}", location.line?))
+        // The innermost frame: the inlined function the address is in, if any.
+        let frame = loader.find_frames(address).ok()?.next().ok()??;
+        let location = frame.location?;
+        Some(SourceLine {
+            file: Path::new(location.file?).file_name()?.to_str()?.to_owned(),
+            line: location.line?,
+            function: frame
+                .function
+                .and_then(|f| f.demangle().ok().map(|n| n.into_owned())),
+        })
+    }
+}
+
+/// A code address's place in its program's source, from the file's line tables.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SourceLine {
+    /// The source file's name, without its directory.
+    pub file: String,
+    pub line: u32,
+    /// The function the line is in: the inlined one where the compiler inlined it.
+    pub function: Option<String>,
+}
+
+impl fmt::Display for SourceLine {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "{}:{}", self.file, self.line)
     }
 }
 
@@ -306,19 +329,24 @@ impl Symbols {
         let Some(location) = self.resolve_in(space, address) else {
             return format!("{address:#x}");
         };
-        let code = self
-            .spaces
-            .get(space)
-            .filter(|s| s.has_code_at(address))
-            .and_then(|s| s.code_at(address));
-        let line = code.and_then(|c| {
-            let probe = address.wrapping_sub(c.bias?).wrapping_sub(u64::from(call));
-            self.sources.line_of(c.file.as_deref()?, probe)
-        });
-        match line {
+        match self.line_in(space, address, call) {
             Some(line) => format!("{location} ({line})"),
             None => location.to_string(),
         }
+    }
+
+    /// The source line of `address` in user space `space`, where its file has line
+    /// tables; `call` as in [`Symbols::describe_in`].
+    fn line_in(&self, space: usize, address: u64, call: bool) -> Option<SourceLine> {
+        let code = self
+            .spaces
+            .get(space)
+            .filter(|s| s.has_code_at(address))?
+            .code_at(address)?;
+        let probe = address
+            .wrapping_sub(code.bias?)
+            .wrapping_sub(u64::from(call));
+        self.sources.line_of(code.file.as_deref()?, probe)
     }
 
     /// The names of code files the guest had (user mappings' `file=`) moved to the
@@ -335,21 +363,38 @@ impl Symbols {
     /// the user address space that has code at most of them: one thread's frames are all
     /// of one process.
     pub fn describe_frames(&self, frames: &[u64]) -> Vec<String> {
+        let space = self.space_of_frames(frames);
+        frames
+            .iter()
+            .enumerate()
+            .map(|(i, &a)| self.describe_in(space, a, i > 0))
+            .collect()
+    }
+
+    /// One call chain's source lines (as [`Symbols::describe_frames`] names them): the
+    /// pc's, then each call's; None where no line table covers the address. `pc_returns`:
+    /// the pc is a return address too (a finding placed at a call site).
+    pub fn source_lines(&self, frames: &[u64], pc_returns: bool) -> Vec<Option<SourceLine>> {
+        let space = self.space_of_frames(frames);
+        frames
+            .iter()
+            .enumerate()
+            .map(|(i, &a)| self.line_in(space, a, pc_returns || i > 0))
+            .collect()
+    }
+
+    /// The user address space that has code at most of `frames` (0 if none has).
+    fn space_of_frames(&self, frames: &[u64]) -> usize {
         let covered = |space: usize| {
             frames
                 .iter()
                 .filter(|&&a| self.spaces[space].has_code_at(a))
                 .count()
         };
-        let space = (1..self.spaces.len())
+        (1..self.spaces.len())
             .rev()
             .max_by_key(|&space| covered(space))
-            .unwrap_or(0);
-        frames
-            .iter()
-            .enumerate()
-            .map(|(i, &a)| self.describe_in(space, a, i > 0))
-            .collect()
+            .unwrap_or(0)
     }
 
     /// `function+0xoff [module] (file:line)`, or the address in hex when no symbol covers
@@ -674,6 +719,20 @@ not a symbol line
             Symbols::load(&path).unwrap().describe(probe),
             "probe+0x0 [probe] (probe.c:2)"
         );
+        // The same lines as values, with the function each is in.
+        let line = |line| {
+            Some(SourceLine {
+                file: "probe.c".into(),
+                line,
+                function: Some("probe".into()),
+            })
+        };
+        assert_eq!(
+            s.source_lines(&[probe, probe + 1], false),
+            [line(2), line(2)]
+        );
+        assert_eq!(s.source_lines(&[probe + 1], true), [line(2)]);
+        assert_eq!(s.source_lines(&[0x1000], false), [None]);
         // Without DWARF, silently the function alone.
         let (s, probe) = c_program(dir.path(), &["-O0"]);
         assert_eq!(s.describe(probe), "probe+0x0 [probe]");

@@ -5,6 +5,7 @@
 
 mod sarif;
 mod units;
+mod witness;
 
 use serde::Serialize;
 use std::path::PathBuf;
@@ -12,6 +13,7 @@ use std::process::Command;
 use std::time::Instant;
 
 pub use units::{units, Unit};
+pub use witness::{RunCheck, RunClass, RunLines};
 
 /// The checker's name, as the plugin registers it and SARIF's `ruleId` names it.
 const CHECKER: &str = "pmem.Conjurer";
@@ -60,6 +62,9 @@ pub struct Finding {
     pub message: String,
     /// The bug path: the branches taken and the calls entered on the way.
     pub path: Vec<Step>,
+    /// What a traced run of the program says of it (`persim conjure --trace`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run: Option<RunCheck>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

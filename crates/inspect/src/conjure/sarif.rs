@@ -114,6 +114,7 @@ pub(super) fn findings(text: &str, checker: &str) -> Result<Vec<Finding>, String
             column: at.physical_location.region.start_column,
             message: message.to_string(),
             path,
+            run: None,
         });
     }
     found.sort_by(|a, b| (&a.file, a.line, &a.rule).cmp(&(&b.file, b.line, &b.rule)));
