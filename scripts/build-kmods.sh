@@ -208,13 +208,15 @@ build_zfs_pmem() {
         flock 9
         echo "build-kmods.sh: building OpenZFS $version with ${#patches[@]} ZIL-PMEM patches for $release in $build"
         patch_zfs_tree "$build" "$release" "$src" "${patches[@]}"
-        if ! make -j"${ZFS_JOBS:-2}" -C "$build/module" >>"$build.log" 2>&1; then
-            tail -n 40 "$build.log" >&2
-            die "building OpenZFS $version with ZIL-PMEM for kernel $release failed; log: $build.log"
+        # This build's make output only: configure's checks print warnings of their own.
+        local log=$build.make.log
+        if ! make -j"${ZFS_JOBS:-2}" -C "$build/module" >"$log" 2>&1; then
+            tail -n 40 "$log" >&2
+            die "building OpenZFS $version with ZIL-PMEM for kernel $release failed; log: $log"
         fi
-        if grep -q 'warning:' "$build.log"; then
-            grep -B2 -A6 'warning:' "$build.log" >&2
-            die "building OpenZFS $version with ZIL-PMEM gave warnings; log: $build.log"
+        if grep -q 'warning:' "$log"; then
+            grep -B2 -A6 'warning:' "$log" >&2
+            die "building OpenZFS $version with ZIL-PMEM gave warnings; log: $log"
         fi
         mkdir -p "$cache.tmp"
         strip --strip-debug -o "$cache.tmp/spl.ko" "$build/module/spl.ko"

@@ -1147,7 +1147,8 @@ fn zil_pmem_maps_a_pmem_log_vdev_and_says_why_it_refuses_another() {
     let cmd = "dmesg | grep 'ZIL-PMEM: pool pool: log vdev /dev/pmem0 is 128 MiB of PM at 0x' \
                | grep -q 'not formatted' && \
                truncate -s 64M /tmp/d /tmp/l && \
-               zpool create -o cachefile=none -o org.persim:zil=pmem -O mountpoint=/p2 p2 /tmp/d log /tmp/l && \
+               zpool create -o cachefile=none -O mountpoint=/p2 p2 /tmp/d log /tmp/l && \
+               zpool set org.persim:zil=pmem p2 && zfs unmount p2 && zfs mount p2 && \
                dmesg | grep -q 'ZIL-PMEM: pool p2 asks for it .* but its log vdev is not a single disk (/tmp/l)' && \
                zpool destroy p2";
     let traced = persim(&[
