@@ -1133,8 +1133,9 @@ fn on_zfs_with_zil_pmem_an_fsynced_write_survives_every_crash() {
 }
 
 /// The kernel log says what ZIL-PMEM found at the first mount: the pool of vm/zfs-pmem.toml
-/// has its log vdev's 128 MiB of PM mapped, its region not formatted yet; a pool asking for
-/// it with a file as its log vdev is told why it keeps the stock ZIL and what to do.
+/// has its log vdev's 126 MiB of PM mapped (128 less fsdax's 2 MiB pfn info), its region not
+/// formatted yet; a pool asking for it with a file as its log vdev is told why it keeps the
+/// stock ZIL and what to do.
 #[test]
 fn zil_pmem_maps_a_pmem_log_vdev_and_says_why_it_refuses_another() {
     let Some(path) =
@@ -1144,12 +1145,12 @@ fn zil_pmem_maps_a_pmem_log_vdev_and_says_why_it_refuses_another() {
     };
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("t.ptrace");
-    let cmd = "dmesg | grep 'ZIL-PMEM: pool pool: log vdev /dev/pmem0 is 128 MiB of PM at 0x' \
+    let cmd = "dmesg | grep 'ZIL-PMEM: pool pool: log vdev /dev/pmem0 is 126 MiB of PM at 0x' \
                | grep -q 'not formatted' && \
                truncate -s 64M /tmp/d /tmp/l && \
                zpool create -o cachefile=none -O mountpoint=/p2 p2 /tmp/d log /tmp/l && \
                zpool set org.persim:zil=pmem p2 && zfs unmount p2 && zfs mount p2 && \
-               dmesg | grep -q 'ZIL-PMEM: pool p2 asks for it .* but its log vdev is not a single disk (/tmp/l)' && \
+               dmesg | grep -q 'ZIL-PMEM: pool p2 asks for it .* but its log vdev is not a single disk (/tmp/l, error 22)' && \
                zpool destroy p2";
     let traced = persim(&[
         "trace",
