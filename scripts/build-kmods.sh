@@ -15,6 +15,11 @@
 # source scripts/setup.sh unpacked from Debian's zfs-dkms into /var/lib/persim/zfs/src,
 # cached in /var/lib/persim/zfs/<zfs version>/<release>/ and linked as
 # target/kmods/<release>/zfs (docs/design/zfs-slog.md).
+# `build-kmods.sh --zfs-pmem [RELEASE...]` builds them with ZIL-PMEM's patch series
+# (targets/zil-pmem/openzfs/*.patch, docs/design/zil-pmem.md) applied, cached in
+# /var/lib/persim/zfs/<zfs version>-pmem-<hash of the patches>/<release>/ and linked as
+# target/kmods/<release>/zfs-pmem. Its build tree, <zfs version>/<release>.pmem-build,
+# is configured once and kept: a changed series rebuilds only what it changes.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -130,17 +135,114 @@ build_zfs() {
     echo "build-kmods.sh: $target/kmods/$release/zfs -> $cache (OpenZFS $version)"
 }
 
+# The files patch series $@ creates or changes, one a line.
+patched_files() {
+    sed -n 's|^+++ b/\([^[:space:]]*\).*|\1|p' "$@" | sort -u
+}
+
+# Makes build tree $1, configured for release $2 from source $3, hold the source with
+# patches $4... applied. Only files whose contents change are written, so that make
+# recompiles only what the series changes; the files the previous series touched (listed
+# in the tree's .persim-patched) are first put back as the source has them.
+patch_zfs_tree() {
+    local build=$1 release=$2 src=$3 headers stage f
+    shift 3
+    headers=$(headers_of "$release")
+    if [[ ! -x $build/config.status ]]; then
+        rm -rf "$build"
+        mkdir -p "$build"
+        cp -a "$src"/. "$build"/
+    fi
+    stage=$(mktemp -d /tmp/build-kmods-zfs-pmem.XXXXXX)
+    local files=()
+    mapfile -t files < <({ cat "$build/.persim-patched" 2>/dev/null || true; patched_files "$@"; } | sort -u)
+    for f in "${files[@]}"; do
+        if [[ -f $src/$f ]]; then
+            mkdir -p "$stage/$(dirname "$f")"
+            cp "$src/$f" "$stage/$f"
+        fi
+    done
+    for f in "$@"; do
+        if ! patch -d "$stage" -p1 --quiet --no-backup-if-mismatch <"$f"; then
+            rm -rf "$stage"
+            die "patch $f does not apply to OpenZFS in $src: rebase it on that version"
+        fi
+    done
+    local kbuild_changed=0
+    for f in "${files[@]}"; do
+        if [[ -f $stage/$f ]]; then
+            cmp -s "$stage/$f" "$build/$f" && continue
+            mkdir -p "$build/$(dirname "$f")"
+            cp "$stage/$f" "$build/$f"
+        else
+            rm -f "$build/$f"
+        fi
+        [[ $f != module/Kbuild.in ]] || kbuild_changed=1
+    done
+    rm -rf "$stage"
+    patched_files "$@" >"$build/.persim-patched"
+    if [[ ! -x $build/config.status ]]; then
+        (cd "$build" && ./configure --with-config=kernel --with-linux="${headers%-amd64}-common" \
+            --with-linux-obj="$headers") >"$build.log" 2>&1 ||
+            die "configuring OpenZFS for kernel $release failed; log: $build.log"
+    elif ((kbuild_changed)); then
+        (cd "$build" && ./config.status module/Kbuild) >>"$build.log" 2>&1
+    fi
+}
+
+# Builds spl.ko and zfs.ko with ZIL-PMEM's patches for release $1 unless cached, and links
+# the cache into target/kmods as zfs-pmem.
+build_zfs_pmem() {
+    local release=$1 src version patches hash cache build
+    src=$(zfs_source)
+    version=${src##*/zfs-}
+    patches=("$root"/targets/zil-pmem/openzfs/*.patch)
+    [[ -f ${patches[0]} ]] || die "no patches in $root/targets/zil-pmem/openzfs"
+    hash=$(cat "${patches[@]}" | sha256sum | cut -c1-16)
+    cache=$ZFS_DIR/$version-pmem-$hash/$release
+    build=$ZFS_DIR/$version/$release.pmem-build
+    if [[ ! -f $cache/zfs.ko || ! -f $cache/spl.ko ]]; then
+        mkdir -p "$ZFS_DIR/$version"
+        # One build at a time in the shared tree.
+        exec 9>"$build.lock"
+        flock 9
+        echo "build-kmods.sh: building OpenZFS $version with ${#patches[@]} ZIL-PMEM patches for $release in $build"
+        patch_zfs_tree "$build" "$release" "$src" "${patches[@]}"
+        # This build's make output only: configure's checks print warnings of their own.
+        local log=$build.make.log
+        if ! make -j"${ZFS_JOBS:-2}" -C "$build/module" >"$log" 2>&1; then
+            tail -n 40 "$log" >&2
+            die "building OpenZFS $version with ZIL-PMEM for kernel $release failed; log: $log"
+        fi
+        if grep -q 'warning:' "$log"; then
+            grep -B2 -A6 'warning:' "$log" >&2
+            die "building OpenZFS $version with ZIL-PMEM gave warnings; log: $log"
+        fi
+        mkdir -p "$cache.tmp"
+        strip --strip-debug -o "$cache.tmp/spl.ko" "$build/module/spl.ko"
+        strip --strip-debug -o "$cache.tmp/zfs.ko" "$build/module/zfs.ko"
+        rm -rf "$cache"
+        mv "$cache.tmp" "$cache"
+        exec 9>&-
+    fi
+    mkdir -p "$target/kmods/$release"
+    ln -sfn "$cache" "$target/kmods/$release/zfs-pmem"
+    echo "build-kmods.sh: $target/kmods/$release/zfs-pmem -> $cache (OpenZFS $version, ZIL-PMEM $hash)"
+}
+
 main() {
     if [[ ${1:-} == --default-release ]]; then
         default_release
         return
     fi
-    if [[ ${1:-} == --zfs ]]; then
+    if [[ ${1:-} == --zfs || ${1:-} == --zfs-pmem ]]; then
+        local build=build_zfs
+        [[ $1 == --zfs ]] || build=build_zfs_pmem
         shift
         local releases=("$@") release
         ((${#releases[@]})) || mapfile -t releases < <(releases_with_headers)
         for release in "${releases[@]}"; do
-            build_zfs "$release"
+            "$build" "$release"
         done
         return
     fi

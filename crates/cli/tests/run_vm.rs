@@ -1105,6 +1105,66 @@ fn on_zfs_with_a_pm_log_an_fsynced_write_survives_every_crash() {
     assert!(logged, "no ZIL block written to PM");
 }
 
+/// vm/zfs-pmem.toml's path when the VM and ZIL-PMEM's OpenZFS modules are there; else the
+/// test is skipped with the reason printed.
+fn zfs_pmem_ready(test: &str) -> Option<std::path::PathBuf> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../vm/zfs-pmem.toml");
+    let config = persim_vm::VmConfig::load(&path).unwrap();
+    let how = "build OpenZFS's modules with ZIL-PMEM's patches with \
+               `scripts/build-kmods.sh --zfs-pmem` (docs/design/zil-pmem.md)";
+    persim_vm::testing::vm_ready(test, &config)?;
+    persim_vm::testing::optional_kmod_ready(test, &config, "zfs-pmem/zfs", how)?;
+    Some(path)
+}
+
+/// ZIL-PMEM's OpenZFS (vm/zfs-pmem.toml) on the pool that asks for it: the fsync'd
+/// overwrite survives every crash, as with the stock modules (this step still logs through
+/// the stock ZIL, so the patched module's pool, mount, import and replay paths are what the
+/// crash images exercise).
+#[test]
+fn on_zfs_with_zil_pmem_an_fsynced_write_survives_every_crash() {
+    if zfs_pmem_ready("on_zfs_with_zil_pmem_an_fsynced_write_survives_every_crash").is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (_, fsynced, checkpoint) =
+        block_durability_final_contents(dir.path(), "zfs-pmem", "fsync", 0);
+    assert_eq!(fsynced, ["new"], "{checkpoint}");
+}
+
+/// The kernel log says what ZIL-PMEM found at the first mount: the pool of vm/zfs-pmem.toml
+/// has its log vdev's 126 MiB of PM mapped (128 less fsdax's 2 MiB pfn info), its region not
+/// formatted yet; a pool asking for it with a file as its log vdev is told why it keeps the
+/// stock ZIL and what to do.
+#[test]
+fn zil_pmem_maps_a_pmem_log_vdev_and_says_why_it_refuses_another() {
+    let Some(path) =
+        zfs_pmem_ready("zil_pmem_maps_a_pmem_log_vdev_and_says_why_it_refuses_another")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.ptrace");
+    let cmd = "dmesg | grep 'ZIL-PMEM: pool pool: log vdev /dev/pmem0 is 126 MiB of PM at 0x' \
+               | grep -q 'not formatted' && \
+               truncate -s 64M /tmp/d /tmp/l && \
+               zpool create -o cachefile=none -O mountpoint=/p2 p2 /tmp/d log /tmp/l && \
+               zpool set org.persim:zil=pmem p2 && zfs unmount p2 && zfs mount p2 && \
+               dmesg | grep -q 'ZIL-PMEM: pool p2 asks for it .* but its log vdev is not a single disk (/tmp/l, error 22)' && \
+               zpool destroy p2";
+    let traced = persim(&[
+        "trace",
+        "--vm",
+        path.to_str().unwrap(),
+        "--cmd",
+        cmd,
+        "-o",
+        trace.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&traced.stderr);
+    assert_eq!(traced.status.code(), Some(0), "{stderr}");
+}
+
 /// One extraction guest recovers several zfs-slog images in turn: between them the pool is
 /// exported (extract/pmem.sh), or the next image's `blockdev --rereadpt` finds the disk
 /// busy and every image after the first is a recovery error.
