@@ -1,13 +1,18 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 /*
  * A hash map of chained entries in Pangolin objects, as libpmemobj's hashmap_tx example
- * keeps one: a universal hash drawn from a seed, 10 buckets to start, twice as many
- * whenever the entries outnumber the buckets twice over, every change in the caller's
- * transaction.
+ * keeps one: a universal hash drawn from a seed, 10 buckets to start, twice as many after
+ * an insert that makes a chain longer than 10, or longer than 5 while the entries
+ * outnumber the buckets twice over; half as many after a remove that leaves fewer entries
+ * than buckets. Every change is in the caller's transaction (libpmemobj's example
+ * rebuilds in a transaction of its own).
  */
 #include "map.h"
 
 #define INIT_BUCKETS 10
+/* chain lengths that call for more buckets: always above LONG, above SHORT if crowded */
+#define LONG_CHAIN 10
+#define SHORT_CHAIN 5
 /* A prime above every 32-bit key slice the hash multiplies. */
 #define HASH_PRIME 4294967311ULL
 
@@ -73,13 +78,12 @@ static pgl_oid hm_create(PGLpool *pool, uint64_t seed)
 	return map->buckets ? oid : 0;
 }
 
-/* Moves every entry into twice as many buckets. */
-static int rebuild(PGLpool *pool, pgl_oid map_oid)
+/* Moves every entry into n buckets. */
+static int rebuild(PGLpool *pool, pgl_oid map_oid, uint64_t n)
 {
 	const struct hashmap *map = MAP_RD(pool, struct hashmap, map_oid);
 	pgl_oid old_oid = map->buckets;
 	const struct buckets *old = MAP_RD(pool, struct buckets, old_oid);
-	uint64_t n = old->n * 2;
 	pgl_oid new_oid = new_buckets(n);
 	struct buckets *fresh;
 
@@ -110,9 +114,9 @@ static int hm_insert(PGLpool *pool, pgl_oid map_oid, uint64_t key, pgl_oid value
 	uint64_t h = hash(map, buckets->n, key);
 	pgl_oid e, fresh;
 	struct entry *entry;
-	uint64_t count;
+	uint64_t count, chain = 1, n = buckets->n;
 
-	for (e = buckets->head[h]; e; e = MAP_RD(pool, struct entry, e)->next) {
+	for (e = buckets->head[h]; e; e = MAP_RD(pool, struct entry, e)->next, chain++) {
 		if (MAP_RD(pool, struct entry, e)->key == key) {
 			MAP_RW_FIELD(struct entry, e, value)->value = value;
 			return 0;
@@ -129,8 +133,8 @@ static int hm_insert(PGLpool *pool, pgl_oid map_oid, uint64_t key, pgl_oid value
 							   h * sizeof(pgl_oid),
 						   sizeof(pgl_oid))))->head[h] = fresh;
 	count = ++MAP_RW_FIELD(struct hashmap, map_oid, count)->count;
-	if (count > 2 * MAP_RD(pool, struct buckets, b)->n)
-		return rebuild(pool, map_oid);
+	if (chain > LONG_CHAIN || (chain > SHORT_CHAIN && count > 2 * n))
+		return rebuild(pool, map_oid, 2 * n);
 	return 0;
 }
 
@@ -139,7 +143,7 @@ static int hm_remove(PGLpool *pool, pgl_oid map_oid, uint64_t key)
 	const struct hashmap *map = MAP_RD(pool, struct hashmap, map_oid);
 	pgl_oid b = map->buckets;
 	const struct buckets *buckets = MAP_RD(pool, struct buckets, b);
-	uint64_t h = hash(map, buckets->n, key);
+	uint64_t h = hash(map, buckets->n, key), count, n = buckets->n;
 	pgl_oid prev = 0, e;
 
 	for (e = buckets->head[h]; e; prev = e, e = MAP_RD(pool, struct entry, e)->next) {
@@ -153,8 +157,12 @@ static int hm_remove(PGLpool *pool, pgl_oid map_oid, uint64_t key)
 			((struct buckets *)map_need(pgl_tx_add_range(
 				 b, offsetof(struct buckets, head) + h * sizeof(pgl_oid),
 				 sizeof(pgl_oid))))->head[h] = next;
-		MAP_RW_FIELD(struct hashmap, map_oid, count)->count--;
-		return pgl_tx_free(e) == 0 ? 1 : -1;
+		count = --MAP_RW_FIELD(struct hashmap, map_oid, count)->count;
+		if (pgl_tx_free(e) != 0)
+			return -1;
+		if (count < n && n > 1 && rebuild(pool, map_oid, n / 2) != 0)
+			return -1;
+		return 1;
 	}
 	return 0;
 }
