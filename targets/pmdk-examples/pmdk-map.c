@@ -11,10 +11,10 @@
  *                                    "objects"}
  *
  * TYPE: rtree, btree, ctree, hashmap_tx, hashmap_rp. OP: create (the map, in the pool's root
- * object), insert:KEY, remove:KEY. Values are OID_NULL, as in PMDK's mapcli, but for ctree,
- * which takes a null value for an empty slot: there every value is the root object. The pool is
- * created when POOL does not exist. "walk" is what the map's foreach passes as keys,
- * sorted (rtree_map passes each node's key fragment, read as 8 bytes, valued or not, so
+ * object), insert:KEY, remove:KEY. Values are OID_NULL, as in PMDK's mapcli, but for
+ * ctree, which takes a null value for an empty slot: there every value is the root object.
+ * The pool is created when POOL does not exist (setup creates the parts of a pool set
+ * file). "walk" is what the map's foreach passes as keys, sorted (rtree_map passes each node's key fragment, read as 8 bytes, valued or not, so
  * it shows the tree's shape), "lookup" whether each KEY is found. "objects" counts the
  * pool's allocated objects by type number: a crash that leaks a node or frees one still
  * in use changes it.
@@ -174,6 +174,17 @@ static void run_op(struct map_ctx *mapc, struct root *root, PMEMoid value, const
 	}
 }
 
+static int is_pool_set(const char *path)
+{
+	FILE *file = fopen(path, "r");
+	char magic[sizeof("PMEMPOOLSET")] = "";
+	int set = file && fgets(magic, sizeof(magic), file) && strcmp(magic, "PMEMPOOLSET") == 0;
+
+	if (file)
+		fclose(file);
+	return set;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 4)
@@ -187,6 +198,10 @@ int main(int argc, char **argv)
 	PMEMobjpool *pop = access(path, F_OK) == 0
 		? pmemobj_open(path, LAYOUT)
 		: pmemobj_create(path, LAYOUT, PMEMOBJ_MIN_POOL, 0600);
+	/* a pool set file (e.g. with a replica, Pangolin's "Pmemobj-R") exists before its
+	 * parts: setup creates them, the sizes the set file gives */
+	if (pop == NULL && strcmp(command, "setup") == 0 && is_pool_set(path))
+		pop = pmemobj_create(path, LAYOUT, 0, 0600);
 	if (pop == NULL) {
 		fprintf(stderr, "%s: %s\n", path, pmemobj_errormsg());
 		return 1;
