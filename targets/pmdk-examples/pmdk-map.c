@@ -14,8 +14,9 @@
  * object), insert:KEY, remove:KEY. Values are OID_NULL, as in PMDK's mapcli, but for
  * ctree, which takes a null value for an empty slot: there every value is the root object.
  * The pool is created when POOL does not exist (setup creates the parts of a pool set
- * file). "walk" is what the map's foreach passes as keys, sorted (rtree_map passes each node's key fragment, read as 8 bytes, valued or not, so
- * it shows the tree's shape), "lookup" whether each KEY is found. "objects" counts the
+ * file). "walk" is what the map's foreach passes as keys, sorted (rtree_map passes each
+ * node's key fragment, read as 8 bytes, valued or not, so it shows the tree's shape),
+ * "lookup" whether each KEY is found. "objects" counts the
  * pool's allocated objects by type number: a crash that leaks a node or frees one still
  * in use changes it.
  */
