@@ -2,9 +2,11 @@
 //! pool set (the dissertation's "Pmemobj-R"), in Persim's guest with the plugin's counting
 //! mode (as `persim efficiency run --vm` counts fio): guest instructions, user and kernel,
 //! and bytes stored to PM, which hold on any host. Each map of targets/pangolin/maps runs
-//! the same workload on each library: 10 keys inserted in setup, then counted, 20 inserts
-//! (20 transactions) against none (the pool opened and closed); their difference over 20
-//! is one transaction. docs/design/pangolin.md, "Cost".
+//! the same workload on each library: 10 keys inserted in setup, then counted, 50 inserts
+//! (50 transactions) against none (the pool opened and closed); their difference over 50
+//! is one transaction. Kernel instructions include the guest's timer interrupts, which
+//! follow TCG's speed: that column is noisy, the user column and PM bytes are exact.
+//! docs/design/pangolin.md, "Cost".
 //!
 //! `cargo test --release -p persim --test pangolin_cost -- --ignored --nocapture`
 
@@ -13,8 +15,8 @@ use persim_vm::{Machine, RecordOptions, TracingVm, VmConfig};
 use std::path::Path;
 use std::time::Duration;
 
-/// Transactions counted: keys 11 to 30 inserted.
-const TXS: u64 = 20;
+/// Transactions counted: keys 11 to 60 inserted.
+const TXS: u64 = 50;
 
 struct Library {
     name: &'static str,
@@ -107,14 +109,15 @@ fn bench_pangolin_against_pmemobj_and_pmemobj_r() {
             let none = count(&machine, &setup, &run, &out);
             let per_tx = |f: fn(&Counts) -> u64| {
                 let (a, b) = (f(&full), f(&none));
-                assert!(a > b, "{map} {}: 20 transactions cost nothing", lib.name);
+                assert!(a > b, "{map} {}: {TXS} transactions cost nothing", lib.name);
                 (a - b) / TXS
             };
+            let kernel =
+                (full.kernel_instructions as i64 - none.kernel_instructions as i64) / TXS as i64;
             eprintln!(
-                "{map}, {}: {} / {} instructions, {} PM bytes",
+                "{map}, {}: {} / {kernel} instructions, {} PM bytes",
                 lib.name,
                 per_tx(|c| c.user_instructions),
-                per_tx(|c| c.kernel_instructions),
                 per_tx(|c| c.pm_bytes_written),
             );
         }

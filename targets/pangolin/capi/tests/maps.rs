@@ -74,7 +74,7 @@ fn workload(seed: u64, ops: usize) -> (Vec<String>, BTreeSet<u64>) {
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
         let key = (state >> 33) % 300;
-        if (state >> 20) % 3 == 0 {
+        if (state >> 20).is_multiple_of(3) {
             model.remove(&key);
             list.push(format!("remove:{key}"));
         } else {
