@@ -99,7 +99,8 @@ static int compare_keys(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* Says what was repaired, on stderr and in the kernel log (best effort). */
+/* Says what was repaired, on stderr and in the kernel log (best effort). The newline ends
+ * the kmsg record: without it the kernel holds the record open and dmesg never shows it. */
 static void report_repairs(uint64_t repairs)
 {
 	char line[160];

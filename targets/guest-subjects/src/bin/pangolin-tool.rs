@@ -220,7 +220,13 @@ fn report_repairs(report: &str) {
     let _ = std::fs::OpenOptions::new()
         .write(true)
         .open("/dev/kmsg")
-        .and_then(|mut kmsg| std::io::Write::write_all(&mut kmsg, line.as_bytes()));
+        .and_then(|mut kmsg| std::io::Write::write_all(&mut kmsg, kmsg_record(&line).as_bytes()));
+}
+
+/// `line` as one /dev/kmsg record: it must end with a newline, or the kernel keeps the
+/// record open for a continuation and `dmesg` (where `persim faults` reads) never shows it.
+fn kmsg_record(line: &str) -> String {
+    format!("{}\n", line.trim_end())
 }
 
 /// One transaction: a new node k of `len` letters becomes the head; the root counts it.
@@ -270,6 +276,12 @@ mod tests {
 
     fn parse(args: &str) -> Result<Option<Command>, String> {
         Command::parse(args.split_whitespace().map(OsString::from))
+    }
+
+    #[test]
+    fn a_kernel_log_record_ends_its_line() {
+        assert_eq!(kmsg_record("repaired: 1"), "repaired: 1\n");
+        assert_eq!(kmsg_record("repaired: 1\n"), "repaired: 1\n");
     }
 
     #[test]
