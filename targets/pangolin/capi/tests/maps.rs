@@ -1,8 +1,8 @@
 //! The Pangolin ports of libpmemobj's map examples (targets/pangolin/maps), built with `cc`
 //! against pangolin.h and libpangolin.so: a random workload of inserts and removes, one
 //! transaction each, must leave each map holding exactly the keys a model holds, with one
-//! object per entry (no leak, no double free); a lost page of the pool is repaired and
-//! said so, the map unchanged.
+//! object per entry; a lost page of the pool is repaired and said so, the map unchanged;
+//! and removing every key leaves no node or entry behind (no leak, no double free).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -151,5 +151,15 @@ fn each_map_holds_exactly_the_model_keys_and_a_lost_page_is_repaired() {
             !stderr.contains("repaired"),
             "{map}: repaired twice: {stderr}"
         );
+
+        // Emptied, a map holds no node or entry: none leaked, none freed twice.
+        let mut args = vec![map.to_string(), pool.display().to_string(), "setup".into()];
+        args.extend(model.iter().map(|k| format!("remove:{k}")));
+        run(&program, &args);
+        let (empty, _) = show(&program, map, &pool);
+        assert_eq!(empty["walk"], serde_json::json!([]), "{map}");
+        let left = |t: &str| empty["objects"][t].as_u64().unwrap_or(0);
+        assert_eq!((left("2"), left("3")), (0, 0), "{map}: {empty}");
+        assert_eq!(left("4"), u64::from(map == "hashmap_tx"), "{map}: {empty}");
     }
 }
