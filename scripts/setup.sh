@@ -280,6 +280,8 @@ build_examples() {
     # PMDK's own examples, shipped and with PmemSanitizer's bugs re-created
     # (docs/design/pmdk-examples.md), from the sources libpmemobj-dev installs.
     bash "$root/targets/pmdk-examples/build.sh"
+    # Pangolin's ports of the same maps, against its C ABI (docs/design/pangolin.md).
+    bash "$root/targets/pangolin/maps/build.sh"
     # The static checker of the PM programming rules that `persim conjure` runs.
     bash "$root/conjurer/build.sh"
 }

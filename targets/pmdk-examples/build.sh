@@ -20,9 +20,10 @@ die() {
 [[ -f $examples/map/mapcli.c ]] ||
     die "no PMDK examples in $examples: install libpmemobj-dev (scripts/setup.sh does)"
 
-# The map sources pmdk-map links: the map layer and the four maps under test.
-map_sources=(map/map.c map/map_rtree.c map/map_btree.c map/map_hashmap_tx.c
-    map/map_hashmap_rp.c tree_map/rtree_map.c tree_map/btree_map.c
+# The map sources pmdk-map links: the map layer and the five maps under test (ctree for
+# the comparison with Pangolin's ports, targets/pangolin/maps).
+map_sources=(map/map.c map/map_rtree.c map/map_btree.c map/map_ctree.c map/map_hashmap_tx.c
+    map/map_hashmap_rp.c tree_map/rtree_map.c tree_map/btree_map.c tree_map/ctree_map.c
     hashmap/hashmap_tx.c hashmap/hashmap_rp.c)
 
 build_variant() {

@@ -10,11 +10,13 @@
  *                                    map as JSON: {"map", "walk", "lookup", "count",
  *                                    "objects"}
  *
- * TYPE: rtree, btree, hashmap_tx, hashmap_rp. OP: create (the map, in the pool's root
- * object), insert:KEY, remove:KEY. Values are OID_NULL, as in PMDK's mapcli. The pool is
- * created when POOL does not exist. "walk" is what the map's foreach passes as keys,
- * sorted (rtree_map passes each node's key fragment, read as 8 bytes, valued or not, so
- * it shows the tree's shape), "lookup" whether each KEY is found. "objects" counts the
+ * TYPE: rtree, btree, ctree, hashmap_tx, hashmap_rp. OP: create (the map, in the pool's root
+ * object), insert:KEY, remove:KEY. Values are OID_NULL, as in PMDK's mapcli, but for
+ * ctree, which takes a null value for an empty slot: there every value is the root object.
+ * The pool is created when POOL does not exist (setup creates the parts of a pool set
+ * file). "walk" is what the map's foreach passes as keys, sorted (rtree_map passes each
+ * node's key fragment, read as 8 bytes, valued or not, so it shows the tree's shape),
+ * "lookup" whether each KEY is found. "objects" counts the
  * pool's allocated objects by type number: a crash that leaks a node or frees one still
  * in use changes it.
  */
@@ -29,6 +31,7 @@
 #include "hashmap.h"
 #include "map.h"
 #include "map_btree.h"
+#include "map_ctree.h"
 #include "map_hashmap_rp.h"
 #include "map_hashmap_tx.h"
 #include "map_rtree.h"
@@ -52,7 +55,7 @@ struct keys {
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: pmdk-map rtree|btree|hashmap_tx|hashmap_rp POOL "
+	fprintf(stderr, "usage: pmdk-map rtree|btree|ctree|hashmap_tx|hashmap_rp POOL "
 			"setup|run create|insert:KEY|remove:KEY... | show [KEY...]\n");
 	exit(2);
 }
@@ -63,6 +66,8 @@ static const struct map_ops *map_type(const char *name)
 		return MAP_RTREE;
 	if (strcmp(name, "btree") == 0)
 		return MAP_BTREE;
+	if (strcmp(name, "ctree") == 0)
+		return MAP_CTREE;
 	if (strcmp(name, "hashmap_tx") == 0)
 		return MAP_HASHMAP_TX;
 	if (strcmp(name, "hashmap_rp") == 0)
@@ -140,7 +145,7 @@ static void show(PMEMobjpool *pop, struct map_ctx *mapc, TOID(struct map) map, i
 	printf("}}\n");
 }
 
-static void run_op(struct map_ctx *mapc, struct root *root, const char *op)
+static void run_op(struct map_ctx *mapc, struct root *root, PMEMoid value, const char *op)
 {
 	if (strcmp(op, "create") == 0) {
 		struct hashmap_args args = { .seed = SEED };
@@ -159,7 +164,7 @@ static void run_op(struct map_ctx *mapc, struct root *root, const char *op)
 		exit(2);
 	}
 	if (strncmp(op, "insert:", 7) == 0) {
-		if (map_insert(mapc, root->map, key, OID_NULL) < 0) {
+		if (map_insert(mapc, root->map, key, value) < 0) {
 			fprintf(stderr, "insert %" PRIu64 " failed: %s\n", key, pmemobj_errormsg());
 			exit(1);
 		}
@@ -168,6 +173,17 @@ static void run_op(struct map_ctx *mapc, struct root *root, const char *op)
 	} else {
 		usage();
 	}
+}
+
+static int is_pool_set(const char *path)
+{
+	FILE *file = fopen(path, "r");
+	char magic[sizeof("PMEMPOOLSET")] = "";
+	int set = file && fgets(magic, sizeof(magic), file) && strcmp(magic, "PMEMPOOLSET") == 0;
+
+	if (file)
+		fclose(file);
+	return set;
 }
 
 int main(int argc, char **argv)
@@ -183,6 +199,10 @@ int main(int argc, char **argv)
 	PMEMobjpool *pop = access(path, F_OK) == 0
 		? pmemobj_open(path, LAYOUT)
 		: pmemobj_create(path, LAYOUT, PMEMOBJ_MIN_POOL, 0600);
+	/* a pool set file (e.g. with a replica, Pangolin's "Pmemobj-R") exists before its
+	 * parts: setup creates them, the sizes the set file gives */
+	if (pop == NULL && strcmp(command, "setup") == 0 && is_pool_set(path))
+		pop = pmemobj_create(path, LAYOUT, 0, 0600);
 	if (pop == NULL) {
 		fprintf(stderr, "%s: %s\n", path, pmemobj_errormsg());
 		return 1;
@@ -202,7 +222,7 @@ int main(int argc, char **argv)
 		for (int i = 4; i < argc; i++) {
 			if (checkpoints)
 				persim_checkpoint((uint64_t)(i - 3));
-			run_op(mapc, D_RW(root), argv[i]);
+			run_op(mapc, D_RW(root), ops == MAP_CTREE ? root.oid : OID_NULL, argv[i]);
 		}
 		if (checkpoints)
 			persim_checkpoint((uint64_t)(argc - 3));

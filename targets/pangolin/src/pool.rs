@@ -86,7 +86,8 @@ pub struct Pool<R, A> {
     pub(crate) meta: Meta,
     pub(crate) bitmaps: Bitmaps,
     pub(crate) seq: u64,
-    /// Objects repaired from parity since the pool was opened.
+    /// Repairs since the pool was opened: objects rebuilt from parity, metadata copies
+    /// and parity pages rewritten.
     repairs: u64,
 }
 
@@ -140,7 +141,7 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
     /// transaction that a crash interrupted, and loads the allocation bitmaps (verified).
     pub fn open(region: R, access: A) -> Result<Self, OpenError> {
         let mut pm = Pm { region, access };
-        let (meta, _) = check_metadata(&mut pm)?;
+        let (meta, rewritten) = check_metadata(&mut pm)?;
         if meta.geometry.pool_len != pm.region.len() as u64 {
             return Err(OpenError::WrongLength(meta.geometry.pool_len));
         }
@@ -151,7 +152,7 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
             meta,
             bitmaps: Bitmaps::default(),
             seq,
-            repairs: 0,
+            repairs: rewritten,
         };
         for index in 0..meta.geometry.zone_count() {
             let zone = meta.geometry.zone(index);
@@ -181,7 +182,9 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
         self.pm.region
     }
 
-    /// Objects repaired from parity since the pool was opened.
+    /// Repairs since the pool was opened, those `open` made before any scrub included (a
+    /// metadata copy, a bitmap): objects rebuilt from parity, metadata copies and parity
+    /// pages rewritten.
     pub fn repairs(&self) -> u64 {
         self.repairs
     }
@@ -198,6 +201,12 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
             .size
             .min(self.extent_bytes(oid) - OBJ_HEADER);
         Ok(self.pm.bytes(oid + OBJ_HEADER, size))
+    }
+
+    /// The type number of object `oid`.
+    pub fn type_num(&self, oid: u64) -> Result<u32, TxError> {
+        self.locate(oid, &Overlay::new())?;
+        Ok(self.header(oid).type_num)
     }
 
     /// Every allocated object, in pool order (bitmap objects not included).
@@ -305,6 +314,7 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
         let mut report = ScrubReport::default();
         if let Ok((_, rewritten)) = check_metadata(&mut self.pm) {
             report.metadata_rewritten = rewritten;
+            self.repairs += rewritten;
         }
         for index in 0..self.meta.geometry.zone_count() {
             let zone = self.meta.geometry.zone(index);
@@ -331,6 +341,7 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
                     let bytes = parity::rebuild_page(&self.pm, &zone, page);
                     self.pm.store(page, &bytes);
                     report.parity_rewritten += 1;
+                    self.repairs += 1;
                 }
                 self.pm.fence();
             }

@@ -273,14 +273,20 @@ struct Lines(BTreeMap<u64, (Line, Line)>);
 
 impl Lines {
     fn put<R: Region, A: PmAccess>(&mut self, pm: &crate::pm::Pm<R, A>, at: u64, bytes: &[u8]) {
-        for (i, &byte) in bytes.iter().enumerate() {
-            let at = at + i as u64;
-            let line = at / LINE * LINE;
+        // A line at a time: one map lookup per line, not per byte (it was most of a
+        // commit's instructions).
+        let mut done = 0;
+        while done < bytes.len() {
+            let pos = at + done as u64;
+            let line = pos / LINE * LINE;
+            let within = (pos - line) as usize;
+            let len = (LINE as usize - within).min(bytes.len() - done);
             let entry = self.0.entry(line).or_insert_with(|| {
                 let old = pm.line(line);
                 (old, old)
             });
-            entry.1[(at - line) as usize] = byte;
+            entry.1[within..within + len].copy_from_slice(&bytes[done..done + len]);
+            done += len;
         }
     }
 

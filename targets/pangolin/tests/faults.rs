@@ -125,3 +125,26 @@ proptest! {
         assert_repaired(&image, &objects, region, &format!("{len} bytes at {at:#x}"));
     }
 }
+
+/// What `open` repairs before any scrub (a metadata copy, a zone's bitmap) and the parity
+/// pages a scrub rewrites count as repairs: the tools report them from `repairs`, and a
+/// fault they undid is `corrected`, not `masked`.
+#[test]
+fn repairs_made_at_open_and_parity_rewrites_are_counted() {
+    let (image, objects) = pristine();
+    // The wide pool: metadata pages 0 and 1, logs to page 18, zone 0's bitmap at page 18,
+    // its parity row pages 26 and 27.
+    for (what, at) in [
+        ("metadata copy", PAGE as usize + 9),
+        ("bitmap", 18 * PAGE as usize + 20),
+        ("parity", 26 * PAGE as usize + 3),
+    ] {
+        let region = damaged(&image, |bytes| bytes[at] ^= 0x10);
+        let mut pool = Pool::open(region, Eadr).unwrap();
+        let at_open = pool.repairs();
+        let report = pool.scrub();
+        assert!(report.lost.is_empty(), "{what}: {report:?}");
+        assert_eq!(pool.repairs(), 1, "{what}: {report:?}, {at_open} at open");
+        assert_eq!(&contents(&pool), &objects, "{what}");
+    }
+}

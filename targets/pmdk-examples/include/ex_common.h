@@ -1,10 +1,11 @@
 /*
- * What pi.c and rtree_map.c take from PMDK's source tree (src/examples/ex_common.h), which Debian's
+ * What pi.c, rtree_map.c and ctree_map.c take from PMDK's source tree (src/examples/ex_common.h), which Debian's
  * libpmemobj-dev does not ship: written here from their use.
  */
 #ifndef PERSIM_EX_COMMON_H
 #define PERSIM_EX_COMMON_H
 
+#include <stdint.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,6 +19,12 @@
 static inline int file_exists(const char *path)
 {
 	return access(path, F_OK);
+}
+
+/* The index of the highest set bit of a non-zero value, as ctree_map.c expects */
+static inline int find_last_set_64(uint64_t value)
+{
+	return 63 - __builtin_clzll(value);
 }
 
 #endif

@@ -180,8 +180,10 @@ impl AccessVisitor for Command {
                     Err(e) => return Ok(Some(e.to_string())),
                 };
                 let report = pool.scrub();
-                if !report.is_clean() {
-                    report_repairs(&format!("{report:?}"));
+                // Opening the pool repairs a metadata copy or a bitmap before the scrub,
+                // which then finds nothing: the pool's count says what either repaired.
+                if pool.repairs() > 0 || !report.is_clean() {
+                    report_repairs(&format!("{} repairs, scrub {report:?}", pool.repairs()));
                 }
                 if !report.lost.is_empty() {
                     return Ok(Some(format!("objects {:x?} are lost", report.lost)));
@@ -218,7 +220,13 @@ fn report_repairs(report: &str) {
     let _ = std::fs::OpenOptions::new()
         .write(true)
         .open("/dev/kmsg")
-        .and_then(|mut kmsg| std::io::Write::write_all(&mut kmsg, line.as_bytes()));
+        .and_then(|mut kmsg| std::io::Write::write_all(&mut kmsg, kmsg_record(&line).as_bytes()));
+}
+
+/// `line` as one /dev/kmsg record: it must end with a newline, or the kernel keeps the
+/// record open for a continuation and `dmesg` (where `persim faults` reads) never shows it.
+fn kmsg_record(line: &str) -> String {
+    format!("{}\n", line.trim_end())
 }
 
 /// One transaction: a new node k of `len` letters becomes the head; the root counts it.
@@ -268,6 +276,12 @@ mod tests {
 
     fn parse(args: &str) -> Result<Option<Command>, String> {
         Command::parse(args.split_whitespace().map(OsString::from))
+    }
+
+    #[test]
+    fn a_kernel_log_record_ends_its_line() {
+        assert_eq!(kmsg_record("repaired: 1"), "repaired: 1\n");
+        assert_eq!(kmsg_record("repaired: 1\n"), "repaired: 1\n");
     }
 
     #[test]

@@ -25,11 +25,23 @@ typedef uint64_t pgl_oid;
 /* Pools: a new file of size bytes with a root object of root_size bytes; or an existing
  * one, completing a transaction a crash interrupted. */
 PGLpool *pgl_create_pool(const char *path, uint64_t size, uint64_t root_size);
+/* pgl_create_pool with the zones' shape: chunk rows of chunk_size bytes (a multiple of
+ * 4096), rows per zone (the last one the parity), two redo-log copies of log_size bytes. */
+PGLpool *pgl_create_pool_geometry(const char *path, uint64_t size, uint64_t chunk_size,
+				  uint64_t rows, uint64_t log_size, uint64_t root_size);
 PGLpool *pgl_open_pool(const char *path);
 void pgl_close_pool(PGLpool *pool);
 pgl_oid pgl_root(PGLpool *pool);
 /* Verifies every object and parity page, repairing what it can: objects lost, or -1. */
 int pgl_scrub(PGLpool *pool);
+/* Repairs since the pool was opened (objects rebuilt, metadata and parity rewritten),
+ * those made while opening it included: what a tool reports as corrected damage. */
+uint64_t pgl_repairs(PGLpool *pool);
+/* The allocated objects in pool order, root included (as POBJ_FIRST/POBJ_NEXT), 0 after
+ * the last; and the type number an object was allocated with, or -1. */
+pgl_oid pgl_first(PGLpool *pool);
+pgl_oid pgl_next(PGLpool *pool, pgl_oid oid);
+int64_t pgl_type_num(PGLpool *pool, pgl_oid oid);
 
 /* Transactions: begin, change objects through their micro-buffers, commit, end. */
 int pgl_tx_begin(PGLpool *pool);

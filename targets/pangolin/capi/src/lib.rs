@@ -124,8 +124,38 @@ pub unsafe extern "C" fn pgl_create_pool(
     root_size: u64,
 ) -> *mut PglPool {
     // SAFETY: forwarded from the caller.
-    let pool = unsafe { map(path, Some(size)) }.and_then(|region| {
-        let geometry = Geometry::new(size);
+    unsafe { create(path, Geometry::new(size), root_size) }
+}
+
+/// `pgl_create_pool` with the zones' shape: chunk rows of `chunk_size` bytes, `rows` a zone
+/// (the last one parity), two log copies of `log_size` bytes.
+///
+/// # Safety
+/// `path` is a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pgl_create_pool_geometry(
+    path: *const c_char,
+    size: u64,
+    chunk_size: u64,
+    rows: u64,
+    log_size: u64,
+    root_size: u64,
+) -> *mut PglPool {
+    let geometry = Geometry {
+        pool_len: size,
+        chunk_size,
+        rows,
+        log_size,
+    };
+    // SAFETY: forwarded from the caller.
+    unsafe { create(path, geometry, root_size) }
+}
+
+/// # Safety
+/// `path` is a NUL-terminated string.
+unsafe fn create(path: *const c_char, geometry: Geometry, root_size: u64) -> *mut PglPool {
+    // SAFETY: forwarded from the caller.
+    let pool = unsafe { map(path, Some(geometry.pool_len)) }.and_then(|region| {
         Pool::format(region, access()?, geometry, root_size).map_err(|e| e.to_string())
     });
     match pool {
@@ -177,6 +207,52 @@ pub unsafe extern "C" fn pgl_scrub(pool: *mut PglPool) -> c_int {
     // SAFETY: the caller passes an open pool.
     let report = unsafe { &mut *pool }.pool.scrub();
     report.lost.len() as c_int
+}
+
+/// Repairs since the pool was opened (objects rebuilt from parity, metadata copies and
+/// parity pages rewritten), those of opening it included.
+///
+/// # Safety
+/// `pool` is an open pool.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pgl_repairs(pool: *mut PglPool) -> u64 {
+    // SAFETY: the caller passes an open pool.
+    unsafe { &*pool }.pool.repairs()
+}
+
+/// The first allocated object in pool order (the root among them), or 0.
+///
+/// # Safety
+/// `pool` is an open pool.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pgl_first(pool: *mut PglPool) -> u64 {
+    // SAFETY: the caller passes an open pool.
+    unsafe { pgl_next(pool, 0) }
+}
+
+/// The allocated object after `oid` in pool order, or 0.
+///
+/// # Safety
+/// `pool` is an open pool.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pgl_next(pool: *mut PglPool, oid: u64) -> u64 {
+    // SAFETY: the caller passes an open pool.
+    let objects = unsafe { &*pool }.pool.objects();
+    let next = objects.partition_point(|&o| o <= oid);
+    objects.get(next).copied().unwrap_or(0)
+}
+
+/// The type number `oid` was allocated with, or -1.
+///
+/// # Safety
+/// `pool` is an open pool.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pgl_type_num(pool: *mut PglPool, oid: u64) -> i64 {
+    // SAFETY: the caller passes an open pool.
+    match unsafe { &*pool }.pool.type_num(oid) {
+        Ok(type_num) => i64::from(type_num),
+        Err(e) => fail(e, -1),
+    }
 }
 
 /// Begins this thread's transaction on `pool`.
