@@ -1285,7 +1285,8 @@ fn dpwc_writes_through_pm_replays_its_log_and_refuses_tables_that_misread_it() {
 /// Runs `script` (with the DPWC helpers and 256 KiB of random /tmp/data) in the guest of
 /// vm/ext4-dpwc.toml with the module `module` (`dm-dpwc`, or mutant n's
 /// `dpwc-mutant-n/dm-dpwc`, docs/design/dpwc.md "Mutants", built by
-/// `DPWC_MUTANT=n bash scripts/build-kmods.sh`) and dm-delay loaded: its output and the
+/// `DPWC_MUTANT=n bash scripts/build-kmods.sh`), dm-delay loaded and coreutils' `dd` (for
+/// `oflag=dsync`) at /usr/bin/dd: its output and the
 /// counters of its first status line, after checking that nothing oopsed. `None` when
 /// skipped.
 fn dpwc_run(
@@ -1303,6 +1304,7 @@ fn dpwc_run(
         }
     }
     config.modules.push("dm_delay".to_owned());
+    config.tools.push("dd".to_owned());
     let dir = tempfile::tempdir().unwrap();
     let mut vm = boot(&config, &artifacts, dir.path().join("pm.img"), None);
     let script = dpwc_script(&format!(
@@ -1332,21 +1334,21 @@ fn dpwc_mutant_run(
 }
 
 /// The origin behind dm-delay, which holds every write (and flush) 500 ms: a new log on it
-/// with writeback held off (`high_watermark=90`) and at most 8 writebacks in flight. 4
-/// writes of distinct blocks, then `writeback`, timed (`distinct MS`); 3 writes of one
-/// block (versions 1, 2, 3 of block 8), then `writeback`, timed (`overlapping MS`);
-/// then `block 8 is version 3` when the origin holds the last version. Writing back 4
-/// entries one at a time takes 4 delays and the flush's, in parallel 1 and the flush's;
-/// 3 overlapping entries in order take 3 and the flush's.
+/// with writeback held off (`high_watermark=90`) and at most 8 writebacks in flight. 8
+/// writes of distinct blocks, then `writeback`, timed (`distinct MS`); 5 writes of one
+/// block (versions 1..5 of block 8), then `writeback`, timed (`overlapping MS`); then
+/// `block 8 is version 5` when the origin holds the last version. Written back one at a
+/// time, 8 entries take at least 8 delays; at once, about one and the flush's. 5
+/// overlapping entries in order take at least 5.
 const DPWC_DELAYED_WRITEBACK: &str = "dmsetup --noudevsync create slow --table \"0 $sz delay /dev/nvme0n1 0 0 /dev/nvme0n1 0 500\" && dmsetup mknodes slow
 dmsetup --noudevsync create dpwc --table \"0 $sz dpwc /dev/mapper/slow /dev/pmem0 format high_watermark=90 writeback_depth=8\" && dmsetup mknodes dpwc
 ms() { awk '{ printf \"%d\", $1 * 1000 }' /proc/uptime; }
-dd if=/tmp/data of=/dev/mapper/dpwc bs=4096 count=4 oflag=direct status=none
+dd if=/tmp/data of=/dev/mapper/dpwc bs=4096 count=8 oflag=direct status=none
 t=$(ms); dmsetup message dpwc 0 writeback; echo distinct $(($(ms) - t))
-for v in 1 2 3; do dd if=/tmp/data of=/dev/mapper/dpwc bs=4096 skip=$v seek=8 count=1 oflag=direct status=none; done
+for v in 1 2 3 4 5; do dd if=/tmp/data of=/dev/mapper/dpwc bs=4096 skip=$v seek=8 count=1 oflag=direct status=none; done
 t=$(ms); dmsetup message dpwc 0 writeback; echo overlapping $(($(ms) - t))
-dd if=/tmp/data of=/tmp/v3 bs=4096 skip=3 count=1 status=none
-dd if=/dev/nvme0n1 bs=4096 skip=8 count=1 iflag=direct status=none | cmp -s - /tmp/v3 && echo block 8 is version 3
+dd if=/tmp/data of=/tmp/v5 bs=4096 skip=5 count=1 status=none
+dd if=/dev/nvme0n1 bs=4096 skip=8 count=1 iflag=direct status=none | cmp -s - /tmp/v5 && echo block 8 is version 5
 status";
 
 /// The milliseconds a line `WHAT MS` of `output` gives.
@@ -1357,10 +1359,10 @@ fn dpwc_elapsed(output: &str, what: &str) -> u64 {
         .unwrap_or_else(|| panic!("no `{what} MS` line: {output}"))
 }
 
-/// Parallel writeback (docs/design/dpwc.md, "Writeback"), timed against a 500 ms delay on
-/// the origin: 4 entries of distinct blocks are written back at once (under 4 delays: one
-/// at a time would take 4, and the flush's), 3 entries of one block one after the other
-/// (at least 3 delays), and the origin ends with the last version.
+/// Parallel writeback (docs/design/dpwc.md, "Writeback and reads"), timed against a 500 ms
+/// delay on the origin: 8 entries of distinct blocks are written back at once (in under 8
+/// delays, the least one at a time takes), 5 entries of one block one after the other (at
+/// least 5 delays), and the origin ends with the last version.
 #[test]
 fn dpwc_writes_back_distinct_entries_at_once_and_overlapping_ones_in_order() {
     let test = "dpwc_writes_back_distinct_entries_at_once_and_overlapping_ones_in_order";
@@ -1371,32 +1373,32 @@ fn dpwc_writes_back_distinct_entries_at_once_and_overlapping_ones_in_order() {
         dpwc_elapsed(&output, "distinct"),
         dpwc_elapsed(&output, "overlapping"),
     );
-    assert!(distinct < 2000, "{output}");
-    assert!(overlapping >= 1500, "{output}");
-    assert!(output.contains("block 8 is version 3"), "{output}");
+    assert!(distinct < 4000, "{output}");
+    assert!(overlapping >= 2500, "{output}");
+    assert!(output.contains("block 8 is version 5"), "{output}");
     assert_eq!(
         (counters["written_back_bytes"], counters["dirty_bytes"]),
-        (7 * 4096, 0),
+        (13 * 4096, 0),
         "{output}"
     );
 }
 
 /// Mutant 8 (writeback submits an entry while an earlier overlapping one is in flight)
-/// fails the test above: the 3 writes of one block are written back at once, in about
-/// the time of one.
+/// fails the test above: the 5 writes of one block are written back at once, in about
+/// the time of one and the flush's.
 #[test]
 fn dpwc_mutant_8_writes_back_overlapping_entries_at_once() {
     let test = "dpwc_mutant_8_writes_back_overlapping_entries_at_once";
     let Some((output, _)) = dpwc_mutant_run(test, 8, DPWC_DELAYED_WRITEBACK) else {
         return;
     };
-    assert!(dpwc_elapsed(&output, "overlapping") < 1500, "{output}");
+    assert!(dpwc_elapsed(&output, "overlapping") < 2500, "{output}");
 }
 
 /// Reads of blocks not yet written back (writeback held off), served from PM: blocks 0..7
 /// written and written back (the origin holds /tmp/data's blocks 0..7), then block 2
 /// written twice (data blocks 8, then 9), sector 25 once (data sector 160), a FUA write
-/// (`oflag=dsync`) of block 6 (data block 10) and a discard of block 5. Prints `block 2`
+/// (coreutils' `dd oflag=dsync`) of block 6 (data block 10) and a discard of block 5. Prints `block 2`
 /// when a read of block 2 gives the newer write, `blocks 0..7` when a read of all 8
 /// gives the newest data of each sector, merged with the origin's, and the status; then,
 /// with the table removed without writeback and loaded again (replaying the log), `origin`
@@ -1407,7 +1409,7 @@ dmsetup message dpwc 0 writeback
 dd if=/tmp/data of=/dev/mapper/dpwc bs=4096 skip=8 seek=2 count=1 oflag=direct status=none
 dd if=/tmp/data of=/dev/mapper/dpwc bs=4096 skip=9 seek=2 count=1 oflag=direct status=none
 dd if=/tmp/data of=/dev/mapper/dpwc bs=512 skip=160 seek=25 count=1 oflag=direct status=none
-dd if=/tmp/data of=/dev/mapper/dpwc bs=4096 skip=10 seek=6 count=1 oflag=direct,dsync status=none
+/usr/bin/dd if=/tmp/data of=/dev/mapper/dpwc bs=4096 skip=10 seek=6 count=1 oflag=direct,dsync status=none
 blkdiscard -o $((5 * 4096)) -l 4096 /dev/mapper/dpwc
 dd if=/tmp/data of=/tmp/expect bs=4096 count=8 status=none
 dd if=/tmp/data of=/tmp/expect bs=4096 skip=9 seek=2 count=1 conv=notrunc status=none
@@ -1438,13 +1440,13 @@ fn dpwc_serves_reads_of_blocks_not_written_back_from_pm() {
     assert_eq!(
         (
             counters["written_back_bytes"],
-            counters["read_hits"],
             counters["acked"],
             counters["discards"]
         ),
-        (8 * 4096, 2, 12, 1),
+        (8 * 4096, 12, 1),
         "{output}"
     );
+    assert!(counters["read_hits"] >= 2, "{output}");
 }
 
 /// Mutant 9 (a read takes the oldest overlapping entry's data first) fails the test above:

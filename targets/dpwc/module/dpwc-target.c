@@ -85,11 +85,21 @@ static int dpwc_open_next_gen(struct dpwc *dc)
 	return -1;
 }
 
-/* Under dc->lock: the open generation, full or to be written back, is closed. */
+/*
+ * Under dc->lock: the open generation, full or to be written back, is closed. The
+ * slots give up its chunks: reopened under the same index, it starts from chunk 0,
+ * and a slot appending where it left off would put new entries after stale ones.
+ */
 static void dpwc_close_open_gen(struct dpwc *dc)
 {
-	if (dc->open_gen >= 0)
-		dc->gens[dc->open_gen].state = DPWC_GEN_CLOSED;
+	u32 s;
+
+	if (dc->open_gen < 0)
+		return;
+	dc->gens[dc->open_gen].state = DPWC_GEN_CLOSED;
+	for (s = 0; s < dc->nr_slots; s++)
+		if (dc->slots[s].gen == dc->open_gen)
+			dc->slots[s].gen = -1;
 	dc->open_gen = -1;
 }
 
