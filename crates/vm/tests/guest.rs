@@ -1514,10 +1514,9 @@ fn dpwc_mutant_7_a_damaged_body_ends_its_chunk() {
 /// `high_watermark=50 low_watermark=25`: 30 direct writes (49.8 %) write nothing back,
 /// the 31st (51.5 %) starts the worker, which writes back 16 entries and stops at 15 left
 /// (24.9 %). With the high watermark raised to 100 (never reached), 225 more writes
-/// (the whole run is 4 times the capacity) fill the log 4 times: each time the writer
-/// waits for writeback to free the generations (`throttled`) and goes on; every write
-/// completes, and 1 MiB reads back through the target and, after `writeback`, from the
-/// origin alone.
+/// (the whole run is 4 times the capacity) fill the log: the writer waits for writeback
+/// to free a generation (`throttled`) and goes on; every write completes, and 1 MiB reads
+/// back through the target and, after `writeback`, from the origin alone.
 #[test]
 fn dpwc_writes_back_from_the_high_watermark_and_throttles_writers_at_a_full_log() {
     let test = "dpwc_writes_back_from_the_high_watermark_and_throttles_writers_at_a_full_log";
@@ -1572,16 +1571,14 @@ status",
     let full = dpwc_counters(&run("dmsetup message dpwc 0 high_watermark 100
 dd if=/tmp/data of=/dev/mapper/dpwc bs=4096 skip=31 seek=31 oflag=direct status=none
 status"));
-    // The log holds 60 entries: the writer waits at blocks 60, 120, 180 and 240, and
-    // each time the worker writes back all before (blocks 240..255 stay in the log).
+    // The log holds 60 entries: the writer waits for writeback at least once. How often
+    // depends on how fast the writebacks in flight complete, which frees a generation as
+    // soon as it is written back; every write is either written back or in the log.
+    assert_eq!(full["acked"], 256, "a full log: {full:?}");
+    assert!(full["throttled"] >= 1, "a full log: {full:?}");
     assert_eq!(
-        (
-            full["acked"],
-            full["throttled"],
-            full["written_back_bytes"],
-            full["dirty_bytes"]
-        ),
-        (256, 4, 240 * 4096, 16 * ENTRY),
+        full["written_back_bytes"] / 4096 + full["dirty_bytes"] / ENTRY,
+        256,
         "a full log: {full:?}"
     );
     run(
