@@ -69,7 +69,8 @@ pub struct GuestPoint {
     /// The VM configuration's name.
     pub stack: String,
     pub jobs: u32,
-    /// The guest's virtual CPUs: the series' largest job count, so jobs can run at once.
+    /// The guest's virtual CPUs: as many as jobs, up to [`MAX_GUEST_CPUS`], so that
+    /// jobs run at once and contend for the stack's locks as on a real machine.
     #[serde(default)]
     pub cpus: u32,
     pub fio: FioResult,
@@ -128,6 +129,14 @@ pub enum GuestProgress<'a> {
     Done(&'a GuestPoint),
 }
 
+/// The most virtual CPUs a guest of the series gets (TCG runs each on a host thread).
+pub const MAX_GUEST_CPUS: u32 = 4;
+
+/// The virtual CPUs of the guest that runs `jobs` fio jobs.
+pub fn guest_cpus(jobs: u32) -> u32 {
+    jobs.clamp(1, MAX_GUEST_CPUS)
+}
+
 /// Runs fio in each stack's guest with each job count; a point saved by an earlier run
 /// is kept. Each point boots its own guest (a blank PM and disk).
 pub fn run_guest_series(
@@ -162,10 +171,10 @@ pub fn run_guest_series(
         device: options.device.clone(),
         points: Vec::new(),
     };
-    let cpus = options.jobs.iter().copied().max().unwrap_or(1);
     for machine in &options.machines {
         let stack = machine.config.name.clone();
         for &jobs in &options.jobs {
+            let cpus = guest_cpus(jobs);
             let path = points_dir.join(format!("{stack}.jobs-{jobs}.json"));
             if let Some(point) = std::fs::read_to_string(&path)
                 .ok()
@@ -378,12 +387,11 @@ pub fn guest_table(results: &GuestResults) -> String {
         .iter()
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
-    let cpus = results.points.iter().map(|p| p.cpus).max().unwrap_or(1);
     let device = results.device.as_ref().map_or(String::new(), |d| {
         format!(", writing {} directly", d.display())
     });
     let mut out = format!(
-        "fio in Persim's guest (TCG, {cpus} vCPUs: the largest job count{device}): {}\n\
+        "fio in Persim's guest (TCG, as many vCPUs as jobs, up to {MAX_GUEST_CPUS}{device}): {}\n\
          Instructions and bytes are counted by the plugin and hold on any host; guest CPU \
          s/GiB is TCG's, meaningless in absolute terms.\n\n",
         job.join(" ")
@@ -424,6 +432,12 @@ pub fn guest_table(results: &GuestResults) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_guest_has_as_many_vcpus_as_jobs_up_to_four() {
+        let cpus: Vec<u32> = [1, 2, 3, 4, 8].into_iter().map(guest_cpus).collect();
+        assert_eq!(cpus, [1, 2, 3, 4, 4]);
+    }
 
     #[test]
     fn the_guest_job_has_no_time_and_takes_overrides() {

@@ -1283,24 +1283,28 @@ fn dpwc_writes_through_pm_replays_its_log_and_refuses_tables_that_misread_it() {
 }
 
 /// Runs `script` (with the DPWC helpers and 256 KiB of random /tmp/data) in the guest of
-/// vm/ext4-dpwc.toml with mutant `n` of dm-dpwc.ko (docs/design/dpwc.md "Mutants", built by
-/// `DPWC_MUTANT=n bash scripts/build-kmods.sh`): its output and the status line's counters,
-/// after checking that nothing oopsed. `None` when skipped.
-fn dpwc_mutant_run(
+/// vm/ext4-dpwc.toml with the module `module` (`dm-dpwc`, or mutant n's
+/// `dpwc-mutant-n/dm-dpwc`, docs/design/dpwc.md "Mutants", built by
+/// `DPWC_MUTANT=n bash scripts/build-kmods.sh`), dm-delay loaded and coreutils' `dd` (for
+/// `oflag=dsync`) at /usr/bin/dd: its output and the
+/// counters of its first status line, after checking that nothing oopsed. `None` when
+/// skipped.
+fn dpwc_run(
     test: &str,
-    n: u32,
+    module: &str,
     script: &str,
 ) -> Option<(String, std::collections::HashMap<String, u64>)> {
     let config = VmConfig::load(&default_config_dir().join("ext4-dpwc.toml")).unwrap();
     let artifacts = persim_vm::testing::vm_ready(test, &config)?;
-    let mutant =
-        persim_vm::testing::kmod_ready(test, &config, &format!("dpwc-mutant-{n}/dm-dpwc"))?;
+    let built = persim_vm::testing::kmod_ready(test, &config, module)?;
     let mut config = config;
-    for module in &mut config.modules {
-        if module.ends_with("dm-dpwc.ko") {
-            *module = mutant.to_str().unwrap().to_owned();
+    for m in &mut config.modules {
+        if m.ends_with("dm-dpwc.ko") {
+            *m = built.to_str().unwrap().to_owned();
         }
     }
+    config.modules.push("dm_delay".to_owned());
+    config.tools.push("dd".to_owned());
     let dir = tempfile::tempdir().unwrap();
     let mut vm = boot(&config, &artifacts, dir.path().join("pm.img"), None);
     let script = dpwc_script(&format!(
@@ -1318,6 +1322,145 @@ fn dpwc_mutant_run(
         .unwrap();
     assert_eq!(oopses.output.trim(), "0", "{}", oopses.output);
     Some((out.output, counters))
+}
+
+/// [`dpwc_run`] with mutant `n`.
+fn dpwc_mutant_run(
+    test: &str,
+    n: u32,
+    script: &str,
+) -> Option<(String, std::collections::HashMap<String, u64>)> {
+    dpwc_run(test, &format!("dpwc-mutant-{n}/dm-dpwc"), script)
+}
+
+/// The origin behind dm-delay, which holds every write (and flush) 500 ms: a new log on it
+/// with writeback held off (`high_watermark=90`) and at most 8 writebacks in flight. 8
+/// writes of distinct blocks, then `writeback`, timed (`distinct MS`); 5 writes of one
+/// block (versions 1..5 of block 8), then `writeback`, timed (`overlapping MS`); then
+/// `block 8 is version 5` when the origin holds the last version. Written back one at a
+/// time, 8 entries take at least 8 delays; at once, about one and the flush's. 5
+/// overlapping entries in order take at least 5.
+const DPWC_DELAYED_WRITEBACK: &str = "dmsetup --noudevsync create slow --table \"0 $sz delay /dev/nvme0n1 0 0 /dev/nvme0n1 0 500\" && dmsetup mknodes slow
+dmsetup --noudevsync create dpwc --table \"0 $sz dpwc /dev/mapper/slow /dev/pmem0 format high_watermark=90 writeback_depth=8\" && dmsetup mknodes dpwc
+ms() { awk '{ printf \"%d\", $1 * 1000 }' /proc/uptime; }
+dd if=/tmp/data of=/dev/mapper/dpwc bs=4096 count=8 oflag=direct status=none
+t=$(ms); dmsetup message dpwc 0 writeback; echo distinct $(($(ms) - t))
+for v in 1 2 3 4 5; do dd if=/tmp/data of=/dev/mapper/dpwc bs=4096 skip=$v seek=8 count=1 oflag=direct status=none; done
+t=$(ms); dmsetup message dpwc 0 writeback; echo overlapping $(($(ms) - t))
+dd if=/tmp/data of=/tmp/v5 bs=4096 skip=5 count=1 status=none
+dd if=/dev/nvme0n1 bs=4096 skip=8 count=1 iflag=direct status=none | cmp -s - /tmp/v5 && echo block 8 is version 5
+status";
+
+/// The milliseconds a line `WHAT MS` of `output` gives.
+fn dpwc_elapsed(output: &str, what: &str) -> u64 {
+    output
+        .lines()
+        .find_map(|l| l.strip_prefix(what)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no `{what} MS` line: {output}"))
+}
+
+/// Parallel writeback (docs/design/dpwc.md, "Writeback and reads"), timed against a 500 ms
+/// delay on the origin: 8 entries of distinct blocks are written back at once (in under 8
+/// delays, the least one at a time takes), 5 entries of one block one after the other (at
+/// least 5 delays), and the origin ends with the last version.
+#[test]
+fn dpwc_writes_back_distinct_entries_at_once_and_overlapping_ones_in_order() {
+    let test = "dpwc_writes_back_distinct_entries_at_once_and_overlapping_ones_in_order";
+    let Some((output, counters)) = dpwc_run(test, "dm-dpwc", DPWC_DELAYED_WRITEBACK) else {
+        return;
+    };
+    let (distinct, overlapping) = (
+        dpwc_elapsed(&output, "distinct"),
+        dpwc_elapsed(&output, "overlapping"),
+    );
+    assert!(distinct < 4000, "{output}");
+    assert!(overlapping >= 2500, "{output}");
+    assert!(output.contains("block 8 is version 5"), "{output}");
+    assert_eq!(
+        (counters["written_back_bytes"], counters["dirty_bytes"]),
+        (13 * 4096, 0),
+        "{output}"
+    );
+}
+
+/// Mutant 8 (writeback submits an entry while an earlier overlapping one is in flight)
+/// fails the test above: the 5 writes of one block are written back at once, in about
+/// the time of one and the flush's.
+#[test]
+fn dpwc_mutant_8_writes_back_overlapping_entries_at_once() {
+    let test = "dpwc_mutant_8_writes_back_overlapping_entries_at_once";
+    let Some((output, _)) = dpwc_mutant_run(test, 8, DPWC_DELAYED_WRITEBACK) else {
+        return;
+    };
+    assert!(dpwc_elapsed(&output, "overlapping") < 2500, "{output}");
+}
+
+/// Reads of blocks not yet written back (writeback held off), served from PM: blocks 0..7
+/// written and written back (the origin holds /tmp/data's blocks 0..7), then block 2
+/// written twice (data blocks 8, then 9), sector 25 once (data sector 160), a FUA write
+/// (coreutils' `dd oflag=dsync`) of block 6 (data block 10) and a discard of block 5. Prints `block 2`
+/// when a read of block 2 gives the newer write, `blocks 0..7` when a read of all 8
+/// gives the newest data of each sector, merged with the origin's, and the status; then,
+/// with the table removed without writeback and loaded again (replaying the log), `origin`
+/// when the origin holds the same 8 blocks.
+const DPWC_READS: &str = "create format high_watermark=90
+dd if=/tmp/data of=/dev/mapper/dpwc bs=4096 count=8 oflag=direct status=none
+dmsetup message dpwc 0 writeback
+dd if=/tmp/data of=/dev/mapper/dpwc bs=4096 skip=8 seek=2 count=1 oflag=direct status=none
+dd if=/tmp/data of=/dev/mapper/dpwc bs=4096 skip=9 seek=2 count=1 oflag=direct status=none
+dd if=/tmp/data of=/dev/mapper/dpwc bs=512 skip=160 seek=25 count=1 oflag=direct status=none
+/usr/bin/dd if=/tmp/data of=/dev/mapper/dpwc bs=4096 skip=10 seek=6 count=1 oflag=direct,dsync status=none
+blkdiscard -o $((5 * 4096)) -l 4096 /dev/mapper/dpwc
+dd if=/tmp/data of=/tmp/expect bs=4096 count=8 status=none
+dd if=/tmp/data of=/tmp/expect bs=4096 skip=9 seek=2 count=1 conv=notrunc status=none
+dd if=/tmp/data of=/tmp/expect bs=512 skip=160 seek=25 count=1 conv=notrunc status=none
+dd if=/tmp/data of=/tmp/expect bs=4096 skip=10 seek=6 count=1 conv=notrunc status=none
+dd if=/dev/zero of=/tmp/expect bs=4096 seek=5 count=1 conv=notrunc status=none
+dd if=/tmp/expect of=/tmp/block2 bs=4096 skip=2 count=1 status=none
+dd if=/dev/mapper/dpwc bs=4096 skip=2 count=1 iflag=direct status=none | cmp -s - /tmp/block2 && echo block 2
+dd if=/dev/mapper/dpwc bs=4096 count=8 iflag=direct status=none | cmp -s - /tmp/expect && echo blocks 0..7
+status
+dmsetup remove dpwc && create
+dd if=/dev/nvme0n1 bs=4096 count=8 iflag=direct status=none | cmp -s - /tmp/expect && echo origin
+true";
+
+/// Reads served from PM (docs/design/dpwc.md, "Block semantics"): the newest write of each
+/// sector, merged with the origin for the rest, a discard reading as zeros, and nothing
+/// written back for them; a FUA write and a discard are in the log and replayed.
+#[test]
+fn dpwc_serves_reads_of_blocks_not_written_back_from_pm() {
+    let test = "dpwc_serves_reads_of_blocks_not_written_back_from_pm";
+    let Some((output, counters)) = dpwc_run(test, "dm-dpwc", DPWC_READS) else {
+        return;
+    };
+    assert!(
+        output.contains("block 2") && output.contains("blocks 0..7") && output.contains("origin"),
+        "{output}"
+    );
+    assert_eq!(
+        (
+            counters["written_back_bytes"],
+            counters["acked"],
+            counters["discards"]
+        ),
+        (8 * 4096, 12, 1),
+        "{output}"
+    );
+    assert!(counters["read_hits"] >= 2, "{output}");
+}
+
+/// Mutant 9 (a read takes the oldest overlapping entry's data first) fails the test above:
+/// block 2 reads as the write the newer one superseded.
+#[test]
+fn dpwc_mutant_9_serves_a_superseded_entry() {
+    let test = "dpwc_mutant_9_serves_a_superseded_entry";
+    let Some((output, _)) = dpwc_mutant_run(test, 9, DPWC_READS) else {
+        return;
+    };
+    assert!(
+        !output.contains("block 2") && !output.contains("blocks 0..7"),
+        "{output}"
+    );
 }
 
 /// Mutant 4 (recovery without the CRC checks) fails the corrupted-entry step of
@@ -1371,10 +1514,9 @@ fn dpwc_mutant_7_a_damaged_body_ends_its_chunk() {
 /// `high_watermark=50 low_watermark=25`: 30 direct writes (49.8 %) write nothing back,
 /// the 31st (51.5 %) starts the worker, which writes back 16 entries and stops at 15 left
 /// (24.9 %). With the high watermark raised to 100 (never reached), 225 more writes
-/// (the whole run is 4 times the capacity) fill the log 4 times: each time the writer
-/// waits for writeback to free the generations (`throttled`) and goes on; every write
-/// completes, and 1 MiB reads back through the target and, after `writeback`, from the
-/// origin alone.
+/// (the whole run is 4 times the capacity) fill the log: the writer waits for writeback
+/// to free a generation (`throttled`) and goes on; every write completes, and 1 MiB reads
+/// back through the target and, after `writeback`, from the origin alone.
 #[test]
 fn dpwc_writes_back_from_the_high_watermark_and_throttles_writers_at_a_full_log() {
     let test = "dpwc_writes_back_from_the_high_watermark_and_throttles_writers_at_a_full_log";
@@ -1429,16 +1571,14 @@ status",
     let full = dpwc_counters(&run("dmsetup message dpwc 0 high_watermark 100
 dd if=/tmp/data of=/dev/mapper/dpwc bs=4096 skip=31 seek=31 oflag=direct status=none
 status"));
-    // The log holds 60 entries: the writer waits at blocks 60, 120, 180 and 240, and
-    // each time the worker writes back all before (blocks 240..255 stay in the log).
+    // The log holds 60 entries: the writer waits for writeback at least once. How often
+    // depends on how fast the writebacks in flight complete, which frees a generation as
+    // soon as it is written back; every write is either written back or in the log.
+    assert_eq!(full["acked"], 256, "a full log: {full:?}");
+    assert!(full["throttled"] >= 1, "a full log: {full:?}");
     assert_eq!(
-        (
-            full["acked"],
-            full["throttled"],
-            full["written_back_bytes"],
-            full["dirty_bytes"]
-        ),
-        (256, 4, 240 * 4096, 16 * ENTRY),
+        full["written_back_bytes"] / 4096 + full["dirty_bytes"] / ENTRY,
+        256,
         "a full log: {full:?}"
     );
     run(

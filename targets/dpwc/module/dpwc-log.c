@@ -73,7 +73,7 @@ static void dpwc_store_u64(struct dpwc *dc, u64 offset, u64 value)
 }
 
 /* Copies @len bytes at @offset of PM to @dst; -EIO where the media is poisoned. */
-static int dpwc_read_pm(struct dpwc *dc, void *dst, u64 offset, size_t len)
+int dpwc_read_pm(struct dpwc *dc, void *dst, u64 offset, size_t len)
 {
 	return copy_mc_to_kernel(dst, dc->pm + offset, len) ? -EIO : 0;
 }
@@ -103,26 +103,6 @@ static int dpwc_load_sealed(struct dpwc *dc, u64 offset, unsigned int bytes, u64
 	word = le64_to_cpu(v);
 	*value = word & ((1ULL << (bytes * 8)) - 1);
 	return dpwc_seal(*value, bytes) == word ? 0 : -EBADMSG;
-}
-
-/*
- * Copies @len bytes at @offset of PM into the bounce pages, updating *@crc with
- * them when @crc is not NULL; -EIO where the media is poisoned.
- */
-int dpwc_copy_from_pm(struct dpwc *dc, u64 offset, u32 len, u32 *crc)
-{
-	u32 done, n, i;
-
-	for (i = 0, done = 0; done < len; i++, done += n) {
-		void *dst = page_address(dc->bounce[i]);
-
-		n = min_t(u32, PAGE_SIZE, len - done);
-		if (dpwc_read_pm(dc, dst, offset + done, n))
-			return -EIO;
-		if (crc)
-			*crc = dpwc_crc(dc, *crc, dst, n);
-	}
-	return 0;
 }
 
 /* The superblock's geometry; -ENOENT without the magic, -EINVAL when corrupt. */
@@ -271,8 +251,9 @@ enum dpwc_found { DPWC_INTACT, DPWC_DAMAGED_BODY, DPWC_DAMAGED_HEADER };
 static enum dpwc_found dpwc_check_entry(struct dpwc *dc, u64 chunk_off, u32 off,
 					u32 used, struct dpwc_entry *e, u32 *size)
 {
+	void *stage = dc->slots[0].stage;
 	struct dpwc_entry_hdr hdr;
-	u32 crc = 0;
+	u32 crc = 0, done, n;
 
 	if (used - off < sizeof(hdr) ||
 	    dpwc_read_pm(dc, &hdr, chunk_off + off, sizeof(hdr)))
@@ -295,8 +276,13 @@ static enum dpwc_found dpwc_check_entry(struct dpwc *dc, u64 chunk_off, u32 off,
 	e->pm_offset = chunk_off + off;
 	if (e->flags & DPWC_FLAG_DISCARD)
 		return DPWC_INTACT;
-	if (dpwc_copy_from_pm(dc, e->pm_offset + sizeof(hdr), e->len, &crc))
-		return DPWC_DAMAGED_BODY;
+	/* No writer runs yet: slot 0's stage holds each page for its CRC. */
+	for (done = 0; done < e->len; done += n) {
+		n = min_t(u32, PAGE_SIZE, e->len - done);
+		if (dpwc_read_pm(dc, stage, e->pm_offset + sizeof(hdr) + done, n))
+			return DPWC_DAMAGED_BODY;
+		crc = dpwc_crc(dc, crc, stage, n);
+	}
 	if (!DPWC_NO_CRC_CHECK && crc != le32_to_cpu(hdr.data_crc))
 		return DPWC_DAMAGED_BODY;
 	return DPWC_INTACT;
@@ -445,7 +431,7 @@ int dpwc_recover(struct dpwc *dc)
 	if (n > 0) {
 		sort(entries, n, sizeof(*entries), dpwc_entry_cmp, NULL);
 		for (i = 0; i < n && !r; i++)
-			r = dpwc_write_back(dc, &entries[i]);
+			r = dpwc_write_back_sync(dc, &entries[i]);
 		if (!r && DPWC_MUTANT == 5)
 			dpwc_retire_gens(dc, damaged);
 		if (!r)

@@ -2,12 +2,14 @@
 /*
  * dm-dpwc: the "dpwc" device-mapper target, a write cache on persistent memory
  * for a block device (docs/design/dpwc.md). Writes are appended to a log on PM and
- * acknowledged once durable there; a workqueue writes them back to the origin in
- * acknowledge order. Reads go to the origin after the writebacks they overlap.
+ * acknowledged once durable there; a workqueue writes them back to the origin,
+ * several at once, overlapping ones in acknowledge order (dpwc-writeback.c). Reads
+ * of blocks not yet written back are served from PM (dpwc-read.c).
  * Messages: writeback, drop_damaged, high_watermark P, low_watermark P.
  *
  * Table: 0 <sectors> dpwc <origin> <pm> [format] [force] [generations=N]
  *        [chunks=N] [chunk_kib=N] [slots=N] [high_watermark=P] [low_watermark=P]
+ *        [writeback_depth=N]
  */
 #include <crypto/hash.h>
 #include <linux/bio.h>
@@ -24,6 +26,8 @@
 #define DPWC_DEFAULT_CHUNK_KIB 64
 #define DPWC_MAX_CHUNK_KIB 1024
 #define DPWC_DEFAULT_SLOTS 4
+#define DPWC_DEFAULT_WRITEBACK_DEPTH 16
+#define DPWC_MAX_WRITEBACK_DEPTH 1024
 
 /* The PM devices of the live tables: two tables on one log would corrupt it. */
 static LIST_HEAD(dpwc_instances);
@@ -42,128 +46,10 @@ struct dpwc_options {
 	u32 chunk_kib;
 };
 
-static u64 dpwc_capacity(const struct dpwc *dc)
-{
-	return (u64)dc->geo.generations * dc->geo.chunks_per_gen * dc->geo.chunk_size;
-}
-
 /* Whether the log's bytes not yet written back reach @percent of its capacity. */
 static bool dpwc_dirty_at(const struct dpwc *dc, u32 percent)
 {
 	return dc->dirty_bytes * 100 >= (u64)percent * dpwc_capacity(dc);
-}
-
-int dpwc_write_back(struct dpwc *dc, const struct dpwc_entry *e)
-{
-	struct block_device *bdev = dc->origin->bdev;
-	struct bio *bio;
-	u32 done, n, i;
-	int r;
-
-	if (e->flags & DPWC_FLAG_DISCARD) {
-		r = blkdev_issue_discard(bdev, e->sector, e->len >> SECTOR_SHIFT, GFP_NOIO);
-		return r == -EOPNOTSUPP ? 0 : r;
-	}
-	r = dpwc_copy_from_pm(dc, e->pm_offset + sizeof(struct dpwc_entry_hdr), e->len, NULL);
-	if (r)
-		return r;
-	bio = bio_alloc(bdev, DIV_ROUND_UP(e->len, PAGE_SIZE), REQ_OP_WRITE, GFP_NOIO);
-	bio->bi_iter.bi_sector = e->sector;
-	for (i = 0, done = 0; done < e->len; i++, done += n) {
-		n = min_t(u32, PAGE_SIZE, e->len - done);
-		__bio_add_page(bio, dc->bounce[i], n, 0);
-	}
-	r = submit_bio_wait(bio);
-	bio_put(bio);
-	return r;
-}
-
-/*
- * Frees the oldest generations that are closed and written back, after a flush of
- * the origin: once freed, their entries are no longer replayed, so the origin
- * must hold them durably. The ones to free are chosen before the flush, up to an
- * id: a generation opened and closed meanwhile has a higher one.
- */
-static void dpwc_free_written_gens(struct dpwc *dc)
-{
-	u64 limit = U64_MAX, upto = 0;
-	u32 g;
-	int r;
-
-	spin_lock(&dc->lock);
-	for (g = 0; g < dc->geo.generations; g++) {
-		struct dpwc_gen *gen = &dc->gens[g];
-
-		/* A held generation is replayed already: it holds nothing back. */
-		if (gen->state == DPWC_GEN_OPEN ||
-		    (gen->state == DPWC_GEN_CLOSED && gen->pending))
-			limit = min(limit, gen->id);
-	}
-	for (g = 0; g < dc->geo.generations; g++)
-		if (dc->gens[g].state == DPWC_GEN_CLOSED && dc->gens[g].id < limit)
-			upto = max(upto, dc->gens[g].id);
-	spin_unlock(&dc->lock);
-	if (!upto)
-		return;
-	r = blkdev_issue_flush(dc->origin->bdev);
-	if (r) {
-		DMERR_LIMIT("flushing %pg failed (%d): generations stay in use",
-			    dc->origin->bdev, r);
-		return;
-	}
-	spin_lock(&dc->lock);
-	for (g = 0; g < dc->geo.generations; g++) {
-		if (dc->gens[g].state == DPWC_GEN_CLOSED && dc->gens[g].id <= upto) {
-			dpwc_free_gen(dc, g);
-			dc->gens[g].state = DPWC_GEN_FREE;
-		}
-	}
-	spin_unlock(&dc->lock);
-	wake_up_all(&dc->free_wait);
-}
-
-/* Whether the worker is to write back the next entry @e. */
-static bool dpwc_wants_writeback(const struct dpwc *dc, const struct dpwc_entry *e)
-{
-	if (!e || dc->stopping)
-		return false;
-	return e->seq <= dc->force_seq || dc->dirty_bytes * 100 >
-	       (u64)dc->low_watermark * dpwc_capacity(dc) || !dc->low_watermark;
-}
-
-/* The writeback worker: one entry at a time, in acknowledge order. */
-static void dpwc_writeback_work(struct work_struct *work)
-{
-	struct dpwc *dc = container_of(work, struct dpwc, writeback_work);
-	struct dpwc_entry *e;
-	int r;
-
-	for (;;) {
-		spin_lock(&dc->lock);
-		e = list_first_entry_or_null(&dc->pending, struct dpwc_entry, list);
-		if (!dpwc_wants_writeback(dc, e)) {
-			spin_unlock(&dc->lock);
-			break;
-		}
-		spin_unlock(&dc->lock);
-		r = dpwc_write_back(dc, e);
-		if (r) {
-			DMERR_LIMIT("writing back to %pg failed (%d): the entry stays in the log",
-				    dc->origin->bdev, r);
-			break;
-		}
-		spin_lock(&dc->lock);
-		list_del(&e->list);
-		dc->written_seq = e->seq;
-		dc->gens[e->gen].pending--;
-		dc->dirty_bytes -= dpwc_entry_bytes(e->flags, e->len);
-		if (!(e->flags & DPWC_FLAG_DISCARD))
-			dc->stats.written_back_bytes += e->len;
-		spin_unlock(&dc->lock);
-		wake_up_all(&dc->written_wait);
-		mempool_free(e, dc->entry_pool);
-	}
-	dpwc_free_written_gens(dc);
 }
 
 static bool dpwc_has_free_gen(struct dpwc *dc)
@@ -199,11 +85,21 @@ static int dpwc_open_next_gen(struct dpwc *dc)
 	return -1;
 }
 
-/* Under dc->lock: the open generation, full or to be written back, is closed. */
+/*
+ * Under dc->lock: the open generation, full or to be written back, is closed. The
+ * slots give up its chunks: reopened under the same index, it starts from chunk 0,
+ * and a slot appending where it left off would put new entries after stale ones.
+ */
 static void dpwc_close_open_gen(struct dpwc *dc)
 {
-	if (dc->open_gen >= 0)
-		dc->gens[dc->open_gen].state = DPWC_GEN_CLOSED;
+	u32 s;
+
+	if (dc->open_gen < 0)
+		return;
+	dc->gens[dc->open_gen].state = DPWC_GEN_CLOSED;
+	for (s = 0; s < dc->nr_slots; s++)
+		if (dc->slots[s].gen == dc->open_gen)
+			dc->slots[s].gen = -1;
 	dc->open_gen = -1;
 }
 
@@ -273,9 +169,11 @@ static void dpwc_log(struct dpwc *dc, struct bio *bio, u32 flags)
 	struct dpwc_slot *slot;
 	bool kick;
 
+	e->dc = dc;
 	e->sector = bio->bi_iter.bi_sector;
 	e->len = bio->bi_iter.bi_size;
 	e->flags = flags;
+	e->submitted = false;
 	slot = dpwc_take_slot(dc);
 	dpwc_reserve(dc, slot, e);
 	dpwc_append(dc, slot, e, bio);
@@ -284,6 +182,7 @@ static void dpwc_log(struct dpwc *dc, struct bio *bio, u32 flags)
 	spin_lock(&dc->lock);
 	e->seq = ++dc->queued_seq;
 	list_add_tail(&e->list, &dc->pending);
+	dpwc_index_insert(dc, e);
 	if (flags & DPWC_FLAG_DISCARD)
 		dc->stats.discards++;
 	else
@@ -295,29 +194,12 @@ static void dpwc_log(struct dpwc *dc, struct bio *bio, u32 flags)
 	bio_endio(bio);
 }
 
-/* A read waits for the writeback of every queued entry it overlaps. */
-static void dpwc_wait_overlaps(struct dpwc *dc, struct bio *bio)
-{
-	sector_t start = bio->bi_iter.bi_sector, end = bio_end_sector(bio);
-	struct dpwc_entry *e;
-	u64 seq = 0;
-
-	spin_lock(&dc->lock);
-	list_for_each_entry(e, &dc->pending, list)
-		if (e->sector < end && start < e->sector + (e->len >> SECTOR_SHIFT))
-			seq = e->seq;
-	dc->force_seq = max(dc->force_seq, seq);
-	spin_unlock(&dc->lock);
-	if (!seq)
-		return;
-	queue_work(dc->wq, &dc->writeback_work);
-	wait_event(dc->written_wait, READ_ONCE(dc->written_seq) >= seq);
-}
-
 static int dpwc_map(struct dm_target *ti, struct bio *bio)
 {
 	struct dpwc *dc = ti->private;
+	struct dpwc_read *rd = dm_per_bio_data(bio, sizeof(*rd));
 
+	rd->snap = NULL;
 	bio_set_dev(bio, dc->origin->bdev);
 	if (!bio_sectors(bio)) {
 		/* An empty flush: every acknowledged write is already durable on PM. */
@@ -327,8 +209,7 @@ static int dpwc_map(struct dm_target *ti, struct bio *bio)
 	bio->bi_iter.bi_sector = dm_target_offset(ti, bio->bi_iter.bi_sector);
 	switch (bio_op(bio)) {
 	case REQ_OP_READ:
-		dpwc_wait_overlaps(dc, bio);
-		return DM_MAPIO_REMAPPED;
+		return dpwc_map_read(dc, bio);
 	case REQ_OP_WRITE:
 		dpwc_log(dc, bio, 0);
 		return DM_MAPIO_SUBMITTED;
@@ -353,6 +234,7 @@ static int dpwc_parse_option(const char *arg, struct dpwc_options *opt, struct d
 		{ "slots=", offsetof(struct dpwc, nr_slots), true },
 		{ "high_watermark=", offsetof(struct dpwc, high_watermark), true },
 		{ "low_watermark=", offsetof(struct dpwc, low_watermark), true },
+		{ "writeback_depth=", offsetof(struct dpwc, writeback_depth), true },
 	};
 	size_t i, n;
 
@@ -380,6 +262,7 @@ static int dpwc_parse(struct dm_target *ti, struct dpwc *dc, struct dpwc_options
 	unsigned int i;
 
 	dc->nr_slots = DPWC_DEFAULT_SLOTS;
+	dc->writeback_depth = DPWC_DEFAULT_WRITEBACK_DEPTH;
 	for (i = 2; i < argc; i++) {
 		if (dpwc_parse_option(argv[i], opt, dc)) {
 			DMERR("bad option \"%s\"", argv[i]);
@@ -389,6 +272,10 @@ static int dpwc_parse(struct dm_target *ti, struct dpwc *dc, struct dpwc_options
 	}
 	if (!dc->nr_slots || dc->nr_slots > DPWC_MAX_SLOTS) {
 		ti->error = "slots= must be 1..64";
+		return -EINVAL;
+	}
+	if (!dc->writeback_depth || dc->writeback_depth > DPWC_MAX_WRITEBACK_DEPTH) {
+		ti->error = "writeback_depth= must be 1..1024";
 		return -EINVAL;
 	}
 	if (dc->high_watermark > 100 || dc->low_watermark > dc->high_watermark) {
@@ -431,6 +318,9 @@ static int dpwc_map_pm(struct dm_target *ti, struct dpwc *dc)
 		ti->error = "The PM device cannot be mapped at once through DAX";
 		return mapped < 0 ? mapped : -EOPNOTSUPP;
 	}
+	/* With struct pages, writeback puts the log's own pages in its bios. */
+	dc->pm_pages = pfn_t_has_page(pfn);
+	dc->pm_pfn = pfn_t_to_pfn(pfn);
 	return 0;
 }
 
@@ -579,18 +469,11 @@ static int dpwc_alloc(struct dpwc *dc)
 	u32 i;
 
 	dc->gens = kcalloc(dc->geo.generations, sizeof(*dc->gens), GFP_KERNEL);
-	dc->bounce_pages = dc->geo.chunk_size / PAGE_SIZE;
-	dc->bounce = kcalloc(dc->bounce_pages, sizeof(*dc->bounce), GFP_KERNEL);
 	dc->entry_pool = mempool_create_kmalloc_pool(2 * dc->nr_slots,
 						     sizeof(struct dpwc_entry));
 	dc->wq = alloc_workqueue("dpwc", WQ_MEM_RECLAIM | WQ_UNBOUND, 1);
-	if (!dc->gens || !dc->bounce || !dc->entry_pool || !dc->wq)
+	if (!dc->gens || !dc->entry_pool || !dc->wq)
 		return -ENOMEM;
-	for (i = 0; i < dc->bounce_pages; i++) {
-		dc->bounce[i] = alloc_page(GFP_KERNEL);
-		if (!dc->bounce[i])
-			return -ENOMEM;
-	}
 	for (i = 0; i < dc->nr_slots; i++) {
 		dc->slots[i].stage = kmalloc(PAGE_SIZE, GFP_KERNEL);
 		if (!dc->slots[i].stage)
@@ -610,10 +493,6 @@ static void dpwc_free(struct dpwc *dc)
 	list_for_each_entry_safe(e, next, &dc->pending, list)
 		mempool_free(e, dc->entry_pool);
 	mempool_destroy(dc->entry_pool);
-	for (i = 0; dc->bounce && i < dc->bounce_pages; i++)
-		if (dc->bounce[i])
-			__free_page(dc->bounce[i]);
-	kfree(dc->bounce);
 	for (i = 0; i < DPWC_MAX_SLOTS; i++)
 		kfree(dc->slots[i].stage);
 	kfree(dc->gens);
@@ -713,6 +592,8 @@ static int dpwc_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	dc->open_gen = -1;
 	spin_lock_init(&dc->lock);
 	INIT_LIST_HEAD(&dc->pending);
+	dc->index = RB_ROOT_CACHED;
+	init_llist_head(&dc->done);
 	init_waitqueue_head(&dc->free_wait);
 	init_waitqueue_head(&dc->written_wait);
 	INIT_WORK(&dc->writeback_work, dpwc_writeback_work);
@@ -726,6 +607,7 @@ static int dpwc_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 		dpwc_free(dc);
 		return r;
 	}
+	ti->per_io_data_size = sizeof(struct dpwc_read);
 	ti->num_flush_bios = 1;
 	ti->num_discard_bios = 1;
 	ti->discards_supported = true;
@@ -740,18 +622,40 @@ static void dpwc_dtr(struct dm_target *ti)
 	spin_lock(&dc->lock);
 	dc->stopping = true;
 	spin_unlock(&dc->lock);
+	/* Writebacks in flight end in the worker: let them. */
+	wait_event(dc->written_wait, !READ_ONCE(dc->inflight));
 	dpwc_free(dc);
 }
 
-/* Writes back everything acknowledged so far and frees its generations. */
-static void dpwc_writeback_now(struct dpwc *dc)
+/* Whether every entry up to @seq is written back. */
+static bool dpwc_all_written(struct dpwc *dc, u64 seq)
 {
+	bool written;
+
+	spin_lock(&dc->lock);
+	written = dpwc_written_upto(dc, seq);
+	spin_unlock(&dc->lock);
+	return written;
+}
+
+/*
+ * Writes back everything acknowledged so far and frees its generations; -EIO when
+ * a writeback fails (its entry stays in the log).
+ */
+static int dpwc_writeback_now(struct dpwc *dc)
+{
+	u64 seq;
+
 	spin_lock(&dc->lock);
 	dpwc_close_open_gen(dc);
-	dc->force_seq = dc->queued_seq;
+	dc->force_seq = seq = dc->queued_seq;
+	dc->writeback_failed = false;
 	spin_unlock(&dc->lock);
 	queue_work(dc->wq, &dc->writeback_work);
+	wait_event(dc->written_wait, dpwc_all_written(dc, seq) || READ_ONCE(dc->writeback_failed));
+	/* The worker's run that took the last completion frees the generations. */
 	flush_work(&dc->writeback_work);
+	return dpwc_all_written(dc, seq) ? 0 : -EIO;
 }
 
 /* Frees the generations held for their damaged entries: the user gives them up. */
@@ -780,10 +684,8 @@ static int dpwc_message(struct dm_target *ti, unsigned int argc, char **argv,
 	struct dpwc *dc = ti->private;
 	u32 value, high, low;
 
-	if (argc == 1 && !strcasecmp(argv[0], "writeback")) {
-		dpwc_writeback_now(dc);
-		return 0;
-	}
+	if (argc == 1 && !strcasecmp(argv[0], "writeback"))
+		return dpwc_writeback_now(dc);
 	if (argc == 1 && !strcasecmp(argv[0], "drop_damaged")) {
 		dpwc_drop_damaged(dc);
 		return 0;
@@ -832,15 +734,16 @@ static void dpwc_status(struct dm_target *ti, status_type_t type, unsigned int s
 		spin_unlock(&dc->lock);
 		DMEMIT("acked=%llu discards=%llu written_back_bytes=%llu replayed=%llu ",
 		       stats.acked, stats.discards, stats.written_back_bytes, stats.replayed);
-		DMEMIT("gens_in_use=%u dirty_bytes=%llu corrupt=%llu throttled=%llu held=%u",
+		DMEMIT("gens_in_use=%u dirty_bytes=%llu corrupt=%llu throttled=%llu held=%u ",
 		       in_use, dirty, stats.corrupt, stats.throttled, held);
+		DMEMIT("read_hits=%llu", stats.read_hits);
 		break;
 	case STATUSTYPE_TABLE:
 		DMEMIT("%s %s generations=%u chunks=%u chunk_kib=%u slots=%u ",
 		       dc->origin->name, dc->pm_dev->name, dc->geo.generations,
 		       dc->geo.chunks_per_gen, dc->geo.chunk_size / 1024, dc->nr_slots);
-		DMEMIT("high_watermark=%u low_watermark=%u", dc->high_watermark,
-		       dc->low_watermark);
+		DMEMIT("high_watermark=%u low_watermark=%u writeback_depth=%u",
+		       dc->high_watermark, dc->low_watermark, dc->writeback_depth);
 		break;
 	default:
 		break;
@@ -857,11 +760,12 @@ static int dpwc_iterate_devices(struct dm_target *ti, iterate_devices_callout_fn
 
 static struct target_type dpwc_target = {
 	.name = "dpwc",
-	.version = { 2, 0, 0 },
+	.version = { 2, 1, 0 },
 	.module = THIS_MODULE,
 	.ctr = dpwc_ctr,
 	.dtr = dpwc_dtr,
 	.map = dpwc_map,
+	.end_io = dpwc_end_io,
 	.message = dpwc_message,
 	.status = dpwc_status,
 	.iterate_devices = dpwc_iterate_devices,

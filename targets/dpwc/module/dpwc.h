@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * DPWC: a write cache on persistent memory for a block device, as a device-mapper
- * target. The on-PM layout (version 1) and the write protocol are described in
+ * target. The on-PM layout (version 2) and the write protocol are described in
  * docs/design/dpwc.md; this header is their C side.
  */
 #ifndef DPWC_H
@@ -9,8 +9,11 @@
 
 #include <linux/device-mapper.h>
 #include <linux/list.h>
+#include <linux/llist.h>
 #include <linux/mempool.h>
 #include <linux/mutex.h>
+#include <linux/pfn_t.h>
+#include <linux/rbtree.h>
 #include <linux/semaphore.h>
 #include <linux/spinlock.h>
 #include <linux/types.h>
@@ -26,7 +29,10 @@
  * 5 recovery frees the log before flushing the origin it replayed to,
  * 6 mutants 1 and 4 together (without the checksum, only the fence keeps a torn
  *   entry out of the log),
- * 7 a damaged body ends the scan of its chunk (as one checksum for both did).
+ * 7 a damaged body ends the scan of its chunk (as one checksum for both did),
+ * 8 writeback submits an entry while an earlier overlapping one is in flight,
+ * 9 a read of cached blocks is served from the oldest overlapping entry first, so
+ *   that data a newer entry supersedes wins.
  */
 #ifndef DPWC_MUTANT
 #define DPWC_MUTANT 0
@@ -109,9 +115,18 @@ struct dpwc_slot {
 	void *stage;
 };
 
-/* Where an entry lives and what it writes: a reservation, then a pending writeback. */
+/*
+ * Where an entry lives and what it writes: a reservation, then, once acknowledged,
+ * a pending writeback in dc->pending (acknowledge order) and in dc->index (by
+ * sectors) until its write to the origin completes.
+ */
 struct dpwc_entry {
 	struct list_head list;
+	struct rb_node rb;
+	sector_t last;
+	sector_t subtree_last;
+	struct llist_node done;
+	struct dpwc *dc;
 	u64 seq;
 	int gen;
 	u64 pm_offset;
@@ -120,6 +135,8 @@ struct dpwc_entry {
 	sector_t sector;
 	u32 len;
 	u32 flags;
+	bool submitted;
+	int error;
 };
 
 struct dpwc_stats {
@@ -129,6 +146,7 @@ struct dpwc_stats {
 	u64 replayed;
 	u64 corrupt;
 	u64 throttled;
+	u64 read_hits;
 };
 
 struct dpwc {
@@ -141,6 +159,10 @@ struct dpwc {
 	u32 nr_slots;
 	u32 high_watermark;
 	u32 low_watermark;
+	u32 writeback_depth;
+	/* The PM device's first page frame; pm_pages: it has struct pages for bios. */
+	unsigned long pm_pfn;
+	bool pm_pages;
 
 	spinlock_t lock;
 	struct dpwc_gen *gens;
@@ -151,10 +173,16 @@ struct dpwc {
 	struct semaphore slot_sem;
 	/* Acknowledged entries in acknowledge order, the writeback queue. */
 	struct list_head pending;
+	/* The same entries by the sectors they write (an interval tree). */
+	struct rb_root_cached index;
 	u64 queued_seq;
-	u64 written_seq;
 	u64 force_seq;
 	u64 dirty_bytes;
+	/* Writebacks submitted and not completed, and their bytes in the log. */
+	u32 inflight;
+	u64 inflight_bytes;
+	/* A writeback failed since the last `writeback` message. */
+	bool writeback_failed;
 	bool stopping;
 	bool claimed;
 	wait_queue_head_t free_wait;
@@ -162,13 +190,18 @@ struct dpwc {
 
 	struct workqueue_struct *wq;
 	struct work_struct writeback_work;
-	struct page **bounce;
-	u32 bounce_pages;
+	/* Entries whose writeback completed, for the worker (filled in bio completion). */
+	struct llist_head done;
 	/* The crypto API's "crc32" (NULL: the library's crc32_le), see dpwc_crc(). */
 	struct crypto_shash *crc_tfm;
 	mempool_t *entry_pool;
 	struct dpwc_stats stats;
 };
+
+static inline u64 dpwc_capacity(const struct dpwc *dc)
+{
+	return (u64)dc->geo.generations * dc->geo.chunks_per_gen * dc->geo.chunk_size;
+}
 
 /* The bytes an entry takes in its chunk: the header, then the data rounded up. */
 static inline u32 dpwc_entry_bytes(u32 flags, u32 len)
@@ -187,12 +220,31 @@ int dpwc_read_sb(struct dpwc *dc, struct dpwc_geometry *geo);
 void dpwc_format(struct dpwc *dc);
 void dpwc_open_gen(struct dpwc *dc, u32 gen, u64 id);
 void dpwc_free_gen(struct dpwc *dc, u32 gen);
-int dpwc_copy_from_pm(struct dpwc *dc, u64 offset, u32 len, u32 *crc);
+int dpwc_read_pm(struct dpwc *dc, void *dst, u64 offset, size_t len);
 void dpwc_append(struct dpwc *dc, struct dpwc_slot *slot, struct dpwc_entry *e,
 		 struct bio *bio);
 int dpwc_recover(struct dpwc *dc);
 
-/* dpwc-target.c: writing an entry back to the origin. */
-int dpwc_write_back(struct dpwc *dc, const struct dpwc_entry *e);
+/* dpwc-writeback.c: writing entries back to the origin. */
+int dpwc_write_back_sync(struct dpwc *dc, struct dpwc_entry *e);
+void dpwc_writeback_work(struct work_struct *work);
+void dpwc_index_insert(struct dpwc *dc, struct dpwc_entry *e);
+struct dpwc_entry *dpwc_index_first(struct dpwc *dc, sector_t start, sector_t last);
+struct dpwc_entry *dpwc_index_next(struct dpwc_entry *e, sector_t start, sector_t last);
+bool dpwc_written_upto(struct dpwc *dc, u64 seq);
+
+/*
+ * dpwc-read.c: reads of blocks with entries not yet written back, served from PM.
+ * A read's per-bio data: the newest PM data of the sectors it covers (NULL: none),
+ * to lay over what the origin returns.
+ */
+struct dpwc_read {
+	void *snap;
+	unsigned long *covered;
+	struct bvec_iter iter;
+};
+
+int dpwc_map_read(struct dpwc *dc, struct bio *bio);
+int dpwc_end_io(struct dm_target *ti, struct bio *bio, blk_status_t *error);
 
 #endif

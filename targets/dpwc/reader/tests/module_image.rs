@@ -90,7 +90,8 @@ fn the_modules_log_reads_back_and_replays_as_the_modules_recovery_does() {
 
     // A small log whose writeback starts only at 90 % full: everything stays in the log.
     // Blocks 10-11 "A", block 11 again "B"; blocks 64-65 discarded, block 64 then "C";
-    // 40 random blocks from block 100 fill more than one generation.
+    // 40 random blocks from block 100 fill more than one generation. `fullblock`: a short
+    // read from the pipe would split a write into two entries.
     let mut vm = boot(&spec);
     // Where /dev/pmem0 starts in the NVDIMM file, as the guest's kernel placed it.
     let resources = run(
@@ -104,10 +105,10 @@ fn the_modules_log_reads_back_and_replays_as_the_modules_recovery_does() {
     let logged = run(
         &mut vm,
         "create format generations=3 chunks=2 chunk_kib=64 high_watermark=90 low_watermark=80
-yes A | head -c 8192 | dd of=/dev/mapper/dpwc bs=8192 seek=5 oflag=direct status=none
-yes B | head -c 4096 | dd of=/dev/mapper/dpwc bs=4096 seek=11 oflag=direct status=none
+yes A | head -c 8192 | dd of=/dev/mapper/dpwc bs=8192 seek=5 iflag=fullblock oflag=direct status=none
+yes B | head -c 4096 | dd of=/dev/mapper/dpwc bs=4096 seek=11 iflag=fullblock oflag=direct status=none
 blkdiscard -o 262144 -l 8192 /dev/mapper/dpwc
-yes C | head -c 4096 | dd of=/dev/mapper/dpwc bs=4096 seek=64 oflag=direct status=none
+yes C | head -c 4096 | dd of=/dev/mapper/dpwc bs=4096 seek=64 iflag=fullblock oflag=direct status=none
 dd if=/dev/urandom of=/dev/mapper/dpwc bs=4096 seek=100 count=40 oflag=direct status=none
 status",
     );
