@@ -80,6 +80,20 @@ pub struct Timings {
     pub states: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total: Option<f64>,
+    /// Images recovered in the guest (the traced ones of `reads` included).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub recoveries: usize,
+    /// Of them, recoveries traced for their reads (`reads`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub traced: usize,
+    /// Images that took the state of a traced image instead, being equal to it in
+    /// every word its recovery read.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub shared: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Timings {
@@ -101,7 +115,18 @@ impl Timings {
             .iter()
             .filter_map(|(name, seconds)| seconds.map(|s| format!("{name} {s:.1} s")))
             .collect();
-        (!parts.is_empty()).then(|| parts.join(", "))
+        if parts.is_empty() {
+            return None;
+        }
+        let mut text = parts.join(", ");
+        if self.recoveries + self.shared > 0 {
+            text += &format!(
+                "; {} recoveries in the guest ({} traced), {} states shared with a traced \
+                 image that read the same",
+                self.recoveries, self.traced, self.shared
+            );
+        }
+        Some(text)
     }
 }
 

@@ -514,7 +514,7 @@ impl Sink for Materialiser<'_> {
             let hash = match &mut self.store {
                 Some(store) => {
                     let hash = store.insert(&contents, origin)?.to_hex().to_string();
-                    self.sink.stored(&hash)?;
+                    self.sink.stored(&hash, &contents)?;
                     hash
                 }
                 None => contents.hash().to_hex().to_string(),

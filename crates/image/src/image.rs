@@ -178,6 +178,28 @@ impl Image {
         root_hash(&self.root, self.len, self.leaf_len())
     }
 
+    /// Whether every aligned 8-byte word in which this image and `other` differ is one that
+    /// `may_differ(offset)` allows; false for images of another layout. The cost follows
+    /// what differs (shared and zero subtrees are skipped), not the image size.
+    pub fn differs_only_in(&self, other: &Image, may_differ: &mut dyn FnMut(u64) -> bool) -> bool {
+        if !self.same_layout(other) {
+            return false;
+        }
+        let mut theirs = vec![0; crate::diff::BLOCK_LEN];
+        let outcome = self.for_each_changed_block(Some(other), &mut |offset, ours| {
+            let theirs = &mut theirs[..ours.len()];
+            other.read(offset, theirs);
+            let words = ours.chunks(8).zip(theirs.chunks(8));
+            for (i, (a, b)) in words.enumerate() {
+                if a != b && !may_differ(offset + 8 * i as u64) {
+                    return Err(io::ErrorKind::Other.into());
+                }
+            }
+            Ok(())
+        });
+        outcome.is_ok()
+    }
+
     /// Writes the bytes to a new file at `path` atomically (a temporary file renamed into
     /// place). Zero blocks become holes.
     pub fn write_to(&self, path: impl AsRef<Path>) -> io::Result<()> {
@@ -376,5 +398,24 @@ mod tests {
                 level: MAX_HASH_LEVEL + 1
             }
         );
+    }
+
+    #[test]
+    fn differs_only_in_names_each_differing_word_once_and_stops_at_one_not_allowed() {
+        let mut base = Image::zeroed(1 << 20);
+        base.write(0x9000, b"shared in both");
+        let mut other = base.clone();
+        other.write(0x10, &[1]);
+        other.write(0x4_0008, &[2, 3]);
+        let mut seen = Vec::new();
+        let all = other.differs_only_in(&base, &mut |word| {
+            seen.push(word);
+            true
+        });
+        assert!(all);
+        assert_eq!(seen, [0x10, 0x4_0008]);
+        assert!(!other.differs_only_in(&base, &mut |word| word == 0x10));
+        assert!(base.differs_only_in(&base.clone(), &mut |_| false));
+        assert!(!base.differs_only_in(&Image::zeroed(1 << 19), &mut |_| true));
     }
 }

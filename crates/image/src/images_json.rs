@@ -13,6 +13,7 @@
 //!
 //! Written one failure point at a time, so memory does not grow with the trace.
 
+use crate::Image;
 use persim_model::{Explored, FailureKind, JournalViolation};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -128,7 +129,8 @@ pub trait PointSink {
     /// An image of the failure point being done is in the store (as `<hash>.img` unless
     /// its file was deleted), before the point comes: a sink may recover and delete image
     /// files as they come, so the disk never holds a whole failure point's images.
-    fn stored(&mut self, _hash: &str) -> io::Result<()> {
+    /// `image` is its contents (a clone costs nothing).
+    fn stored(&mut self, _hash: &str, _image: &Image) -> io::Result<()> {
         Ok(())
     }
 }

@@ -52,6 +52,11 @@ pub trait Guest {
     fn reference(&self) -> Option<&dyn Guest> {
         None
     }
+
+    /// How many images [`Guest::extract`] recovers at once.
+    fn workers(&self) -> usize {
+        1
+    }
 }
 
 /// The real guest: QEMU with the configuration's kernel and file system. Its guests stay
@@ -164,5 +169,9 @@ impl Guest for VmGuest {
 
     fn reference(&self) -> Option<&dyn Guest> {
         self.reference.as_deref().map(|r| r as &dyn Guest)
+    }
+
+    fn workers(&self) -> usize {
+        self.machine.jobs.max(1)
     }
 }

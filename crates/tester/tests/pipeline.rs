@@ -609,6 +609,74 @@ fn reads_finds_the_reused_log_with_fewer_images_and_resumes() {
     assert_eq!(again["checkpoints"], report["checkpoints"]);
 }
 
+/// `reads` traces a fully persisted image's recovery only when it differs from every image
+/// traced before in a word that recovery read: the images after the stores to 0x200 and
+/// 0x208, which the fake's recovery never reads, share the first image's read set and
+/// state; the one after the store to 0x80, which it reads, is traced.
+#[test]
+fn reads_traces_an_image_only_when_it_differs_in_what_recovery_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut guest = FakeGuest::new("journal.trace");
+    guest.trace = "# persim-trace pm-size=0x1000\n\
+        hypercall start\nhypercall checkpoint 1\n\
+        write 0x200 1111111111111111\nflush clwb 0x200\nfence sfence\n\
+        write 0x208 2222222222222222\nflush clwb 0x200\nfence sfence\n\
+        write 0x80 3333333333333333\nflush clwb 0x80\nfence sfence\n\
+        hypercall checkpoint 2\nhypercall success\n";
+    let dir = RunDir::create(tmp.path().join("reads")).unwrap();
+    let report = run_with(&reads(), &guest, &dir, &mut Events::default());
+    assert_eq!(guest.traced_reads.get(), 2, "{report:#}");
+    // Three fully persisted images (one per fence; nothing is pending at the
+    // checkpoints), each with a read set and a state.
+    let read_sets: Vec<PathBuf> = std::fs::read_dir(dir.reads())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    assert_eq!(read_sets.len(), 3, "{read_sets:?}");
+    for set in &read_sets {
+        let hash = set.file_stem().unwrap().to_str().unwrap();
+        assert!(dir.state(hash).is_file(), "state {hash}");
+    }
+    // The states are those of tracing every image: before and after the store to 0x80.
+    let states = report["checkpoints"][0]["states"].as_array().unwrap();
+    assert_eq!(states.len(), 2, "{report:#}");
+    assert_eq!(report["checkpoints"][0]["atomic"], true);
+}
+
+/// A crash image like an image whose recovery was traced (equal in every word that
+/// recovery read) takes its state without a recovery: at the second fence, the image
+/// without the store to 0x80 differs from the first fence's image only at 0x300, which
+/// recovery did not read.
+#[test]
+fn a_crash_image_like_a_traced_one_takes_its_state_without_a_recovery() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut guest = FakeGuest::new("journal.trace");
+    guest.trace = "# persim-trace pm-size=0x1000\n\
+        hypercall start\nhypercall checkpoint 1\n\
+        write 0x200 1111111111111111\nflush clwb 0x200\nfence sfence\n\
+        write 0x80 3333333333333333\nwrite 0x300 2222222222222222\n\
+        flush clwb 0x80\nflush clwb 0x300\nfence sfence\n\
+        hypercall checkpoint 2\nhypercall success\n";
+    let dir = RunDir::create(tmp.path().join("reads")).unwrap();
+    let report = run_with(&reads(), &guest, &dir, &mut Events::default());
+    assert_eq!(guest.traced_reads.get(), 2, "{report:#}");
+    let index = persim_image::ImagesIndex::read(&dir.images_index()).unwrap();
+    // Nothing durable at checkpoint 1, the two fences' images, and the one without 0x80.
+    assert_eq!(index.images.len(), 4, "{index:#?}");
+    assert_eq!(guest.extracted.get(), 2, "{report:#}");
+    let on_disk: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.report_json()).unwrap()).unwrap();
+    let timings = &on_disk["timings"];
+    assert_eq!(
+        (&timings["recoveries"], &timings["traced"]),
+        (&2.into(), &2.into())
+    );
+    assert_eq!(timings["shared"], 2, "{timings}");
+    let states = report["checkpoints"][0]["states"].as_array().unwrap();
+    assert_eq!(states.len(), 2, "{report:#}");
+}
+
 /// The thesis' Figure 8.12 through the pipeline: `reads` takes a line's NT stores all or
 /// nothing, so a value written by two NT stores looks atomic with `--nt-prefixes off`;
 /// `auto` finds the state that only NT stores give, explores their prefixes there, and

@@ -6,13 +6,14 @@
 //! window, so a run never holds more than a window of images without states on disk.
 
 use super::states::{self, recover_and_save, Recovery};
+use super::traced::share_state;
 use super::{reads, Run};
 use crate::options::PipelineOptions;
 use crate::progress::{Event, Pass, Stage};
 use crate::rundir::RunDir;
 use anyhow::{bail, Context, Result};
 use persim_image::{
-    generate_images, GenerateOptions, Guidance, ImageStore, ImagesIndex, ImagesJsonWriter,
+    generate_images, GenerateOptions, Guidance, Image, ImageStore, ImagesIndex, ImagesJsonWriter,
     Materialise, NtPrefixesAt, PointRecord, PointSink, Points,
 };
 use persim_model::{Config, Strategy};
@@ -131,9 +132,9 @@ impl<W: Write> PointSink for Window<'_, '_, W> {
         self.writer.point(point)
     }
 
-    fn stored(&mut self, hash: &str) -> io::Result<()> {
+    fn stored(&mut self, hash: &str, image: &Image) -> io::Result<()> {
         // The error itself is kept for the stage (the engine wraps what it is handed).
-        self.take(hash).map_err(|e| {
+        self.take(hash, image).map_err(|e| {
             let message = e.to_string();
             self.failure = Some(e);
             io::Error::other(message)
@@ -142,8 +143,9 @@ impl<W: Write> PointSink for Window<'_, '_, W> {
 }
 
 impl<W: Write> Window<'_, '_, W> {
-    /// Adds a new image without a state to the window, recovering the window when full.
-    fn take(&mut self, hash: &str) -> Result<()> {
+    /// Adds a new image without a state to the window, recovering the window when full;
+    /// an image like one whose recovery was traced takes its state instead.
+    fn take(&mut self, hash: &str, image: &Image) -> Result<()> {
         if !self.handled.insert(hash.to_owned()) {
             return Ok(());
         }
@@ -152,16 +154,28 @@ impl<W: Write> Window<'_, '_, W> {
             (run.dir, run.opts.keep_images)
         };
         let file = ImageStore::image_file(&dir.image_store(), hash);
-        if states::saved_state(dir, hash).is_none() {
+        let known = states::saved_state(dir, hash).is_some() || self.share(dir, hash, image)?;
+        if !known {
             self.pending.push((hash.to_owned(), file));
         } else if !keep_images {
-            // Made again by a resumed run; its state is known.
+            // Made again by a resumed run, or like a traced one: its state is known.
             drop(std::fs::remove_file(file));
         }
         if self.pending.len() >= IMAGE_WINDOW {
             self.recover(dir, keep_images)?;
         }
         Ok(())
+    }
+
+    /// Gives image `hash` the state of a traced image like it, if there is one.
+    fn share(&self, dir: &RunDir, hash: &str, image: &Image) -> Result<bool> {
+        let mut run = self.run.borrow_mut();
+        let Some(like) = run.traced.like(image) else {
+            return Ok(false);
+        };
+        share_state(dir, &like.hash, hash)?;
+        run.timings.shared += 1;
+        Ok(true)
     }
 
     /// Recovers the pending images, saving each state and deleting each file, then checks
@@ -172,6 +186,7 @@ impl<W: Write> Window<'_, '_, W> {
             reads: false,
             keep_images,
             stage: Stage::States,
+            done_of: None,
         };
         recover_and_save(&mut self.run.borrow_mut(), &images, how, &mut |_, _| Ok(()))?;
         Ok(check_space(dir, self.image_len.get(), keep_images)?)

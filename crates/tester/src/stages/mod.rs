@@ -22,6 +22,7 @@ mod reads;
 mod record;
 mod reference;
 mod states;
+mod traced;
 mod verdicts;
 
 pub use images::{generate_options, materialise_images};
@@ -54,6 +55,8 @@ struct Run<'a> {
     timings: Timings,
     /// `reads`: the read sets of the fully persisted images, once traced or read back.
     read_sets: Option<Arc<ReadSets>>,
+    /// `reads`: the images whose recoveries this run traced, which others may share.
+    traced: traced::Traced,
     /// `images.json` of the last images pass, read once.
     index: Option<ImagesIndex>,
 }
@@ -115,6 +118,7 @@ pub fn run_test(
         observer,
         timings: Timings::default(),
         read_sets: None,
+        traced: traced::Traced::default(),
         index: None,
     };
     run.timings.trace = record::record(&mut run)?;

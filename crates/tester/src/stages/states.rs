@@ -43,6 +43,7 @@ fn extract_missing(run: &mut Run, saved: SavedStates) -> Result<BTreeMap<String,
         reads: false,
         keep_images: run.opts.keep_images,
         stage: Stage::States,
+        done_of: None,
     };
     let results = recover_and_save(run, &missing, how, &mut |_, _| Ok(()))?;
     let states = results.into_iter().map(|e| e.state);
@@ -72,6 +73,9 @@ pub(super) struct Recovery {
     pub keep_images: bool,
     /// The stage its progress belongs to.
     pub stage: Stage,
+    /// Of the stage's images, how many were done before this call, and how many there
+    /// are (default: none, and this call's).
+    pub done_of: Option<(usize, usize)>,
 }
 
 /// Recovers the `images` (hash, file) in the guest and saves each state as soon as it is
@@ -88,8 +92,11 @@ pub(super) fn recover_and_save(
     std::fs::create_dir_all(dir.states())
         .with_context(|| format!("cannot create {}", dir.states().display()))?;
     let paths: Vec<PathBuf> = images.iter().map(|(_, path)| path.clone()).collect();
-    let total = paths.len();
-    let mut done = 0;
+    let (mut done, total) = how.done_of.unwrap_or((0, paths.len()));
+    run.timings.recoveries += paths.len();
+    if how.reads {
+        run.timings.traced += paths.len();
+    }
     let mut write_error = None;
     let observer = &mut *run.observer;
     let results = run
