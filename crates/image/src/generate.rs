@@ -4,8 +4,8 @@
 //! a run's images stage runs it into the run directory's store.
 
 use crate::ext4_journal::journal_layout;
-use crate::xfs_log::xfs_log_layout;
 use crate::images_json::{ImageRecord, PointReads, PointRecord, PointSink};
+use crate::xfs_log::xfs_log_layout;
 use crate::{Image, ImageError, ImageStore, DEFAULT_HASH_LEVEL};
 use persim_model::{
     CacheMode, Config, CrashImages, Explored, FailureKind, FailurePoint, FailureView, ModelError,

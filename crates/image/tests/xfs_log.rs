@@ -37,7 +37,11 @@ fn xfs_db(xfs_db: &str, fs: &Path, commands: &[&str]) -> u64 {
     let out = cmd.arg(fs).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     let last = text.lines().last().unwrap_or_default();
-    let value = last.rsplit(['=', '(']).next().unwrap().trim_end_matches(')');
+    let value = last
+        .rsplit(['=', '('])
+        .next()
+        .unwrap()
+        .trim_end_matches(')');
     value.trim().parse().unwrap()
 }
 

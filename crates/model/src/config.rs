@@ -1,8 +1,8 @@
 //! How a replay is configured: cache mode, strategy, image cap and region sizes.
 
 use crate::jbd2::JournalLayout;
-use crate::xfs_log::XfsLogLayout;
 use crate::names::{unknown_name, Named, UnknownName};
+use crate::xfs_log::XfsLogLayout;
 use serde::{Deserialize, Serialize};
 use strum::{Display, EnumString, VariantNames};
 
