@@ -21,17 +21,18 @@ fn layout() -> XfsLogLayout {
 }
 
 /// A record at log sector 0: header (magic, cycle 1, version 2, a 1 KiB body, the saved
-/// first word of body sector 0, h_size 32 KiB), then its body: a buffer item logging the
-/// 8 sectors at 512-byte block 0x30 (PM 0x6000) and its data region, each sector's first
-/// word stamped with the cycle; the last store completes the body.
+/// first words of the two body sectors, h_size 32 KiB), then its body, each sector's first
+/// word stamped with the cycle: an empty region up to the second sector, whose stamped
+/// word is the length of the op that holds a buffer item logging the 8 sectors at
+/// 512-byte block 0x30 (PM 0x6000), and its data region; the last store completes it.
 const HEADER: &str = "ntwrite 0x4000 feedbabe000000010000000200000400\n\
      ntwrite 0x4010 0000000100000000\n\
-     ntwrite 0x402c deadbeef\n\
+     ntwrite 0x402c deadbeef00000010\n\
      ntwrite 0x4140 00008000\n";
-const BODY: &str = "ntwrite 0x4200 000000010000001069000000\n\
-     ntwrite 0x420c 3c120200000008003000000000000000\n\
-     ntwrite 0x421c deadbeef0000001069000000aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n\
-     ntwrite 0x4400 00000001\n\
+const BODY: &str = "ntwrite 0x4200 00000001000001f069000000\n\
+     ntwrite 0x43fc deadbeef0000000169000000\n\
+     ntwrite 0x4408 3c120200000008003000000000000000\n\
+     ntwrite 0x4418 deadbeef0000001069000000aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n\
      ntwrite 0x45f8 0000000000000000\n";
 /// The logged block written in place.
 const IN_PLACE: &str = "write 0x6000 bbbbbbbbbbbbbbbb\n";
@@ -87,8 +88,8 @@ fn a_durable_record_before_its_in_place_write_breaks_no_rule_and_its_body_follow
     let kinds: Vec<FailureKind> = seen.0.iter().map(|p| p.0).collect();
     assert_eq!(kinds, [FailureKind::Fence, FailureKind::Checkpoint]);
     assert!(rules(&seen).is_empty(), "no rule broken");
-    // at the fence: the body's three lines follow the cut, the header's two are explored
-    assert_eq!(seen.0[0].1, [0x4200, 0x4400, 0x45c0]);
+    // at the fence: the body's four lines follow the cut, the header's two are explored
+    assert_eq!(seen.0[0].1, [0x4200, 0x43c0, 0x4400, 0x45c0]);
     let all = replay(&body, Scope::All);
     assert!(all.0.iter().all(|p| p.1.is_empty()));
     assert!(
@@ -137,6 +138,13 @@ fn a_record_written_while_one_eight_back_is_not_durable_breaks_rule_2() {
     }
     let seen = replay(&body, Scope::Program);
     assert_eq!(rules(&seen), [2], "flagged once, at the ninth record");
+    // seven records later, record 0 is still where recovery checks CRCs
+    let mut within = empty_record(0, "write");
+    for sector in 1..=7 {
+        within.push_str(&empty_record(sector, "ntwrite"));
+        within.push_str("fence sfence\n");
+    }
+    assert!(rules(&replay(&within, Scope::Program)).is_empty());
     // its twin flushes record 0 first
     let mut twin = empty_record(0, "write");
     twin.push_str("flush clwb 0x4000\nflush clwb 0x4140\nfence sfence\n");
@@ -153,5 +161,5 @@ fn a_log_sector_no_record_covers_is_explored() {
     let body = format!("{HEADER}{BODY}ntwrite 0x4a00 cccccccccccccccc\nfence sfence\n");
     let seen = replay(&body, Scope::Program);
     assert!(rules(&seen).is_empty());
-    assert_eq!(seen.0[0].1, [0x4200, 0x4400, 0x45c0]);
+    assert_eq!(seen.0[0].1, [0x4200, 0x43c0, 0x4400, 0x45c0]);
 }
