@@ -5,6 +5,7 @@
 
 use crate::ext4_journal::journal_layout;
 use crate::images_json::{ImageRecord, PointReads, PointRecord, PointSink};
+use crate::xfs_log::xfs_log_layout;
 use crate::{Image, ImageError, ImageStore, DEFAULT_HASH_LEVEL};
 use persim_model::{
     CacheMode, Config, CrashImages, Explored, FailureKind, FailurePoint, FailureView, ModelError,
@@ -315,6 +316,7 @@ pub fn generate_images(
         nt_prefixes: false,
         scope: opts.scope,
         journal: None,
+        xfs_log: None,
     };
     if config
         .pm_size
@@ -332,6 +334,7 @@ pub fn generate_images(
     let persisted = initial_image(opts, trace, &config)?.with_hash_level(opts.hash_level)?;
     if opts.scope == Scope::Program {
         config.journal = journal_layout(&persisted, config.pm_size);
+        config.xfs_log = xfs_log_layout(&persisted, config.pm_size);
     }
     let store = opts.store.as_ref().map(ImageStore::open).transpose()?;
     started(&config)?;

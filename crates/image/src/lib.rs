@@ -15,6 +15,7 @@ mod images_json;
 mod reflink;
 mod store;
 mod tree;
+mod xfs_log;
 
 pub use error::ImageError;
 pub use ext4_journal::journal_layout;
@@ -29,3 +30,4 @@ pub use images_json::{
     ImageRecord, ImagesIndex, ImagesJsonWriter, PointReads, PointRecord, PointSink, ReadIndexError,
 };
 pub use store::{ImageStore, Record};
+pub use xfs_log::xfs_log_layout;

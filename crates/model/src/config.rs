@@ -2,6 +2,7 @@
 
 use crate::jbd2::JournalLayout;
 use crate::names::{unknown_name, Named, UnknownName};
+use crate::xfs_log::XfsLogLayout;
 use serde::{Deserialize, Serialize};
 use strum::{Display, EnumString, VariantNames};
 
@@ -97,8 +98,8 @@ pub enum Strategy {
 pub enum Scope {
     /// Only lines that can change what the program under test recovers to: once a traced
     /// program has accessed PM from user space, the lines in the pages it accessed (the
-    /// kernel's other lines follow the cut); of a file system with a jbd2 journal, the
-    /// lines the journal does not protect while its ordering rules hold.
+    /// kernel's other lines follow the cut); of a file system with a jbd2 journal or an XFS
+    /// log, the lines it does not protect while its ordering rules hold.
     #[default]
     Program,
     /// Every dirty line.
@@ -125,6 +126,9 @@ pub struct Config {
     /// A jbd2 journal in PM (the file system's on-media format says where): under
     /// `Scope::Program` the lines it protects follow the cut while its rules hold.
     pub journal: Option<JournalLayout>,
+    /// An XFS file system's internal log in PM (version 5): under `Scope::Program` the
+    /// record bodies follow the cut while its rules hold.
+    pub xfs_log: Option<XfsLogLayout>,
 }
 
 impl Config {
@@ -141,6 +145,7 @@ impl Config {
             nt_prefixes: false,
             scope: Scope::default(),
             journal: None,
+            xfs_log: None,
         }
     }
 

@@ -76,17 +76,29 @@ impl JournalLayout {
     }
 }
 
-/// A broken jbd2 ordering rule, with the stores that break it.
+/// Which mechanism's rule a violation breaks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LogKind {
+    #[default]
+    Jbd2,
+    Xfs,
+}
+
+/// A broken jbd2 or XFS log ordering rule, with the stores that break it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JournalViolation {
+    #[serde(default)]
+    pub log: LogKind,
     /// The trace entry that broke the rule.
     pub entry: u64,
     /// 1: a commit record written while other journal lines were not durable; 2: a block
     /// written in place before the commit of its transaction was durable.
     pub rule: u8,
-    /// The commit's sequence number.
+    /// The commit's sequence number (XFS: the record's block in the log).
     pub sequence: u32,
-    /// Rule 1: the journal lines not durable; rule 2: the line written in place.
+    /// jbd2 rule 1: the journal lines not durable; rule 2: the line written in place.
+    /// XFS rule 1: the line written in place; rule 2: the record's lines not durable.
     pub lines: Vec<u64>,
 }
 
@@ -102,15 +114,29 @@ impl JournalViolation {
             n if n > 4 => format!(" and {} more", n - 4),
             _ => String::new(),
         };
-        match self.rule {
-            1 => format!(
+        match (self.log, self.rule) {
+            (LogKind::Xfs, 1) => format!(
+                "XFS log rule 1 broken at entry {}: line {}{more} written in place before the \
+                 log record at block {} that logs it was durable",
+                self.entry,
+                lines.join(", "),
+                self.sequence
+            ),
+            (LogKind::Xfs, _) => format!(
+                "XFS log rule 2 broken at entry {}: a log record written while the record at \
+                 block {}, 8 or more records back, was not durable (lines {}{more})",
+                self.entry,
+                self.sequence,
+                lines.join(", ")
+            ),
+            (LogKind::Jbd2, 1) => format!(
                 "jbd2 rule 1 broken at entry {}: commit record of transaction {} written while \
                  journal lines {}{more} were not durable",
                 self.entry,
                 self.sequence,
                 lines.join(", ")
             ),
-            _ => format!(
+            (LogKind::Jbd2, _) => format!(
                 "jbd2 rule 2 broken at entry {}: line {}{more} written in place before the \
                  commit of transaction {} was durable",
                 self.entry,
@@ -251,6 +277,7 @@ impl Journal {
             .collect();
         if !not_durable.is_empty() {
             self.violated(JournalViolation {
+                log: LogKind::Jbd2,
                 entry,
                 rule: 1,
                 sequence,
@@ -295,6 +322,7 @@ impl Journal {
         };
         if let Some(&sequence) = self.committing.get(&block) {
             self.violated(JournalViolation {
+                log: LogKind::Jbd2,
                 entry,
                 rule: 2,
                 sequence,

@@ -6,6 +6,7 @@ mod check;
 mod config;
 mod guide;
 mod jbd2;
+mod mechanism;
 mod memory;
 mod names;
 mod origin;
@@ -16,11 +17,12 @@ mod rng;
 mod runtime_data;
 mod strategy;
 mod unit;
+mod xfs_log;
 
 pub use check::{check_crash_images, CheckReport, Violation};
 pub use config::{CacheMode, Config, Scope, Strategy};
 pub use guide::{Explored, ReadGuide};
-pub use jbd2::{JournalExtent, JournalLayout, JournalViolation};
+pub use jbd2::{JournalExtent, JournalLayout, JournalViolation, LogKind};
 pub use memory::{
     for_each_crash_image, replay_in_memory, replay_in_memory_guided, ImageCounts, PointImages,
     WordsRead,
@@ -32,3 +34,4 @@ pub use replay::{FailureView, ModelError, Replay, Sink};
 pub use rng::SplitMix64;
 pub use strategy::{CrashImage, CrashImages};
 pub use unit::{Unit, LINE, WORD};
+pub use xfs_log::XfsLogLayout;

@@ -3,7 +3,8 @@
 
 use crate::block::{BlkPending, BLOCK};
 use crate::config::{Config, Scope, Strategy};
-use crate::jbd2::{Journal, JournalViolation};
+use crate::jbd2::JournalViolation;
+use crate::mechanism::Mechanism;
 use crate::origin::{Choice, FailureKind, FailurePoint};
 use crate::pending::{LineState, PmPending};
 use crate::program_pm::ProgramPm;
@@ -34,9 +35,9 @@ pub struct FailureView<'a> {
     /// Per line: it lies outside the PM the program accessed (`Scope::Program`); empty
     /// when every line is in scope.
     outside: Vec<bool>,
-    /// Per line: a jbd2 journal whose rules hold so far protects it; empty when none does.
+    /// Per line: a journal or log whose rules hold so far protects it; empty when none does.
     protected: Vec<bool>,
-    /// The journal rules broken since the previous failure point.
+    /// The journal or log rules broken since the previous failure point.
     pub journal_violations: Vec<JournalViolation>,
     blocks: Vec<(u64, &'a [Box<[u8]>])>,
 }
@@ -165,7 +166,7 @@ impl FailureView<'_> {
         self.runtime.get(line) == Some(&true)
     }
 
-    /// The dirty lines (addresses, ascending) a jbd2 journal protects, which `reads` and
+    /// The dirty lines (addresses, ascending) a journal or log protects, which `reads` and
     /// `global-prefix` let follow the cut under `Scope::Program`.
     pub fn protected_lines(&self) -> impl Iterator<Item = u64> + '_ {
         (0..self.lines.len())
@@ -221,8 +222,8 @@ pub struct Replay {
     runtime: RuntimeRanges,
     /// PM the program accessed from user space so far (`Scope::Program`).
     program: ProgramPm,
-    /// The file system's jbd2 journal (`Scope::Program` with a journal layout).
-    journal: Option<Journal>,
+    /// The file system's jbd2 journal or XFS log (`Scope::Program` with its layout).
+    journal: Option<Mechanism>,
     /// `fast`: hashes of the code locations of the failure points so far.
     seen_locations: FxHashSet<u64>,
 }
@@ -230,7 +231,7 @@ pub struct Replay {
 impl Replay {
     pub fn new(config: Config) -> Replay {
         let journal = match config.scope {
-            Scope::Program => config.journal.clone().map(Journal::new),
+            Scope::Program => Mechanism::of(&config),
             Scope::All => None,
         };
         Replay {

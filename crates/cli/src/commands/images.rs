@@ -45,8 +45,8 @@ pub struct ImagesArgs {
     pub reads_from: Option<PathBuf>,
     /// With --strategy reads, global-prefix or single-line: program explores only the dirty
     /// lines that can change what the software recovers to (a PM program's own pages once
-    /// it has accessed PM from user space; of ext4, the lines its jbd2 journal does not
-    /// protect while its ordering rules hold); all explores every dirty line.
+    /// it has accessed PM from user space; of ext4 and XFS, the lines their jbd2 journal or
+    /// log does not protect while its ordering rules hold); all explores every dirty line.
     #[arg(long, default_value = "program", value_name = "program|all")]
     pub scope: Scope,
     /// Images per failure point above which a seeded random sample is taken (flagged
