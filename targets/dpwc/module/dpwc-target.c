@@ -736,7 +736,7 @@ static void dpwc_status(struct dm_target *ti, status_type_t type, unsigned int s
 		       stats.acked, stats.discards, stats.written_back_bytes, stats.replayed);
 		DMEMIT("gens_in_use=%u dirty_bytes=%llu corrupt=%llu throttled=%llu held=%u ",
 		       in_use, dirty, stats.corrupt, stats.throttled, held);
-		DMEMIT("read_hits=%llu", stats.read_hits);
+		DMEMIT("read_hits=%llu max_inflight=%u", stats.read_hits, stats.max_inflight);
 		break;
 	case STATUSTYPE_TABLE:
 		DMEMIT("%s %s generations=%u chunks=%u chunk_kib=%u slots=%u ",

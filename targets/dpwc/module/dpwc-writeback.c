@@ -85,6 +85,7 @@ static struct dpwc_entry *dpwc_next_writeback(struct dpwc *dc)
 			continue;
 		e->submitted = true;
 		dc->inflight++;
+		dc->stats.max_inflight = max(dc->stats.max_inflight, dc->inflight);
 		dc->inflight_bytes += dpwc_entry_bytes(e->flags, e->len);
 		return e;
 	}

@@ -147,6 +147,8 @@ struct dpwc_stats {
 	u64 corrupt;
 	u64 throttled;
 	u64 read_hits;
+	/* The most writebacks ever in flight at once. */
+	u32 max_inflight;
 };
 
 struct dpwc {
