@@ -1198,9 +1198,15 @@ fn zil_pmem_replays_every_logged_call_after_a_crash_before_txg_sync() {
     assert_eq!(dump["/mnt/d/g"]["size"], 8192, "{dump}");
     assert_eq!(dump["/mnt/d/h"]["size"], 1000, "{dump}");
     assert_eq!(dump["/mnt/d/s"]["type"], "symlink", "{dump}");
-    assert!(dump.get("/mnt/f").is_none() && dump.get("/mnt/d/l").is_none(), "{dump}");
+    assert!(
+        dump.get("/mnt/f").is_none() && dump.get("/mnt/d/l").is_none(),
+        "{dump}"
+    );
     let (entries, blocks) = zil_pmem_writes(&out.join("trace.ptrace"));
-    assert!(entries >= 9, "{entries} ZIL-PMEM entry headers written to PM");
+    assert!(
+        entries >= 9,
+        "{entries} ZIL-PMEM entry headers written to PM"
+    );
     assert_eq!(blocks, 0, "a stock ZIL block was written");
 }
 
