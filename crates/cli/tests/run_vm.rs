@@ -1158,6 +1158,63 @@ fn on_zfs_with_zil_pmem_an_fsynced_write_survives_every_crash() {
     assert_eq!(blocks, 0, "a stock ZIL block was written");
 }
 
+/// Bit flips in the ZIL-PMEM entries of the fsync'd overwrite (`persim faults` on the bytes
+/// the test wrote, the final image): each is caught by a checksum, a header field no crash
+/// leaves, or a dependency left unmet, and the kernel log says so; none is replayed
+/// silently (the campaign exits 0). A replay that skipped the body checksum would apply a flipped body: silent.
+#[test]
+fn zil_pmem_reports_every_bit_flip_in_its_entries() {
+    let Some(config) = zfs_pmem_ready("zil_pmem_reports_every_bit_flip_in_its_entries") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (out, fsynced, checkpoint) =
+        block_durability_final_contents(dir.path(), "zfs-pmem", "fsync", 0);
+    assert_eq!(fsynced, ["new"], "{checkpoint}");
+    let campaign = dir.path().join("faults");
+    let faults = persim(&[
+        "faults",
+        out.to_str().unwrap(),
+        "--vm",
+        config.to_str().unwrap(),
+        "--kind",
+        "bitflip",
+        "--where",
+        "written",
+        "--count",
+        "8",
+        "-j",
+        "1",
+        "-q",
+        "--out",
+        campaign.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&faults.stdout);
+    assert_eq!(faults.status.code(), Some(0), "{stdout}");
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(campaign.join("faults.json")).unwrap()).unwrap();
+    let all = report["faults"].as_array().unwrap();
+    assert!(all.len() >= 6, "{report:#}");
+    // A flip in the zero header after the entry changes nothing (masked), or is reported
+    // with the state unchanged (corrected); every other one must be reported.
+    assert!(
+        all.iter()
+            .all(|f| ["detected", "masked", "corrected"].contains(&f["outcome"].as_str().unwrap())),
+        "{report:#}"
+    );
+    let reported = |f: &&Value| {
+        f["outcome"] == "detected"
+            && f["detail"]
+                .as_str()
+                .unwrap()
+                .contains("ZIL-PMEM: pool pool:")
+    };
+    assert!(
+        all.iter().filter(reported).count() >= all.len() / 2,
+        "{report:#}"
+    );
+}
+
 /// A crash before the next txg sync, recovered by replay from PM alone: `zpool freeze`
 /// (ziltest's tool) keeps every later txg off the disk, then one process makes nine calls,
 /// each logged as a different record type (mkdir, create, write, setattr for truncate,
