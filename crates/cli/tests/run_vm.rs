@@ -1097,7 +1097,7 @@ fn on_zfs_with_a_pm_log_an_fsynced_write_survives_every_crash() {
         block_durability_final_contents(dir.path(), "zfs-slog", "fsync", 0);
     assert_eq!(fsynced, ["new"], "{checkpoint}");
     // A log block's trailer (zil_chain_t) starts with ZEC_MAGIC.
-    let magic = 0x0210_da7a_b10c_7a11_u64.to_le_bytes();
+    let magic = ZIL_BLOCK_MAGIC.to_le_bytes();
     let (_, entries) = persim_trace::read_all(&out.join("trace.ptrace")).unwrap();
     let logged = entries.iter().any(|e| {
         matches!(&e.op, persim_trace::Op::Write { data, .. } if data.windows(8).any(|w| w == magic))
@@ -1117,19 +1117,154 @@ fn zfs_pmem_ready(test: &str) -> Option<std::path::PathBuf> {
     Some(path)
 }
 
+/// vm/zfs-pmem.toml's pool GUID (`zpool reguid -g`), which every ZIL-PMEM entry header
+/// carries at byte 8, and the magic that starts a stock ZIL block's trailer (zil_chain_t).
+const ZFS_PMEM_POOL_GUID: u64 = 5_784_110_818_711_765_569;
+const ZIL_BLOCK_MAGIC: u64 = 0x0210_da7a_b10c_7a11;
+
+/// How many PM writes of a trace hold a ZIL-PMEM entry header of vm/zfs-pmem.toml's pool,
+/// and how many a stock ZIL block.
+fn zil_pmem_writes(trace: &Path) -> (usize, usize) {
+    let guid = ZFS_PMEM_POOL_GUID.to_le_bytes();
+    let magic = ZIL_BLOCK_MAGIC.to_le_bytes();
+    let (_, entries) = persim_trace::read_all(trace).unwrap();
+    let count = |needle: &[u8]| {
+        entries
+            .iter()
+            .filter(|e| {
+                matches!(&e.op, persim_trace::Op::Write { data, .. }
+                    if data.windows(8).any(|w| w == needle))
+            })
+            .count()
+    };
+    (count(&guid), count(&magic))
+}
+
 /// ZIL-PMEM's OpenZFS (vm/zfs-pmem.toml) on the pool that asks for it: the fsync'd
-/// overwrite survives every crash, as with the stock modules (this step still logs through
-/// the stock ZIL, so the patched module's pool, mount, import and replay paths are what the
-/// crash images exercise).
+/// overwrite survives every crash, and it was logged as ZIL-PMEM entries written to PM
+/// with CPU stores, never as a stock ZIL block. The traced run ends before the next txg
+/// sync, so the final image holds the overwrite only through replay from PM.
 #[test]
 fn on_zfs_with_zil_pmem_an_fsynced_write_survives_every_crash() {
     if zfs_pmem_ready("on_zfs_with_zil_pmem_an_fsynced_write_survives_every_crash").is_none() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let (_, fsynced, checkpoint) =
+    let (out, fsynced, checkpoint) =
         block_durability_final_contents(dir.path(), "zfs-pmem", "fsync", 0);
     assert_eq!(fsynced, ["new"], "{checkpoint}");
+    let (entries, blocks) = zil_pmem_writes(&out.join("trace.ptrace"));
+    assert!(entries >= 1, "no ZIL-PMEM entry header written to PM");
+    assert_eq!(blocks, 0, "a stock ZIL block was written");
+}
+
+/// Bit flips in the ZIL-PMEM entries of the fsync'd overwrite (`persim faults` on the bytes
+/// the test wrote, the final image): each is caught by a checksum, a header field no crash
+/// leaves, or a dependency left unmet, and the kernel log says so; none is replayed
+/// silently (the campaign exits 0). A replay that skipped the body checksum would apply a flipped body: silent.
+#[test]
+fn zil_pmem_reports_every_bit_flip_in_its_entries() {
+    let Some(config) = zfs_pmem_ready("zil_pmem_reports_every_bit_flip_in_its_entries") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (out, fsynced, checkpoint) =
+        block_durability_final_contents(dir.path(), "zfs-pmem", "fsync", 0);
+    assert_eq!(fsynced, ["new"], "{checkpoint}");
+    let campaign = dir.path().join("faults");
+    let faults = persim(&[
+        "faults",
+        out.to_str().unwrap(),
+        "--vm",
+        config.to_str().unwrap(),
+        "--kind",
+        "bitflip",
+        "--where",
+        "written",
+        "--count",
+        "8",
+        "-j",
+        "1",
+        "-q",
+        "--out",
+        campaign.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&faults.stdout);
+    assert_eq!(faults.status.code(), Some(0), "{stdout}");
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(campaign.join("faults.json")).unwrap()).unwrap();
+    let all = report["faults"].as_array().unwrap();
+    assert!(all.len() >= 6, "{report:#}");
+    // A flip in the zero header after the entry changes nothing (masked), or is reported
+    // with the state unchanged (corrected); every other one must be reported.
+    assert!(
+        all.iter()
+            .all(|f| ["detected", "masked", "corrected"].contains(&f["outcome"].as_str().unwrap())),
+        "{report:#}"
+    );
+    let reported = |f: &&Value| {
+        f["outcome"] == "detected"
+            && f["detail"]
+                .as_str()
+                .unwrap()
+                .contains("ZIL-PMEM: pool pool:")
+    };
+    assert!(
+        all.iter().filter(reported).count() >= all.len() / 2,
+        "{report:#}"
+    );
+}
+
+/// A crash before the next txg sync, recovered by replay from PM alone: `zpool freeze`
+/// (ziltest's tool) keeps every later txg off the disk, then one process makes nine calls,
+/// each logged as a different record type (mkdir, create, write, setattr for truncate,
+/// rename, symlink, link, xattr, remove), each judged on its own (`fs-ops calls`). Every
+/// call is durable once it returns, so each crash image, imported (claim) and mounted
+/// (replay), shows exactly the calls that returned, in order: no violation, and the last
+/// interval's final state has them all.
+#[test]
+fn zil_pmem_replays_every_logged_call_after_a_crash_before_txg_sync() {
+    let Some(config) =
+        zfs_pmem_ready("zil_pmem_replays_every_logged_call_after_a_crash_before_txg_sync")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("replay");
+    let test = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/zil-pmem-replay.toml");
+    let run = run_on_vm(&config, test.to_str().unwrap(), &out, &[]);
+    let r = report(&out);
+    assert_eq!(run.status.code(), Some(0), "{r}");
+    let checkpoints = r["checkpoints"].as_array().unwrap();
+    assert_eq!(checkpoints.len(), 9, "{r}");
+    let last = checkpoints.last().unwrap();
+    let finals = last["final_states"].as_array().unwrap();
+    assert_eq!(finals.len(), 1, "{last}");
+    let state = last["states"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == finals[0])
+        .unwrap();
+    let image = state["images"][0].as_str().unwrap();
+    let saved: Value = serde_json::from_slice(
+        &std::fs::read(out.join("states").join(format!("{image}.json"))).unwrap(),
+    )
+    .unwrap();
+    let dump: Value = serde_json::from_str(saved["dump"].as_str().unwrap()).unwrap();
+    assert_eq!(dump["/mnt/d/g"]["size"], 8192, "{dump}");
+    assert_eq!(dump["/mnt/d/h"]["size"], 1000, "{dump}");
+    assert_eq!(dump["/mnt/d/s"]["type"], "symlink", "{dump}");
+    assert!(
+        dump.get("/mnt/f").is_none() && dump.get("/mnt/d/l").is_none(),
+        "{dump}"
+    );
+    let (entries, blocks) = zil_pmem_writes(&out.join("trace.ptrace"));
+    assert!(
+        entries >= 9,
+        "{entries} ZIL-PMEM entry headers written to PM"
+    );
+    assert_eq!(blocks, 0, "a stock ZIL block was written");
 }
 
 /// The kernel log says what ZIL-PMEM found at the first mount: the pool of vm/zfs-pmem.toml
