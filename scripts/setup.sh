@@ -310,7 +310,13 @@ main() {
     bash "$(dirname "$0")/build-kmods.sh"
     build_dpwc_mutants
     unpack_zfs_source
-    if [[ ${PERSIM_ZFS:-0} == 1 ]]; then bash "$(dirname "$0")/build-kmods.sh" --zfs; fi
+    if [[ ${PERSIM_ZFS:-0} == 1 ]]; then
+        bash "$(dirname "$0")/build-kmods.sh" --zfs
+    else
+        # Link what an earlier PERSIM_ZFS=1 setup built, so its tests run; build nothing.
+        ZFS_CACHED_ONLY=1 bash "$(dirname "$0")/build-kmods.sh" --zfs
+        ZFS_CACHED_ONLY=1 bash "$(dirname "$0")/build-kmods.sh" --zfs-pmem
+    fi
     bash "$(dirname "$0")/install.sh" /usr/local
     if ((main_job)); then run_main_job; fi
 }
