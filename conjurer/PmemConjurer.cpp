@@ -71,6 +71,9 @@ REGISTER_SET_WITH_PROGRAMSTATE(Logged, LogRange)
 REGISTER_MAP_WITH_PROGRAMSTATE(Dirty, const MemRegion *, const Stmt *)
 // OIDs pmemobj_reserve gave: a pmemobj_cancel drops them, unflushed stores and all.
 REGISTER_SET_WITH_PROGRAMSTATE(Reserved, SymbolRef)
+// PM regions a call of this file's was given a pointer to when the analyzer did not follow
+// it: an OID read from them may be the call's allocation.
+REGISTER_SET_WITH_PROGRAMSTATE(GivenToCall, const MemRegion *)
 REGISTER_TRAIT_WITH_PROGRAMSTATE(TxDepth, unsigned)
 REGISTER_TRAIT_WITH_PROGRAMSTATE(TxStage, unsigned)
 // The top-level function runs in its caller's transaction (it logs or allocates in one
@@ -267,17 +270,26 @@ bool isZero(ProgramStateRef St, SVal V)
 // track of, as it does through unions of TOIDs).
 bool writtenInTx(ProgramStateRef St, SymbolRef Off)
 {
-	// An OID a function of this file returned, when the analyzer did not follow the
-	// call (its budget ran out): perhaps an allocation of this transaction.
-	if (const auto *CS = dyn_cast<SymbolConjured>(Off)) {
-		const auto *CE = dyn_cast_or_null<CallExpr>(CS->getStmt());
-		const FunctionDecl *FD = CE ? CE->getDirectCallee() : nullptr;
-		return FD && FD->hasBody();
+	// An OID a function of this file returned, or read from memory it was given, when
+	// the analyzer did not follow the call (its budget or loop bound ran out, and it
+	// evaluated the call as unknown): perhaps an allocation of this transaction.
+	const auto *D = dyn_cast<SymbolDerived>(Off);
+	const auto *CS = dyn_cast<SymbolConjured>(D ? D->getParentSymbol() : Off);
+	const auto *CE = CS ? dyn_cast_or_null<CallExpr>(CS->getStmt()) : nullptr;
+	const FunctionDecl *FD = CE ? CE->getDirectCallee() : nullptr;
+	if (FD && FD->hasBody()) {
+		if (!D)
+			return true;
+		// The call invalidated the whole object it was given a pointer into; only
+		// what the pointer named is perhaps its writing.
+		for (const MemRegion *G : St->get<GivenToCall>())
+			if (D->getRegion() == G || D->getRegion()->isSubRegionOf(G))
+				return true;
 	}
 	const MemRegion *R = nullptr;
 	if (const auto *RV = dyn_cast<SymbolRegionValue>(Off))
 		R = RV->getRegion();
-	else if (const auto *D = dyn_cast<SymbolDerived>(Off))
+	else if (D)
 		R = D->getRegion();
 	SymbolRef B = pmBase(St, R);
 	const unsigned *F = B ? St->get<ObjFlags>(B) : nullptr;
@@ -578,6 +590,39 @@ void PmemChecker::checkPreCall(const CallEvent &Call, CheckerContext &C) const
 	emit(C, St);
 }
 
+// The PMEMoid member of a union (a TOID), if it has one.
+const FieldDecl *oidMember(QualType T)
+{
+	const RecordDecl *U = T->getAsRecordDecl();
+	if (!U || !U->isUnion())
+		return nullptr;
+	for (const FieldDecl *FD : U->fields()) {
+		const RecordDecl *RD = FD->getType()->getAsRecordDecl();
+		if (RD && RD->getName() == "pmemoid")
+			return FD;
+	}
+	return nullptr;
+}
+
+// A TOID a call of this file's returned when the analyzer did not follow it: the
+// analyzer gives a union no value, which would lose the OID. Its value here is a union
+// whose PMEMoid is conjured for the call, as the analyzer conjures a returned struct, so
+// its copies stay one object and writtenInTx sees where it came from.
+ProgramStateRef unionReturn(ProgramStateRef St, const CallEvent &Call, CheckerContext &C)
+{
+	const auto *CE = dyn_cast_or_null<CallExpr>(Call.getOriginExpr());
+	const FieldDecl *Oid = oidMember(Call.getResultType());
+	if (!CE || !Oid || !Call.getReturnValue().isUnknown())
+		return St;
+	SValBuilder &SVB = C.getSValBuilder();
+	MemRegionManager &MRM = SVB.getRegionManager();
+	const LocationContext *LC = C.getLocationContext();
+	const auto *Tmp = MRM.getCXXTempObjectRegion(CE, LC);
+	SVal V = SVB.conjureSymbolVal(nullptr, CE, LC, Oid->getType(), C.blockCount());
+	St = St->bindLoc(loc::MemRegionVal(MRM.getFieldRegion(Oid, Tmp)), V, LC);
+	return St->BindExpr(CE, LC, St->getSVal(Tmp, CE->getType()));
+}
+
 // Allocations in a transaction: new objects, uninitialised unless zalloc'd.
 void PmemChecker::checkPostCall(const CallEvent &Call, CheckerContext &C) const
 {
@@ -613,6 +658,16 @@ void PmemChecker::checkPostCall(const CallEvent &Call, CheckerContext &C) const
 		// A function the analyzer did not follow may have initialised what it was
 		// given (a constructor of pmemobj_tx_alloc's caller, say).
 		bool Changed = false;
+		if (FD && FD->hasBody()) {
+			ProgramStateRef U = unionReturn(St, Call, C);
+			for (unsigned I = 0; I < Call.getNumArgs(); I++) {
+				const MemRegion *R = Call.getArgSVal(I).getAsRegion();
+				if (pmBase(U, R))
+					U = U->add<GivenToCall>(R);
+			}
+			Changed = U != St;
+			St = U;
+		}
 		// One of this file's (too deep, or over the analyzer's budget) may have
 		// flushed anything: the stores before it are not judged.
 		if (FD && FD->hasBody() && !St->get<Dirty>().isEmpty()) {

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `persim conjure` on each C file of Debian's libpmemobj examples (the 1.12.1 sources
 # libpmemobj-dev installs) and on the variants targets/pmdk-examples/build.sh makes: one
-# line per file, "FILE FINDINGS SECONDS RULE:LINE...", or "FILE skipped: WHY" for a file
-# clang cannot compile here. docs/design/conjurer.md has the results.
+# line per file, "FILE FINDINGS SECONDS CPU-SECONDS RULE:LINE...", or "FILE skipped: WHY" for
+# a file clang cannot compile here. The CPU time (clang's, user and system) is the figure
+# a loaded host does not inflate. docs/design/conjurer.md has the results.
 # Usage: conjurer/measure-examples.sh [PERSIM]   (default: target/release/persim)
 set -euo pipefail
 
@@ -13,18 +14,21 @@ examples=${PMDK_EXAMPLES:-/usr/share/doc/libpmemobj-dev/examples}
 variants=$root/target/pmdk-examples
 plugin=$root/target/conjurer/pmem-conjurer.so
 
+timing=$(mktemp)
+trap 'rm -f "$timing"' EXIT
+
 one() {
-    local file=$1 src=$2 json
+    local file=$1 src=$2 json TIMEFORMAT='%U %S'
     local flags=(-std=gnu99 -I "$root/targets/pmdk-examples/include" -I "$src" -I "$src/map"
         -I "$src/tree_map" -I "$src/hashmap" -I "$src/list_map")
-    if ! json=$("$persim" conjure --json --plugin "$plugin" "$file" -- "${flags[@]}" 2>&1); then
+    if ! { time json=$("$persim" conjure --json --plugin "$plugin" "$file" -- "${flags[@]}" 2>&1); } 2>"$timing"; then
         [[ $json == '{'* ]] || {
             echo "${file#"$src"/} skipped: $(grep -v '^persim: error' <<<"$json" | grep -m1 -o 'error: .*')"
             return
         }
     fi
-    jq -r --arg f "${file#"$src"/}" \
-        '.files[0] | "\($f) \(.findings | length) \(.seconds * 100 | round / 100) \([.findings[] | "\(.rule):\(.line)"] | join(" "))"' \
+    jq -r --arg f "${file#"$src"/}" --arg cpu "$(awk '{ printf "%.2f", $1 + $2 }' "$timing")" \
+        '.files[0] | "\($f) \(.findings | length) \(.seconds * 100 | round / 100) \($cpu) \([.findings[] | "\(.rule):\(.line)"] | join(" "))"' \
         <<<"$json"
 }
 

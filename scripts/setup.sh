@@ -95,6 +95,9 @@ install_packages() {
     # PmemConjurer's checker plugin is built against clang 16's own headers and libraries
     # (conjurer/build.sh; docs/design/conjurer.md).
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q clang-16 libclang-16-dev llvm-16-dev
+    # The headers the rest of PMDK's examples include, for conjurer/measure-examples.sh.
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q libpmemlog-dev libpmemblk-dev \
+        libuv1-dev libfuse-dev
     # OpenZFS's tools for vm/zfs-slog.toml (docs/design/zfs-slog.md), from contrib. Not its recommended
     # zfs-dkms: that would build and install the modules for the host's kernels.
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q -t bookworm-backports \
