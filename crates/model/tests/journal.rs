@@ -5,11 +5,10 @@
 //! the rule, and stop the pruning; their correct twin is not flagged. A block a revoke
 //! record names is never pruned in place; the transaction's other blocks still are.
 
-use persim_model::{
-    Config, FailureKind, FailureView, JournalExtent, JournalLayout, Replay, Scope, Sink, Strategy,
-};
-use persim_trace::Entry;
-use std::io;
+mod common;
+
+use common::Seen;
+use persim_model::{FailureKind, JournalExtent, JournalLayout, Scope};
 
 /// 1 KiB blocks; journal blocks 0..8 at PM 0x1000 (superblock, then the log), the file
 /// system's block 20 at PM 0x5000.
@@ -36,39 +35,11 @@ const COMMIT: &str = "ntwrite 0x1c00 c03b399800000002\nntwrite 0x1c08 0000000500
 const IN_PLACE: &str = "write 0x5000 bbbbbbbbbbbbbbbb\nwrite 0x5040 cccccccccccccccc\n";
 
 /// What each failure point showed: its kind, the protected lines, the rules broken.
-#[derive(Default)]
-struct Seen(Vec<(FailureKind, Vec<u64>, Vec<u8>, usize)>);
-
-impl Sink for Seen {
-    fn persist(&mut self, _: u64, _: &[u8]) -> io::Result<()> {
-        Ok(())
-    }
-
-    fn failure_point(&mut self, view: &FailureView<'_>) -> io::Result<()> {
-        let rules = view.journal_violations.iter().map(|v| v.rule).collect();
-        let images = view.crash_images().images.len();
-        let protected = view.protected_lines().collect();
-        self.0.push((view.point.kind, protected, rules, images));
-        Ok(())
-    }
-}
-
 fn replay(body: &str, scope: Scope) -> Seen {
-    let text = format!("# persim-trace pm-size=0x8000\n{body}hypercall checkpoint 2\n");
-    let entries: Vec<Entry> = persim_trace::Reader::new(io::Cursor::new(text))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    let mut config = Config::new(0x8000);
-    config.strategy = Strategy::GlobalPrefix;
-    config.scope = scope;
-    config.journal = Some(layout());
-    let mut replay = Replay::new(config);
-    let mut seen = Seen::default();
-    for entry in &entries {
-        replay.step(entry, &mut seen).unwrap();
-    }
-    seen
+    common::replay(body, 0x8000, |config| {
+        config.scope = scope;
+        config.journal = Some(layout());
+    })
 }
 
 fn correct() -> String {

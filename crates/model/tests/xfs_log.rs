@@ -5,11 +5,10 @@
 //! their witness, and stop the pruning; their correct twins are not flagged. Log lines
 //! that no record header covers stay explored.
 
-use persim_model::{
-    Config, FailureKind, FailureView, LogKind, Replay, Scope, Sink, Strategy, XfsLogLayout,
-};
-use persim_trace::Entry;
-use std::io;
+mod common;
+
+use common::Seen;
+use persim_model::{FailureKind, LogKind, Scope, XfsLogLayout};
 
 /// The data device at PM 0; its log at 0x4000, 16 sectors.
 fn layout() -> XfsLogLayout {
@@ -37,43 +36,12 @@ const BODY: &str = "ntwrite 0x4200 00000001000001f069000000\n\
 /// The logged block written in place.
 const IN_PLACE: &str = "write 0x6000 bbbbbbbbbbbbbbbb\n";
 
-/// Per failure point: its kind, the protected lines, the rules broken, the images.
-#[derive(Default)]
-struct Seen(Vec<(FailureKind, Vec<u64>, Vec<u8>, usize)>);
-
-impl Sink for Seen {
-    fn persist(&mut self, _: u64, _: &[u8]) -> io::Result<()> {
-        Ok(())
-    }
-
-    fn failure_point(&mut self, view: &FailureView<'_>) -> io::Result<()> {
-        assert!(view
-            .journal_violations
-            .iter()
-            .all(|v| v.log == LogKind::Xfs));
-        let rules = view.journal_violations.iter().map(|v| v.rule).collect();
-        let images = view.crash_images().images.len();
-        let protected = view.protected_lines().collect();
-        self.0.push((view.point.kind, protected, rules, images));
-        Ok(())
-    }
-}
-
 fn replay(body: &str, scope: Scope) -> Seen {
-    let text = format!("# persim-trace pm-size=0x10000\n{body}hypercall checkpoint 2\n");
-    let entries: Vec<Entry> = persim_trace::Reader::new(io::Cursor::new(text))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    let mut config = Config::new(0x10000);
-    config.strategy = Strategy::GlobalPrefix;
-    config.scope = scope;
-    config.xfs_log = Some(layout());
-    let mut replay = Replay::new(config);
-    let mut seen = Seen::default();
-    for entry in &entries {
-        replay.step(entry, &mut seen).unwrap();
-    }
+    let seen = common::replay(body, 0x10000, |config| {
+        config.scope = scope;
+        config.xfs_log = Some(layout());
+    });
+    assert!(seen.1.iter().all(|log| *log == LogKind::Xfs));
     seen
 }
 

@@ -1,0 +1,48 @@
+//! Replaying a hand-made trace through a mechanism (jbd2, the XFS log) and keeping what
+//! each failure point saw.
+
+use persim_model::{Config, FailureKind, FailureView, LogKind, Replay, Sink, Strategy};
+use persim_trace::Entry;
+use std::io;
+
+/// Per failure point: its kind, the protected lines, the rules broken, the images; and
+/// the mechanism of every rule broken.
+#[derive(Default)]
+pub struct Seen(
+    pub Vec<(FailureKind, Vec<u64>, Vec<u8>, usize)>,
+    pub Vec<LogKind>,
+);
+
+impl Sink for Seen {
+    fn persist(&mut self, _: u64, _: &[u8]) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn failure_point(&mut self, view: &FailureView<'_>) -> io::Result<()> {
+        let rules = view.journal_violations.iter().map(|v| v.rule).collect();
+        self.1.extend(view.journal_violations.iter().map(|v| v.log));
+        let images = view.crash_images().images.len();
+        let protected = view.protected_lines().collect();
+        self.0.push((view.point.kind, protected, rules, images));
+        Ok(())
+    }
+}
+
+/// Replays `body` and a closing checkpoint 2 with `global-prefix` on `pm_size` bytes of
+/// PM, the configuration set up by `configure` (the scope, the mechanism's layout).
+pub fn replay(body: &str, pm_size: u64, configure: impl FnOnce(&mut Config)) -> Seen {
+    let text = format!("# persim-trace pm-size={pm_size:#x}\n{body}hypercall checkpoint 2\n");
+    let entries: Vec<Entry> = persim_trace::Reader::new(io::Cursor::new(text))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let mut config = Config::new(pm_size);
+    config.strategy = Strategy::GlobalPrefix;
+    configure(&mut config);
+    let mut replay = Replay::new(config);
+    let mut seen = Seen::default();
+    for entry in &entries {
+        replay.step(entry, &mut seen).unwrap();
+    }
+    seen
+}
