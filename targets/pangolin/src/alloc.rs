@@ -24,6 +24,10 @@ impl Bitmaps {
     }
 
     fn byte(&self, overlay: &Overlay, zone: usize, index: u64) -> u8 {
+        // Reads outside a transaction pass an empty overlay: skip the map.
+        if overlay.is_empty() {
+            return self.data[zone][index as usize];
+        }
         overlay
             .get(&(zone, index))
             .copied()

@@ -61,6 +61,10 @@ impl MicroBuffer {
 
     /// Marks data `start..end` changed.
     pub fn touch(&mut self, start: u64, end: u64) {
+        // The maps open the same object again and again in one transaction.
+        if self.modified.last() == Some(&(start, end)) {
+            return;
+        }
         self.modified.push((start, end));
     }
 

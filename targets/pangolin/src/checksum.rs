@@ -18,18 +18,38 @@ pub fn full(parts: &[&[u8]]) -> u32 {
 
 /// The checksum of a stream of `len` bytes whose bytes `at..at + old.len()` changed from
 /// `old` to `new`, given its checksum `sum` before the change.
+///
+/// With `dᵢ` the change of byte `at + i`, `A` gains `Σ dᵢ` and `B` gains
+/// `(len − at)·Σ dᵢ − Σ i·dᵢ`; both sums are kept exact in `i64` over blocks of 1 MiB
+/// (`|Σ i·dᵢ| < 2⁴⁸`), and 8-byte words that did not change are skipped whole.
 pub fn update(sum: u32, len: u64, at: u64, old: &[u8], new: &[u8]) -> u32 {
     debug_assert_eq!(old.len(), new.len());
     debug_assert!(at + old.len() as u64 <= len);
-    let (mut a, mut b) = (u64::from(sum & 0xffff), u64::from(sum >> 16));
-    for (i, (&o, &n)) in old.iter().zip(new).enumerate() {
-        // The byte's change, kept non-negative modulo MOD.
-        let delta = (u64::from(n) + MOD - u64::from(o)) % MOD;
-        let weight = (len - at - i as u64) % MOD;
-        a += delta;
-        b += weight * delta % MOD;
+    const BLOCK: usize = 1 << 20;
+    let m = MOD as i64;
+    let (mut a, mut b) = (i64::from(sum & 0xffff), i64::from(sum >> 16));
+    for (k, (old, new)) in old.chunks(BLOCK).zip(new.chunks(BLOCK)).enumerate() {
+        let (mut d, mut id) = (0i64, 0i64);
+        let mut word = |base: usize, o: &[u8], n: &[u8]| {
+            for (i, (&o, &n)) in o.iter().zip(n).enumerate() {
+                let delta = i64::from(n) - i64::from(o);
+                d += delta;
+                id += (base + i) as i64 * delta;
+            }
+        };
+        let (old_words, new_words) = (old.chunks_exact(8), new.chunks_exact(8));
+        let tail = old.len() - old_words.remainder().len();
+        for (w, (o, n)) in old_words.zip(new_words).enumerate() {
+            if o != n {
+                word(8 * w, o, n);
+            }
+        }
+        word(tail, &old[tail..], &new[tail..]);
+        let first = (len - at - (k * BLOCK) as u64) % MOD;
+        a = (a + d).rem_euclid(m);
+        b = (b + (first as i64 * d.rem_euclid(m)) % m - id.rem_euclid(m)).rem_euclid(m);
     }
-    ((b % MOD) << 16 | (a % MOD)) as u32
+    ((b as u32) << 16) | a as u32
 }
 
 #[cfg(test)]

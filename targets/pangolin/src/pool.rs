@@ -420,8 +420,16 @@ fn recover<R: Region, A: PmAccess>(
     };
     let mut touched = BTreeSet::new();
     for (at, bytes) in &runs {
-        pm.store(*at, bytes);
-        touched.extend((*at..*at + bytes.len() as u64).step_by(LINE as usize));
+        let end = at + bytes.len() as u64;
+        for line in (at / LINE * LINE..end).step_by(LINE as usize) {
+            let mut new = pm.line(line);
+            let from = line.max(*at);
+            let to = end.min(line + LINE);
+            new[(from - line) as usize..(to - line) as usize]
+                .copy_from_slice(&bytes[(from - at) as usize..(to - at) as usize]);
+            pm.store(line, &new);
+            touched.insert(line);
+        }
     }
     let mut parity_lines = std::collections::BTreeMap::new();
     for at in touched {
