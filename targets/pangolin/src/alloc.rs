@@ -62,6 +62,16 @@ impl Bitmaps {
             .count() as u64
     }
 
+    /// Whether the committed object at `unit` spans at least `count` units.
+    pub fn spans(&self, zone: usize, unit: u64, count: u64) -> bool {
+        let data = &self.data[zone];
+        let half = data.len() / 2;
+        (unit + 1..unit + count).all(|u| {
+            let (i, bit) = ((u / 8) as usize, u % 8);
+            i < half && data[i] >> bit & 1 == 1 && data[half + i] >> bit & 1 == 0
+        })
+    }
+
     /// Marks `count` units from `unit` as one object (or frees them).
     pub fn mark(&self, overlay: &mut Overlay, zone: usize, unit: u64, count: u64, allocated: bool) {
         self.set(overlay, zone, unit, true, allocated);
@@ -128,6 +138,30 @@ mod tests {
         assert!(
             maps.data[0].iter().all(|&b| b == 0),
             "the overlay holds the changes"
+        );
+    }
+
+    #[test]
+    fn spans_reads_committed_objects() {
+        let mut maps = Bitmaps::default();
+        maps.push(vec![0; 4], 0); // 16 units
+        let mut overlay = Overlay::new();
+        maps.mark(&mut overlay, 0, 0, 3, true);
+        maps.mark(&mut overlay, 0, 3, 2, true);
+        maps.mark(&mut overlay, 0, 14, 2, true);
+        assert!(!maps.spans(0, 3, 2), "not committed yet");
+        maps.apply(&overlay, &BTreeMap::new());
+        assert!(
+            maps.spans(0, 0, 3) && !maps.spans(0, 0, 4),
+            "the next object starts"
+        );
+        assert!(
+            maps.spans(0, 3, 2) && !maps.spans(0, 3, 3),
+            "a free unit follows"
+        );
+        assert!(
+            maps.spans(0, 14, 2) && !maps.spans(0, 14, 3),
+            "the zone ends"
         );
     }
 }

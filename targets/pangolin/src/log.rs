@@ -34,6 +34,13 @@ pub struct Body {
 }
 
 impl Body {
+    pub fn with_capacity(bytes: usize) -> Self {
+        Body {
+            bytes: Vec::with_capacity(bytes),
+            open: None,
+        }
+    }
+
     /// Appends `bytes` for pool offset `at`, extending the open entry when they follow it.
     pub fn push(&mut self, at: u64, bytes: &[u8]) {
         match self.open {

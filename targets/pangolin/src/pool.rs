@@ -195,11 +195,16 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
 
     /// The data of object `oid`, read directly from PM without verification (`pgl_get`).
     pub fn get(&self, oid: u64) -> Result<&[u8], TxError> {
-        self.locate(oid, &Overlay::new())?;
-        let size = self
-            .header(oid)
-            .size
-            .min(self.extent_bytes(oid) - OBJ_HEADER);
+        let (index, unit) = self.locate(oid, &Overlay::new())?;
+        let mut size = self.header(oid).size;
+        // The object's units hold the size its header claims (the common case, checked
+        // without measuring the whole extent), or the size is cut to them.
+        if !self
+            .bitmaps
+            .spans(index, unit, (OBJ_HEADER + size).div_ceil(UNIT))
+        {
+            size = size.min(self.extent_bytes(oid) - OBJ_HEADER);
+        }
         Ok(self.pm.bytes(oid + OBJ_HEADER, size))
     }
 

@@ -306,12 +306,10 @@ impl Lines {
     /// lines less than an entry header apart share an entry (the bytes between included).
     fn log_body(&self) -> Vec<u8> {
         const JOIN: u64 = 16;
-        let mut body = log::Body::default();
+        let mut body = log::Body::with_capacity(self.0.len() * LINE as usize);
         let mut previous: Option<&(u64, Line, Line)> = None;
         for entry @ (at, old, new) in &self.0 {
-            let first = old.iter().zip(new).position(|(o, n)| o != n);
-            let last = old.iter().zip(new).rposition(|(o, n)| o != n);
-            let (Some(first), Some(last)) = (first, last) else {
+            let Some((first, last)) = changed_span(old, new) else {
                 continue;
             };
             let start = at + first as u64;
@@ -326,6 +324,20 @@ impl Lines {
         }
         body.finish()
     }
+}
+
+/// The first and last bytes that differ between two lines, found a word at a time.
+fn changed_span(old: &Line, new: &Line) -> Option<(usize, usize)> {
+    let word =
+        |line: &Line, w: usize| u64::from_le_bytes(line[8 * w..8 * w + 8].try_into().expect("8"));
+    let diff = |w: usize| word(old, w) ^ word(new, w);
+    let words = LINE as usize / 8;
+    let first = (0..words).find(|&w| diff(w) != 0)?;
+    let last = (first..words).rev().find(|&w| diff(w) != 0)?;
+    Some((
+        8 * first + diff(first).trailing_zeros() as usize / 8,
+        8 * last + 7 - diff(last).leading_zeros() as usize / 8,
+    ))
 }
 
 impl<R: Region, A: PmAccess> Tx<'_, R, A> {
