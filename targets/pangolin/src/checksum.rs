@@ -1,6 +1,6 @@
-//! Adler32 checksums of objects, computed whole with `adler2` and updated in place.
+//! Adler32 checksums of objects, computed whole with `simd-adler32` and updated in place.
 //!
-//! `adler2` computes a checksum over a stream but cannot change one for bytes replaced in the
+//! `simd-adler32` computes a checksum over a stream but cannot change one for bytes replaced in the
 //! middle of it, so [`update`] does that from Adler32's definition: over a stream of `n`
 //! bytes, `A = 1 + Σ dᵢ` and `B = n + Σ (n − i)·dᵢ` (mod 65521, `i` from 0), both linear in
 //! each byte. Replacing a range costs time in proportion to the range, not the object.
@@ -9,11 +9,11 @@ const MOD: u64 = 65521;
 
 /// The Adler32 checksum of `parts`, one stream.
 pub fn full(parts: &[&[u8]]) -> u32 {
-    let mut adler = adler2::Adler32::new();
+    let mut adler = simd_adler32::Adler32::new();
     for part in parts {
-        adler.write_slice(part);
+        adler.write(part);
     }
-    adler.checksum()
+    adler.finish()
 }
 
 /// The checksum of a stream of `len` bytes whose bytes `at..at + old.len()` changed from
