@@ -52,6 +52,13 @@ impl Bitmaps {
     }
 
     pub fn is_object(&self, overlay: &Overlay, zone: usize, unit: u64) -> bool {
+        // Every direct read asks, with no overlay: the two bits read in place.
+        if overlay.is_empty() {
+            let data = &self.data[zone];
+            let (i, mask) = ((unit / 8) as usize, 1 << (unit % 8));
+            return data.get(i).is_some_and(|a| a & mask != 0)
+                && data.get(data.len() / 2 + i).is_some_and(|f| f & mask != 0);
+        }
         self.bit(overlay, zone, unit, true) && self.bit(overlay, zone, unit, false)
     }
 

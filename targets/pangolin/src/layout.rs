@@ -97,6 +97,7 @@ impl Geometry {
     }
 
     /// The zone holding pool offset `at`, if any.
+    #[inline]
     pub fn zone_of(&self, at: u64) -> Option<(usize, Zone)> {
         // As `zone_count` and `zone` decide, without their divisions: every read asks.
         let index = at.checked_sub(self.zones_start())? / self.zone_size();
