@@ -19,7 +19,7 @@ pub fn full(parts: &[&[u8]]) -> u32 {
             a += u32::from(byte);
             b += a;
         }
-        return (b % MOD as u32) << 16 | a % MOD as u32;
+        return ((b % MOD as u32) << 16) | (a % MOD as u32);
     }
     let mut adler = simd_adler32::Adler32::new();
     for part in parts {
