@@ -9,6 +9,7 @@
 //! docs/design/pangolin.md, "Cost".
 //!
 //! `cargo test --release -p persim --test pangolin_cost -- --ignored --nocapture`
+//! (`PANGOLIN_COST_LIBRARIES=Pangolin` measures only the libraries named, comma-separated).
 
 use persim_abi::Counts;
 use persim_vm::{Machine, RecordOptions, TracingVm, VmConfig};
@@ -88,9 +89,22 @@ fn bench_pangolin_against_pmemobj_and_pmemobj_r() {
             .collect::<Vec<_>>()
             .join(" ")
     };
+    let chosen = std::env::var("PANGOLIN_COST_LIBRARIES").ok();
+    let libraries: Vec<&Library> = LIBRARIES
+        .iter()
+        .filter(|lib| {
+            chosen
+                .as_ref()
+                .is_none_or(|c| c.split(',').any(|n| n == lib.name))
+        })
+        .collect();
+    assert!(
+        !libraries.is_empty(),
+        "PANGOLIN_COST_LIBRARIES names none of Pangolin, Pmemobj, Pmemobj-R"
+    );
     eprintln!("map, library: per transaction user / kernel instructions, PM bytes stored");
     for map in ["btree", "ctree", "hashmap_tx"] {
-        for lib in &LIBRARIES {
+        for lib in &libraries {
             let setup = format!(
                 "{}{} {map} {} setup create {}\nsync",
                 lib.prepare,

@@ -31,7 +31,7 @@
 #define POOL_SIZE (8ULL << 20)
 #define CHUNK_SIZE 4096
 #define ROWS 100
-#define LOG_SIZE (64 << 10)
+#define LOG_SIZE (16 << 10)
 /* hashmap_tx draws its hash function from this seed, as pmdk-map's does */
 #define SEED 1
 #define MAX_KEYS 1024

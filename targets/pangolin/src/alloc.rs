@@ -24,6 +24,10 @@ impl Bitmaps {
     }
 
     fn byte(&self, overlay: &Overlay, zone: usize, index: u64) -> u8 {
+        // Reads outside a transaction pass an empty overlay: skip the map.
+        if overlay.is_empty() {
+            return self.data[zone][index as usize];
+        }
         overlay
             .get(&(zone, index))
             .copied()
@@ -48,6 +52,13 @@ impl Bitmaps {
     }
 
     pub fn is_object(&self, overlay: &Overlay, zone: usize, unit: u64) -> bool {
+        // Every direct read asks, with no overlay: the two bits read in place.
+        if overlay.is_empty() {
+            let data = &self.data[zone];
+            let (i, mask) = ((unit / 8) as usize, 1 << (unit % 8));
+            return data.get(i).is_some_and(|a| a & mask != 0)
+                && data.get(data.len() / 2 + i).is_some_and(|f| f & mask != 0);
+        }
         self.bit(overlay, zone, unit, true) && self.bit(overlay, zone, unit, false)
     }
 
@@ -56,6 +67,16 @@ impl Bitmaps {
         1 + (unit + 1..units)
             .take_while(|&u| self.bit(overlay, zone, u, false) && !self.bit(overlay, zone, u, true))
             .count() as u64
+    }
+
+    /// Whether the committed object at `unit` spans at least `count` units.
+    pub fn spans(&self, zone: usize, unit: u64, count: u64) -> bool {
+        let data = &self.data[zone];
+        let half = data.len() / 2;
+        (unit + 1..unit + count).all(|u| {
+            let (i, bit) = ((u / 8) as usize, u % 8);
+            i < half && data[i] >> bit & 1 == 1 && data[half + i] >> bit & 1 == 0
+        })
     }
 
     /// Marks `count` units from `unit` as one object (or frees them).
@@ -124,6 +145,30 @@ mod tests {
         assert!(
             maps.data[0].iter().all(|&b| b == 0),
             "the overlay holds the changes"
+        );
+    }
+
+    #[test]
+    fn spans_reads_committed_objects() {
+        let mut maps = Bitmaps::default();
+        maps.push(vec![0; 4], 0); // 16 units
+        let mut overlay = Overlay::new();
+        maps.mark(&mut overlay, 0, 0, 3, true);
+        maps.mark(&mut overlay, 0, 3, 2, true);
+        maps.mark(&mut overlay, 0, 14, 2, true);
+        assert!(!maps.spans(0, 3, 2), "not committed yet");
+        maps.apply(&overlay, &BTreeMap::new());
+        assert!(
+            maps.spans(0, 0, 3) && !maps.spans(0, 0, 4),
+            "the next object starts"
+        );
+        assert!(
+            maps.spans(0, 3, 2) && !maps.spans(0, 3, 3),
+            "a free unit follows"
+        );
+        assert!(
+            maps.spans(0, 14, 2) && !maps.spans(0, 14, 3),
+            "the zone ends"
         );
     }
 }

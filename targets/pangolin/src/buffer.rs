@@ -61,14 +61,22 @@ impl MicroBuffer {
 
     /// Marks data `start..end` changed.
     pub fn touch(&mut self, start: u64, end: u64) {
+        // The maps open the same object again and again in one transaction.
+        if self.modified.last() == Some(&(start, end)) {
+            return;
+        }
         self.modified.push((start, end));
     }
 
     /// The changed ranges, sorted and merged.
     pub fn merged(&self) -> Vec<(u64, u64)> {
+        // Most transactions change one range of an object: no sort.
+        if let [range] = self.modified[..] {
+            return vec![range];
+        }
         let mut ranges = self.modified.clone();
         ranges.sort_unstable();
-        let mut merged: Vec<(u64, u64)> = Vec::new();
+        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
         for (start, end) in ranges {
             match merged.last_mut() {
                 Some(last) if start <= last.1 => last.1 = last.1.max(end),

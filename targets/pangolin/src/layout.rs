@@ -97,11 +97,20 @@ impl Geometry {
     }
 
     /// The zone holding pool offset `at`, if any.
+    #[inline]
     pub fn zone_of(&self, at: u64) -> Option<(usize, Zone)> {
+        // As `zone_count` and `zone` decide, without their divisions: every read asks.
         let index = at.checked_sub(self.zones_start())? / self.zone_size();
-        let index = usize::try_from(index).ok()?;
-        let zone = (index < self.zone_count()).then(|| self.zone(index))?;
-        (at < zone.base + zone.rows * zone.chunk).then_some((index, zone))
+        let base = self.zones_start() + index * self.zone_size();
+        let rows = self
+            .rows
+            .min(self.pool_len.checked_sub(base)? / self.chunk_size);
+        let zone = Zone {
+            base,
+            rows,
+            chunk: self.chunk_size,
+        };
+        (rows >= 2 && at < base + rows * zone.chunk).then_some((usize::try_from(index).ok()?, zone))
     }
 
     /// Bytes of parity and replicas over the pool's length.

@@ -1,5 +1,6 @@
 //! The redo log: two copies, each a header line (the commit mark) and a body of entries,
-//! an entry being a line naming a line-aligned pool offset and length, then the new bytes.
+//! an entry being a pool offset and length (16 bytes), then the new bytes, padded to 8:
+//! entries are sized to the bytes that changed, not to their lines.
 //!
 //! A commit writes the body to both copies, fences, writes the committed header to both,
 //! and fences; once the new bytes and parity are in place it clears the mark. Recovery
@@ -18,20 +19,75 @@ const MAGIC: u32 = u32::from_le_bytes(*b"PGLL");
 const COMMITTED: u32 = 1;
 const IDLE: u32 = 0;
 
-/// New contents of line-aligned pool ranges, in ascending order.
+/// New contents of pool ranges, in the order they were logged.
 pub type Runs = Vec<(u64, Vec<u8>)>;
 
-/// The log body of `runs`.
-pub fn body(runs: &Runs) -> Vec<u8> {
-    let mut body = Vec::new();
-    for (at, bytes) in runs {
-        let mut entry = [0; LINE as usize];
-        entry[..8].copy_from_slice(&at.to_le_bytes());
-        entry[8..16].copy_from_slice(&(bytes.len() as u64).to_le_bytes());
-        body.extend_from_slice(&entry);
-        body.extend_from_slice(bytes);
+/// Bytes of an entry's offset and length.
+const ENTRY_HEADER: usize = 16;
+
+/// A log body being built: entries appended in place, the body padded to whole lines.
+#[derive(Default)]
+pub struct Body {
+    bytes: Vec<u8>,
+    /// Where the open entry's header is, and the pool offset its bytes end at.
+    open: Option<(usize, u64)>,
+}
+
+impl Body {
+    pub fn with_capacity(bytes: usize) -> Self {
+        Body {
+            bytes: Vec::with_capacity(bytes),
+            open: None,
+        }
     }
-    body
+
+    /// Appends `bytes` for pool offset `at`, extending the open entry when they follow it.
+    pub fn push(&mut self, at: u64, bytes: &[u8]) {
+        match self.open {
+            Some((_, end)) if end == at => {}
+            _ => {
+                self.close();
+                self.open = Some((self.bytes.len(), at));
+                self.bytes.extend_from_slice(&at.to_le_bytes());
+                self.bytes.extend_from_slice(&[0; 8]);
+            }
+        }
+        self.bytes.extend_from_slice(bytes);
+        if let Some((_, end)) = &mut self.open {
+            *end = at + bytes.len() as u64;
+        }
+    }
+
+    /// The pool offset the open entry's bytes end at.
+    pub fn end(&self) -> Option<u64> {
+        self.open.map(|(_, end)| end)
+    }
+
+    fn close(&mut self) {
+        if let Some((header, _)) = self.open.take() {
+            let len = (self.bytes.len() - header - ENTRY_HEADER) as u64;
+            self.bytes[header + 8..header + 16].copy_from_slice(&len.to_le_bytes());
+            self.bytes.resize(self.bytes.len().next_multiple_of(8), 0);
+        }
+    }
+
+    /// The body's bytes, whole lines (empty if nothing was pushed).
+    pub fn finish(mut self) -> Vec<u8> {
+        self.close();
+        self.bytes
+            .resize(self.bytes.len().next_multiple_of(LINE as usize), 0);
+        self.bytes
+    }
+}
+
+/// The log body of `runs`.
+#[cfg(test)]
+pub fn body(runs: &Runs) -> Vec<u8> {
+    let mut body = Body::default();
+    for (at, bytes) in runs {
+        body.push(*at, bytes);
+    }
+    body.finish()
 }
 
 fn header(state: u32, seq: u64, body: &[u8]) -> [u8; LINE as usize] {
@@ -115,12 +171,18 @@ pub fn find<R: Region, A: PmAccess>(pm: &Pm<R, A>, geometry: &Geometry) -> Found
 
 fn parse(mut body: &[u8]) -> Runs {
     let mut runs = Vec::new();
-    while body.len() >= LINE as usize {
+    while body.len() >= ENTRY_HEADER {
         let at = u64::from_le_bytes(body[..8].try_into().expect("8"));
         let len = u64::from_le_bytes(body[8..16].try_into().expect("8")) as usize;
-        let bytes = body[LINE as usize..LINE as usize + len].to_vec();
-        body = &body[LINE as usize + len..];
-        runs.push((at, bytes));
+        // Padding (or a body whose checksum matched by chance) ends the entries.
+        let Some(bytes) = body
+            .get(ENTRY_HEADER..ENTRY_HEADER + len)
+            .filter(|_| len > 0)
+        else {
+            break;
+        };
+        runs.push((at, bytes.to_vec()));
+        body = &body[(ENTRY_HEADER + len).next_multiple_of(8).min(body.len())..];
     }
     runs
 }
@@ -131,7 +193,13 @@ mod tests {
 
     #[test]
     fn a_body_parses_back_to_its_runs() {
-        let runs: Runs = vec![(64, vec![1; 128]), (4096, vec![2; 64])];
-        assert_eq!(parse(&body(&runs)), runs);
+        let runs: Runs = vec![(64, vec![1; 13]), (4096, vec![2; 64]), (8, vec![3; 3])];
+        let body = body(&runs);
+        assert_eq!(
+            body.len(),
+            3 * LINE as usize,
+            "entries of 16 + 16, 16 + 64, 16 + 8"
+        );
+        assert_eq!(parse(&body), runs);
     }
 }

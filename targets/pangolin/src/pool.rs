@@ -195,11 +195,16 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
 
     /// The data of object `oid`, read directly from PM without verification (`pgl_get`).
     pub fn get(&self, oid: u64) -> Result<&[u8], TxError> {
-        self.locate(oid, &Overlay::new())?;
-        let size = self
-            .header(oid)
-            .size
-            .min(self.extent_bytes(oid) - OBJ_HEADER);
+        let (index, unit) = self.locate(oid, &Overlay::new())?;
+        let mut size = self.header(oid).size;
+        // The object's units hold the size its header claims (the common case, checked
+        // without measuring the whole extent), or the size is cut to them.
+        if !self
+            .bitmaps
+            .spans(index, unit, (OBJ_HEADER + size).div_ceil(UNIT))
+        {
+            size = size.min(self.extent_bytes(oid) - OBJ_HEADER);
+        }
         Ok(self.pm.bytes(oid + OBJ_HEADER, size))
     }
 
@@ -258,6 +263,14 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
 
     /// Checks object `oid` against its checksum and rebuilds it from parity if it fails.
     pub(crate) fn verify(&mut self, oid: u64) -> Result<(), TxError> {
+        // The units its header claims, if committed as one object, suffice to check it (as
+        // in `get`); else the whole extent is measured.
+        let (index, zone) = self.meta.geometry.zone_of(oid).expect("an object's zone");
+        let units = (OBJ_HEADER + self.header(oid).size).div_ceil(UNIT);
+        let unit = (oid - zone.base) / UNIT;
+        if unit > 0 && self.bitmaps.spans(index, unit, units) && self.intact(oid, units * UNIT) {
+            return Ok(());
+        }
         let extent = self.extent_bytes(oid);
         if self.intact(oid, extent) {
             return Ok(());
@@ -420,8 +433,16 @@ fn recover<R: Region, A: PmAccess>(
     };
     let mut touched = BTreeSet::new();
     for (at, bytes) in &runs {
-        pm.store(*at, bytes);
-        touched.extend((*at..*at + bytes.len() as u64).step_by(LINE as usize));
+        let end = at + bytes.len() as u64;
+        for line in (at / LINE * LINE..end).step_by(LINE as usize) {
+            let mut new = pm.line(line);
+            let from = line.max(*at);
+            let to = end.min(line + LINE);
+            new[(from - line) as usize..(to - line) as usize]
+                .copy_from_slice(&bytes[(from - at) as usize..(to - at) as usize]);
+            pm.store(line, &new);
+            touched.insert(line);
+        }
     }
     let mut parity_lines = std::collections::BTreeMap::new();
     for at in touched {

@@ -176,11 +176,12 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
             self.gather_object(&mut lines, oid, buffer);
         }
         let sums = self.gather_bitmaps(&mut lines, &state.overlay);
+        lines.0.retain(|(_, old, new)| old != new);
         if lines.0.is_empty() {
+            self.bitmaps.apply(&state.overlay, &sums);
             return Ok(());
         }
-        let runs = lines.runs();
-        let body = log::body(&runs);
+        let body = lines.log_body();
         if body.len() as u64 > log::capacity(&self.meta.geometry) {
             return Err(TxError::LogFull(body.len() as u64));
         }
@@ -190,19 +191,24 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
         self.pm.fence();
         log::mark(&mut self.pm, &geometry, seq, &body);
         self.pm.fence();
-        let mut parity: BTreeMap<u64, Line> = BTreeMap::new();
-        for (&at, (old, new)) in &lines.0 {
-            let (_, zone) = geometry.zone_of(at).expect("objects are in zones");
-            let parity_at = zone.parity_of(at);
-            let line = parity
-                .entry(parity_at)
-                .or_insert_with(|| self.pm.line(parity_at));
-            for (p, (o, n)) in line.iter_mut().zip(old.iter().zip(new)) {
+        // Few lines a commit: a vector searched from the end beats a map.
+        let mut parity: Vec<(u64, Line)> = Vec::new();
+        for (at, old, new) in &lines.0 {
+            let (_, zone) = geometry.zone_of(*at).expect("objects are in zones");
+            let parity_at = zone.parity_of(*at);
+            let k = match parity.iter().rposition(|(p, _)| *p == parity_at) {
+                Some(k) => k,
+                None => {
+                    parity.push((parity_at, self.pm.line(parity_at)));
+                    parity.len() - 1
+                }
+            };
+            for (p, (o, n)) in parity[k].1.iter_mut().zip(old.iter().zip(new)) {
                 *p ^= o ^ n;
             }
         }
-        for (at, bytes) in &runs {
-            self.pm.store(*at, bytes);
+        for (at, _, new) in &lines.0 {
+            self.pm.store(*at, new);
         }
         for (at, line) in &parity {
             self.pm.store(*at, line);
@@ -230,17 +236,18 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
             return;
         }
         let ranges = buffer.merged();
-        if ranges.is_empty() {
-            return;
-        }
-        for (start, end) in ranges {
+        for &(start, end) in &ranges {
             let old = self.pm.bytes(oid + OBJ_HEADER + start, end - start);
             let new = &buffer.data()[start as usize..end as usize];
             let (at, len) = Header::stream(buffer.size, start);
             header.sum = checksum::update(header.sum, len, at, old, new);
+        }
+        // The checksum's line first, so that the object's lines go in ascending order.
+        lines.put(&self.pm, oid + 8, &header.sum.to_le_bytes());
+        for (start, end) in ranges {
+            let new = &buffer.data()[start as usize..end as usize];
             lines.put(&self.pm, oid + OBJ_HEADER + start, new);
         }
-        lines.put(&self.pm, oid + 8, &header.sum.to_le_bytes());
     }
 
     /// Adds the changed bytes of every zone's bitmap object and its new checksum; returns
@@ -267,42 +274,70 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
     }
 }
 
-/// The lines a commit changes: line offset -> (bytes on PM, new bytes).
+/// The lines a commit changes, in the order first touched: (line offset, bytes on PM, new
+/// bytes).
 #[derive(Default)]
-struct Lines(BTreeMap<u64, (Line, Line)>);
+struct Lines(Vec<(u64, Line, Line)>);
 
 impl Lines {
     fn put<R: Region, A: PmAccess>(&mut self, pm: &crate::pm::Pm<R, A>, at: u64, bytes: &[u8]) {
-        // A line at a time: one map lookup per line, not per byte (it was most of a
-        // commit's instructions).
         let mut done = 0;
         while done < bytes.len() {
             let pos = at + done as u64;
             let line = pos / LINE * LINE;
             let within = (pos - line) as usize;
             let len = (LINE as usize - within).min(bytes.len() - done);
-            let entry = self.0.entry(line).or_insert_with(|| {
+            // Lines mostly come in ascending order: a new one is pushed without a search.
+            let known = match self.0.last() {
+                Some((last, ..)) if *last < line => None,
+                _ => self.0.iter().rposition(|(l, ..)| *l == line),
+            };
+            let k = known.unwrap_or_else(|| {
                 let old = pm.line(line);
-                (old, old)
+                self.0.push((line, old, old));
+                self.0.len() - 1
             });
-            entry.1[within..within + len].copy_from_slice(&bytes[done..done + len]);
+            self.0[k].2[within..within + len].copy_from_slice(&bytes[done..done + len]);
             done += len;
         }
     }
 
-    /// The new lines, consecutive ones joined.
-    fn runs(&self) -> log::Runs {
-        let mut runs: log::Runs = Vec::new();
-        for (&at, (_, new)) in &self.0 {
-            match runs.last_mut() {
-                Some((start, bytes)) if *start + bytes.len() as u64 == at => {
-                    bytes.extend_from_slice(new)
+    /// The redo-log body: per line, the span of bytes that changed; spans of adjacent
+    /// lines less than an entry header apart share an entry (the bytes between included).
+    fn log_body(&self) -> Vec<u8> {
+        const JOIN: u64 = 16;
+        let mut body = log::Body::with_capacity(self.0.len() * LINE as usize);
+        let mut previous: Option<&(u64, Line, Line)> = None;
+        for entry @ (at, old, new) in &self.0 {
+            let Some((first, last)) = changed_span(old, new) else {
+                continue;
+            };
+            let start = at + first as u64;
+            match (body.end(), previous) {
+                (Some(end), Some((p_at, _, p_new))) if p_at + LINE == *at && start - end < JOIN => {
+                    body.push(end, &p_new[(end - p_at) as usize..]);
+                    body.push(*at, &new[..=last]);
                 }
-                _ => runs.push((at, new.to_vec())),
+                _ => body.push(start, &new[first..=last]),
             }
+            previous = Some(entry);
         }
-        runs
+        body.finish()
     }
+}
+
+/// The first and last bytes that differ between two lines, found a word at a time.
+fn changed_span(old: &Line, new: &Line) -> Option<(usize, usize)> {
+    let word =
+        |line: &Line, w: usize| u64::from_le_bytes(line[8 * w..8 * w + 8].try_into().expect("8"));
+    let diff = |w: usize| word(old, w) ^ word(new, w);
+    let words = LINE as usize / 8;
+    let first = (0..words).find(|&w| diff(w) != 0)?;
+    let last = (first..words).rev().find(|&w| diff(w) != 0)?;
+    Some((
+        8 * first + diff(first).trailing_zeros() as usize / 8,
+        8 * last + 7 - diff(last).leading_zeros() as usize / 8,
+    ))
 }
 
 impl<R: Region, A: PmAccess> Tx<'_, R, A> {

@@ -10,9 +10,9 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-/// The pool's first zone (two metadata pages, two 64 KiB log copies): its first page holds
+/// The pool's first zone (two metadata pages, two 16 KiB log copies): its first page holds
 /// the bitmap, the root and the map's first objects.
-const ZONE: usize = 2 * 4096 + 2 * (64 << 10);
+const ZONE: usize = 2 * 4096 + 2 * (16 << 10);
 
 fn build(dir: &Path) -> PathBuf {
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
