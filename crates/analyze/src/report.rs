@@ -119,11 +119,16 @@ impl Timings {
             return None;
         }
         let mut text = parts.join(", ");
-        if self.recoveries + self.shared > 0 {
+        if self.recoveries > 0 {
+            text += &format!("; {} recoveries in the guest", self.recoveries);
+            if self.traced > 0 {
+                text += &format!(" ({} traced)", self.traced);
+            }
+        }
+        if self.shared > 0 {
             text += &format!(
-                "; {} recoveries in the guest ({} traced), {} states shared with a traced \
-                 image that read the same",
-                self.recoveries, self.traced, self.shared
+                "; {} states shared with a traced image that read the same",
+                self.shared
             );
         }
         Some(text)
@@ -626,6 +631,29 @@ fn final_state_label(c: &CheckpointVerdict) -> String {
 mod tests {
     use super::*;
     use crate::verdict::StateInfo;
+
+    #[test]
+    fn the_timings_line_counts_only_the_recoveries_a_run_had() {
+        let global_prefix = Timings {
+            images: Some(2.0),
+            recoveries: 5,
+            ..Timings::default()
+        };
+        assert_eq!(
+            global_prefix.to_text().unwrap(),
+            "images 2.0 s; 5 recoveries in the guest"
+        );
+        let reads = Timings {
+            traced: 2,
+            shared: 3,
+            ..global_prefix
+        };
+        assert_eq!(
+            reads.to_text().unwrap(),
+            "images 2.0 s; 5 recoveries in the guest (2 traced); 3 states shared with a \
+             traced image that read the same"
+        );
+    }
 
     #[test]
     fn a_failed_recovery_shows_what_the_kernel_and_the_tool_said() {

@@ -35,7 +35,7 @@ fn plugin_ready(test: &str) -> bool {
         std::env::var_os("CI").is_none() && why.contains("no clang 16"),
         "{test}: the plugin does not build: {why}"
     );
-    println!("SKIPPED: {test}: {}", why.trim());
+    persim_vm::testing::skip(test, why.trim());
     false
 }
 
@@ -248,7 +248,10 @@ fn every_recreated_pmdk_bug_is_found_at_its_line_and_not_in_the_shipped_file() {
             std::env::var_os("CI").is_none(),
             "{test}: run targets/pmdk-examples/build.sh"
         );
-        println!("SKIPPED: {test}: no PMDK examples (targets/pmdk-examples/build.sh makes them)");
+        persim_vm::testing::skip(
+            test,
+            "no PMDK examples (targets/pmdk-examples/build.sh makes them)",
+        );
         return;
     }
     for (variant, file, rule, text) in BUGS {
@@ -294,7 +297,10 @@ fn a_static_finding_is_never_reached_reached_or_witnessed_by_a_traced_run() {
             std::env::var_os("CI").is_none(),
             "{test}: run targets/pmdk-examples/build.sh"
         );
-        println!("SKIPPED: {test}: no PMDK examples (targets/pmdk-examples/build.sh makes them)");
+        persim_vm::testing::skip(
+            test,
+            "no PMDK examples (targets/pmdk-examples/build.sh makes them)",
+        );
         return;
     }
     let line = std::fs::read_to_string(&path)

@@ -51,7 +51,7 @@ fn fio_installed(test: &str) -> bool {
             std::env::var_os("CI").is_none(),
             "{test}: fio is missing (scripts/setup.sh installs it)"
         );
-        eprintln!("SKIPPED {test}: fio is not installed (apt-get install fio)");
+        persim_vm::testing::skip(test, "fio is not installed (apt-get install fio)");
     }
     ok
 }
@@ -432,7 +432,7 @@ fn a_raw_device_is_written_directly_and_a_mounted_one_is_refused() {
         .set_len(16 << 20)
         .unwrap();
     let Some(device) = LoopDevice::attach(&image) else {
-        eprintln!("SKIPPED {test}: cannot attach a loop device (needs root)");
+        persim_vm::testing::skip(test, "cannot attach a loop device (needs root)");
         return;
     };
     let out = tmp.path().join("out");

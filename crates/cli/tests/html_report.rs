@@ -213,7 +213,7 @@ fn run_campaign_and_faults_pages_render_in_chromium_and_load_nothing() {
     let browser = match chromium() {
         Ok(browser) => browser,
         Err(why) => {
-            println!("SKIPPED: rendering in a browser: {why}");
+            persim_vm::testing::skip("rendering in a browser", &why.to_string());
             return;
         }
     };

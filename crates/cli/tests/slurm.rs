@@ -305,7 +305,7 @@ fn case(test: &str) -> Option<Case> {
     let cluster = match Cluster::start() {
         Ok(cluster) => cluster,
         Err(why) => {
-            println!("SKIPPED: {test}: Slurm cannot start here: {why}");
+            persim_vm::testing::skip(test, &format!("Slurm cannot start here: {why}"));
             return None;
         }
     };

@@ -2,16 +2,12 @@
 //! configurations make it), found behind 2 MiB of fsdax metadata: every journal block maps
 //! where debugfs says the journal inode's blocks are.
 
+mod common;
+
+use common::tool;
 use persim_image::{journal_layout, Image};
 use std::path::Path;
 use std::process::Command;
-
-fn tool(name: &str) -> Option<String> {
-    ["/sbin", "/usr/sbin", "/usr/bin"]
-        .iter()
-        .map(|dir| format!("{dir}/{name}"))
-        .find(|path| Path::new(path).exists())
-}
 
 /// The physical block debugfs maps logical block `logical` of inode 8 to.
 fn bmap(debugfs: &str, fs: &Path, logical: u64) -> u64 {
@@ -25,10 +21,7 @@ fn bmap(debugfs: &str, fs: &Path, logical: u64) -> u64 {
 
 #[test]
 fn the_journal_of_a_real_ext4_is_found_where_debugfs_puts_it() {
-    let (Some(mkfs), Some(debugfs)) = (tool("mkfs.ext4"), tool("debugfs")) else {
-        println!("SKIPPED: mkfs.ext4 or debugfs is not installed (e2fsprogs)");
-        return;
-    };
+    let (mkfs, debugfs) = (tool("mkfs.ext4", "e2fsprogs"), tool("debugfs", "e2fsprogs"));
     let tmp = tempfile::tempdir().unwrap();
     let fs = tmp.path().join("fs");
     std::fs::write(&fs, vec![0u8; 64 << 20]).unwrap();

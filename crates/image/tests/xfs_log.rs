@@ -3,16 +3,12 @@
 //! offset), found behind 2 MiB of fsdax metadata where xfs_db puts it; a version 4 file
 //! system (no CRCs on log records) has none.
 
+mod common;
+
+use common::tool;
 use persim_image::{xfs_log_layout, Image};
 use std::path::Path;
 use std::process::Command;
-
-fn tool(name: &str) -> Option<String> {
-    ["/sbin", "/usr/sbin", "/usr/bin"]
-        .iter()
-        .map(|dir| format!("{dir}/{name}"))
-        .find(|path| Path::new(path).exists())
-}
 
 fn mkfs(mkfs: &str, fs: &Path, meta: &str) {
     std::fs::write(fs, vec![0u8; 64 << 20]).unwrap();
@@ -56,10 +52,7 @@ fn in_pm(fs: &Path, offset: u64) -> (Image, u64) {
 
 #[test]
 fn the_log_of_a_real_xfs_is_found_where_xfs_db_puts_it() {
-    let (Some(mkfs_xfs), Some(db)) = (tool("mkfs.xfs"), tool("xfs_db")) else {
-        println!("SKIPPED: mkfs.xfs or xfs_db is not installed (xfsprogs)");
-        return;
-    };
+    let (mkfs_xfs, db) = (tool("mkfs.xfs", "xfsprogs"), tool("xfs_db", "xfsprogs"));
     let tmp = tempfile::tempdir().unwrap();
     let fs = tmp.path().join("fs");
     mkfs(&mkfs_xfs, &fs, "reflink=0");

@@ -7,8 +7,17 @@ use crate::config::VmConfig;
 use crate::error::VmError;
 use crate::kernel::Kernel;
 use crate::qemu::check_version;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// Says that test `test` is skipped and why, where the test harness's log shows it: a
+/// passing test's `eprintln!` is captured and dropped, a write to stderr itself is not.
+pub fn skip(test: &str, reason: &str) {
+    let line = format!("SKIPPED {test}: {reason}\n");
+    // Nothing better to do when stderr is gone.
+    let _ = std::io::stderr().write_all(line.as_bytes());
+}
 
 /// This source tree's build, when QEMU, the configuration's kernel and the build are all
 /// here; otherwise the test `test` is skipped with the reason, except under CI (`CI` set),
@@ -38,7 +47,7 @@ pub fn optional_kmod_ready(
     how: &str,
 ) -> Option<PathBuf> {
     kmod(config, name, how)
-        .inspect_err(|e| eprintln!("SKIPPED {test}: {e} (an optional setup step)"))
+        .inspect_err(|e| skip(test, &format!("{e} (an optional setup step)")))
         .ok()
 }
 
@@ -70,7 +79,7 @@ fn or_skip<T>(test: &str, ready: Result<T, VmError>) -> Option<T> {
             panic!("{test}: {e}; CI must run the VM tests: run scripts/setup.sh")
         }
         Err(e) => {
-            eprintln!("SKIPPED {test}: {e} (run scripts/setup.sh)");
+            skip(test, &format!("{e} (run scripts/setup.sh)"));
             None
         }
     }
@@ -94,11 +103,11 @@ impl Tmpfs {
             Ok(out) if out.status.success() => Some(Tmpfs(dir.to_path_buf())),
             Ok(out) => {
                 let why = String::from_utf8_lossy(&out.stderr);
-                eprintln!("SKIPPED {test}: cannot mount a tmpfs: {}", why.trim());
+                skip(test, &format!("cannot mount a tmpfs: {}", why.trim()));
                 None
             }
             Err(e) => {
-                eprintln!("SKIPPED {test}: cannot run mount: {e}");
+                skip(test, &format!("cannot run mount: {e}"));
                 None
             }
         }
@@ -123,5 +132,32 @@ impl Tmpfs {
 impl Drop for Tmpfs {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::skip;
+    use std::process::Command;
+
+    /// Run only by the test below, as a child process.
+    #[test]
+    #[ignore = "a child of a_skipped_tests_reason_reaches_the_log_of_a_passing_run"]
+    fn skipping_child() {
+        skip("skipping_child", "the reason");
+    }
+
+    #[test]
+    fn a_skipped_tests_reason_reaches_the_log_of_a_passing_run() {
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args(["--ignored", "--exact", "testing::tests::skipping_child"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        assert!(
+            stderr.contains("SKIPPED skipping_child: the reason\n"),
+            "{stderr}"
+        );
     }
 }

@@ -249,17 +249,24 @@ fn missing_kernel_modules_and_corrupt_configs_are_clear_errors() {
     assert!(e.contains("bad.toml") && e.contains("memory_mib"), "{e}");
 }
 
-/// The static test program `pm-probe` (targets/guest-subjects/src/bin/pm-probe.rs), built by setup.sh next
-/// to `hypercall`; it is added to the initramfs only for these tests.
-fn with_probe(test: &str, mut artifacts: Artifacts) -> Option<(Artifacts, PathBuf)> {
-    let probe = artifacts.guest_tools[0].with_file_name("pm-probe");
-    if !probe.is_file() {
-        let reason = format!("{} is missing (run scripts/setup.sh)", probe.display());
+/// A static test program of targets/guest-subjects (`pm-probe`, `held-writes`), built by
+/// setup.sh next to `hypercall`; it is added to the initramfs only for the tests that use it.
+fn with_guest_tool(test: &str, mut artifacts: Artifacts, tool: &str) -> Option<Artifacts> {
+    let path = artifacts.guest_tools[0].with_file_name(tool);
+    if !path.is_file() {
+        let reason = format!("{} is missing (run scripts/setup.sh)", path.display());
         assert!(std::env::var_os("CI").is_none(), "{test}: {reason}");
-        eprintln!("SKIPPED {test}: {reason}");
+        persim_vm::testing::skip(test, &reason);
         return None;
     }
-    artifacts.guest_tools.push(probe.clone());
+    artifacts.guest_tools.push(path);
+    Some(artifacts)
+}
+
+/// `pm-probe` (targets/guest-subjects/src/bin/pm-probe.rs) in the initramfs, and its path.
+fn with_probe(test: &str, artifacts: Artifacts) -> Option<(Artifacts, PathBuf)> {
+    let artifacts = with_guest_tool(test, artifacts, "pm-probe")?;
+    let probe = artifacts.guest_tools[0].with_file_name("pm-probe");
     Some((artifacts, probe))
 }
 
@@ -1763,6 +1770,22 @@ cd /sys/kernel/pm_throttle/region0 && for f in *; do echo \"$f $(cat $f)\"; done
     )
 }
 
+/// A guest script: pm-throttle.ko loaded again with `options`, then two writers held in its
+/// copy at once by `held-writes` (each write's source pages missing until both are in
+/// `pmt_copy`), which prints the region's `writers` count while they are held; then the
+/// statistics.
+fn throttle_held(options: &str) -> String {
+    format!(
+        "set -e
+unload
+insmod /lib/persim-modules/pm-throttle.ko {options}
+rm -f /mnt/held.*
+held-writes --writers 2 --in pmt_copy --probe /sys/kernel/pm_throttle/region0/writers /mnt
+echo @@stats
+cd /sys/kernel/pm_throttle/region0 && for f in *; do echo \"$f $(cat $f)\"; done"
+    )
+}
+
 /// Disables pm-throttle's livepatch, waits until the kernel has left it, removes the
 /// module and checks that it is gone.
 const THROTTLE_UNLOAD: &str = "unload() {
@@ -1775,12 +1798,12 @@ const THROTTLE_UNLOAD: &str = "unload() {
 
 /// pm-throttle.ko (targets/pm-throttle, docs/design/pm-throttle.md) in a 4-vCPU guest on ext4-DAX
 /// and XFS-DAX, on both guest kernels: 4 fio writers of 128 KiB blocks with crc32c
-/// verification in each mode
-/// read their data back; `semaphore` with limit 1 keeps one writer in the copy at a time
-/// (others wait, if they meet), where `off` sees 2 at once; in `workqueue` mode its one worker copies
-/// every copy (the threshold is 4 KiB); `dma` and unknown modes are refused with their reason; the
-/// livepatch is disabled and the module removed while 4 writers run, and their data still
-/// verifies; no oops.
+/// verification in each mode read their data back; two writers held inside the copy
+/// (`held-writes`) are both counted in `off` mode, where `semaphore` with limit 1 lets one
+/// in and makes the other wait; `semaphore` never has 2 writers in the copy; in
+/// `workqueue` mode its one worker copies every copy (the threshold is 4 KiB); `dma` and
+/// unknown modes are refused with their reason; the livepatch is disabled and the module
+/// removed while 4 writers run, and their data still verifies; no oops.
 #[test]
 fn pm_throttle_bounds_writers_per_mode_and_unloads_under_load() {
     let test = "pm_throttle_bounds_writers_per_mode_and_unloads_under_load";
@@ -1797,6 +1820,9 @@ fn pm_throttle_bounds_writers_per_mode_and_unloads_under_load() {
         if persim_vm::testing::kmod_ready(test, &config, "pm-throttle").is_none() {
             continue;
         }
+        let Some(artifacts) = with_guest_tool(test, artifacts, "held-writes") else {
+            return;
+        };
         // fio's shared libraries (Ceph's, Gluster's) fill 80 MB of the initramfs.
         config.tools.push("fio".to_owned());
         config.memory_mib = 1536;
@@ -1830,7 +1856,9 @@ dmesg | grep -c 'pm_throttle: dax_copy_from_iter() replaced (kernel'",
         config.name
     );
     let off = throttle_stats(&run(&throttle_run("mode=off", 4)));
+    let off_held = run(&throttle_held("mode=off"));
     let semaphore = throttle_stats(&run(&throttle_run("mode=semaphore limit=1", 4)));
+    let semaphore_held = run(&throttle_held("mode=semaphore limit=1"));
     let workqueue = throttle_stats(&run(&throttle_run(
         "mode=workqueue workers=1 threshold=4096",
         4,
@@ -1840,16 +1868,20 @@ dmesg | grep -c 'pm_throttle: dax_copy_from_iter() replaced (kernel'",
     // fio writes 4 x 4 MiB, then verifies.
     let written = 16 << 20;
     assert_eq!(off["bytes_off"], written, "{name}: {off:?}");
-    // Without the bound, writers meet in the copy: so the semaphore's 1 below is the bound
-    // at work, not a run where writers never met. Not forced by the test: QEMU runs each of
-    // the 4 vCPUs in a host thread, and 4 writers of 32 copies of 128 KiB (each of many
-    // thousands of guest instructions) meet whenever two vCPUs run copies together on the
-    // 2 host cores, or the host takes its core from a vCPU in the middle of one; it would
-    // fail only if the host ran the 4 writers' 128 copies strictly one at a time.
-    // Forcing it would need a writer held in the copy (a userfaultfd page as its buffer).
+    // Two writers held in the copy at once: both counted without the bound, one let in
+    // and the other waiting with it.
     assert!(
-        off["max_writers"] >= 2,
-        "{name}: off mode never had 2 writers: {off:?}"
+        off_held.contains("held: /sys/kernel/pm_throttle/region0/writers = 2\n"),
+        "{name}: {off_held}"
+    );
+    assert!(
+        semaphore_held.contains("held: /sys/kernel/pm_throttle/region0/writers = 1\n"),
+        "{name}: {semaphore_held}"
+    );
+    let waited = throttle_stats(&semaphore_held);
+    assert!(
+        waited["waits"] >= 1 && waited["max_writers"] == 1,
+        "{name}: {semaphore_held}"
     );
     assert_eq!(
         semaphore["bytes_semaphore"], written,

@@ -63,10 +63,8 @@ fn the_modules_log_reads_back_and_replays_as_the_modules_recovery_does() {
     let test = "the_modules_log_reads_back_and_replays_as_the_modules_recovery_does";
     let path = default_config_dir().join("ext4-dpwc.toml");
     if !path.is_file() {
-        eprintln!(
-            "SKIPPED {test}: no {} (the dpwc module's VM configuration)",
-            path.display()
-        );
+        let reason = format!("no {} (the dpwc module's VM configuration)", path.display());
+        persim_vm::testing::skip(test, &reason);
         return;
     }
     let mut config = VmConfig::load(&path).unwrap();
