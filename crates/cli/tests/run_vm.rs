@@ -1341,6 +1341,63 @@ fn zil_pmem_maps_a_pmem_log_vdev_and_says_why_it_refuses_another() {
     assert_eq!(traced.status.code(), Some(0), "{stderr}");
 }
 
+/// A bit flipped in a ZIL-PMEM entry leaves the user to decide: on a frozen pool a file is
+/// created, written (4 KiB of `Q`) and a directory made, each synchronous, then the pool is
+/// exported; one bit of the write's data is flipped on /dev/pmem0. At import the mount is
+/// refused and nothing replayed, the kernel log names the damaged entry and the command that
+/// abandons the log, and `zpool events` has the damaged-log event. Setting the property the
+/// kernel names mounts the dataset with what precedes the damage (the file, empty) and not
+/// the later directory; the next import finds the log gone.
+#[test]
+fn zil_pmem_keeps_a_damaged_log_until_the_user_abandons_it() {
+    if zfs_pmem_ready("zil_pmem_keeps_a_damaged_log_until_the_user_abandons_it").is_none() {
+        return;
+    }
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/zfs-pmem-unmounted.toml");
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.ptrace");
+    let import = "zpool import -N -d /dev -o cachefile=none pool";
+    let cmd = format!(
+        "zfs mount pool && fs-ops creat /mnt/base && sync && zpool freeze pool && \
+         fs-ops creat /mnt/a && tr '\\0' Q </dev/zero | head -c 4096 >/tmp/q && \
+         dd if=/tmp/q of=/mnt/a bs=4096 conv=notrunc status=none && fs-ops mkdir /mnt/later && \
+         zpool export pool && \
+         q=$(dd if=/dev/pmem0 bs=1M skip=4 count=16 status=none | od -A d -v -t x1 \
+             | grep -m1 '51 51 51 51 51 51 51 51 51 51 51 51 51 51 51 51' | cut -d' ' -f1 | sed 's/^0*//') && \
+         printf P | dd of=/dev/pmem0 bs=1 seek=$((4194304 + q + 8)) conv=notrunc,fsync status=none && \
+         {import} && if zfs mount pool; then echo MOUNTED-DAMAGED; exit 1; fi; \
+         zpool events | grep -o zil_pmem_damaged_log && \
+         txg=$(dmesg | sed -n 's/.*zfs set org.persim:zil_abandon=\\([0-9]*\\) pool$/\\1/p') && \
+         zfs set org.persim:zil_abandon=$txg pool && zfs mount pool && \
+         echo \"ABANDONED a=$(wc -c </mnt/a) later=$(ls /mnt | grep -c later)\" && \
+         zpool export pool && {import} && zfs mount pool && dmesg | grep ZIL-PMEM"
+    );
+    let traced = persim(&[
+        "trace",
+        "--vm",
+        config.to_str().unwrap(),
+        "--cmd",
+        &cmd,
+        "-o",
+        trace.to_str().unwrap(),
+    ]);
+    let out = String::from_utf8_lossy(&traced.stdout).into_owned()
+        + &String::from_utf8_lossy(&traced.stderr);
+    assert_eq!(traced.status.code(), Some(0), "{out}");
+    for expected in [
+        "cannot mount 'pool'",
+        "is not replayed: its checksum does not match",
+        "2 entries of its log cannot be replayed; the log is kept and the dataset not mounted",
+        "zil_pmem_damaged_log",
+        "its log is abandoned (org.persim:zil_abandon=",
+        "ABANDONED a=0 later=0",
+        "formatted: 121 chunks of 1048576 bytes, 0 entries found",
+    ] {
+        assert!(out.contains(expected), "no {expected:?} in {out}");
+    }
+    assert_eq!(out.matches("cannot be replayed").count(), 1, "{out}");
+}
+
 /// One extraction guest recovers several zfs-slog images in turn: between them the pool is
 /// exported (extract/pmem.sh), or the next image's `blockdev --rereadpt` finds the disk
 /// busy and every image after the first is a recovery error.
