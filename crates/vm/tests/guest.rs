@@ -1621,9 +1621,9 @@ status");
     assert_eq!(first["acked"], 64, "{first:?}");
     assert!(first["written_back_bytes"] > 0, "{first:?}");
     assert!(first["gens_in_use"] >= 1, "{first:?}");
-    // The CRC is the PCLMULQDQ one the configuration loads (crc32_pclmul), not the
+    // The CRC is the SSE4.2 one the configuration loads (crc32c_intel), not the
     // library's table lookups.
-    let crc = run("dmesg | grep -c 'dpwc: CRC-32 by crc32-pclmul' || true");
+    let crc = run("dmesg | grep -c 'dpwc: CRC-32C by crc32c-intel' || true");
     assert_ne!(crc.trim(), "0", "{}: {crc}", config.name);
     // Removed with its last generation live and the module unloaded: the log persists
     // and the module loaded again replays it.
