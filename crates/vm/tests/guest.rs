@@ -1433,14 +1433,21 @@ dd if=/dev/zero of=/tmp/expect bs=4096 seek=5 count=1 conv=notrunc status=none
 dd if=/tmp/expect of=/tmp/block2 bs=4096 skip=2 count=1 status=none
 dd if=/dev/mapper/dpwc bs=4096 skip=2 count=1 iflag=direct status=none | cmp -s - /tmp/block2 && echo block 2
 dd if=/dev/mapper/dpwc bs=4096 count=8 iflag=direct status=none | cmp -s - /tmp/expect && echo blocks 0..7
+dd if=/dev/nvme0n1 of=/tmp/long bs=4096 skip=12 count=48 iflag=direct status=none
+dd if=/tmp/data of=/tmp/long bs=4096 skip=16 seek=4 count=40 conv=notrunc status=none
+dd if=/tmp/data of=/dev/mapper/dpwc bs=160k count=1 skip=65536 seek=65536 iflag=skip_bytes oflag=seek_bytes,direct status=none
+dd if=/dev/mapper/dpwc bs=192k count=1 skip=49152 iflag=skip_bytes,direct status=none | cmp -s - /tmp/long && echo blocks 12..59
 status
 dmsetup remove dpwc && create
 dd if=/dev/nvme0n1 bs=4096 count=8 iflag=direct status=none | cmp -s - /tmp/expect && echo origin
+dd if=/dev/nvme0n1 bs=4096 skip=12 count=48 iflag=direct status=none | cmp -s - /tmp/long && echo long origin
 true";
 
 /// Reads served from PM (docs/design/dpwc.md, "Block semantics"): the newest write of each
 /// sector, merged with the origin for the rest, a discard reading as zeros, and nothing
-/// written back for them; a FUA write and a discard are in the log and replayed.
+/// written back for them; a FUA write and a discard are in the log and replayed. A 160 KiB
+/// write is cut into 3 entries of at most a 64 KiB chunk less 4 KiB, and a 192 KiB read
+/// (over 256 sectors: its bitmap allocated) merges them with the origin.
 #[test]
 fn dpwc_serves_reads_of_blocks_not_written_back_from_pm() {
     let test = "dpwc_serves_reads_of_blocks_not_written_back_from_pm";
@@ -1451,16 +1458,20 @@ fn dpwc_serves_reads_of_blocks_not_written_back_from_pm() {
         output.contains("block 2") && output.contains("blocks 0..7") && output.contains("origin"),
         "{output}"
     );
+    assert!(
+        output.contains("blocks 12..59") && output.contains("long origin"),
+        "{output}"
+    );
     assert_eq!(
         (
             counters["written_back_bytes"],
             counters["acked"],
             counters["discards"]
         ),
-        (8 * 4096, 12, 1),
+        (8 * 4096, 15, 1),
         "{output}"
     );
-    assert!(counters["read_hits"] >= 2, "{output}");
+    assert!(counters["read_hits"] >= 3, "{output}");
 }
 
 /// Mutant 9 (a read takes the oldest overlapping entry's data first) fails the test above:
@@ -1628,9 +1639,9 @@ status");
     assert_eq!(first["acked"], 64, "{first:?}");
     assert!(first["written_back_bytes"] > 0, "{first:?}");
     assert!(first["gens_in_use"] >= 1, "{first:?}");
-    // The CRC is the PCLMULQDQ one the configuration loads (crc32_pclmul), not the
+    // The CRC is the SSE4.2 one the configuration loads (crc32c_intel), not the
     // library's table lookups.
-    let crc = run("dmesg | grep -c 'dpwc: CRC-32 by crc32-pclmul' || true");
+    let crc = run("dmesg | grep -c 'dpwc: CRC-32C by crc32c-intel' || true");
     assert_ne!(crc.trim(), "0", "{}: {crc}", config.name);
     // Removed with its last generation live and the module unloaded: the log persists
     // and the module loaded again replays it.

@@ -22,10 +22,11 @@
 #define DM_MSG_PREFIX "dpwc"
 
 /*
- * Standard CRC-32 (zlib's) when started with 0 and chained through its result.
- * Through the crypto API's "crc32" when the table got one: crc32-pclmul folds 64
- * bytes per step with PCLMULQDQ, where the library's crc32_le looks up a table per
- * byte (x86 before 6.14). Both compute crc32_le; the state is its raw u32.
+ * CRC-32C (Castagnoli, iSCSI's and ext4's) when started with 0 and chained through
+ * its result. Through the crypto API's "crc32c" when the table got one: crc32c-intel
+ * takes 8 bytes per SSE4.2 crc32 instruction, three streams at once, where the
+ * CRC-32 of layout 2 (crc32-pclmul) took three times the guest instructions.
+ * Without it, the library's table-driven __crc32c_le. The state is the raw u32.
  */
 u32 dpwc_crc(struct dpwc *dc, u32 crc, const void *p, size_t len)
 {
@@ -40,7 +41,7 @@ u32 dpwc_crc(struct dpwc *dc, u32 crc, const void *p, size_t len)
 		crypto_shash_export(desc, &state);
 		return state ^ ~0U;
 	}
-	return crc32_le(state, p, len) ^ ~0U;
+	return __crc32c_le(state, p, len) ^ ~0U;
 }
 
 u64 dpwc_meta_bytes(u32 generations, u32 chunks_per_gen)

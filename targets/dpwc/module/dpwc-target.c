@@ -211,6 +211,13 @@ static int dpwc_map(struct dm_target *ti, struct bio *bio)
 	case REQ_OP_READ:
 		return dpwc_map_read(dc, bio);
 	case REQ_OP_WRITE:
+		/*
+		 * An entry fits in a chunk: a longer write is cut here and dm sends the
+		 * rest as another bio. Not with max_io_len, which would cut every bio,
+		 * reads too, at fixed boundaries of the device.
+		 */
+		if (bio_sectors(bio) > dc->max_write_sectors)
+			dm_accept_partial_bio(bio, dc->max_write_sectors);
 		dpwc_log(dc, bio, 0);
 		return DM_MAPIO_SUBMITTED;
 	case REQ_OP_DISCARD:
@@ -516,11 +523,11 @@ static int dpwc_setup(struct dm_target *ti, struct dpwc *dc, struct dpwc_options
 	r = dpwc_parse(ti, dc, opt, argc, argv);
 	if (r)
 		return r;
-	dc->crc_tfm = crypto_alloc_shash("crc32", 0, 0);
+	dc->crc_tfm = crypto_alloc_shash("crc32c", 0, 0);
 	if (IS_ERR(dc->crc_tfm))
 		dc->crc_tfm = NULL;
-	DMINFO("CRC-32 by %s", dc->crc_tfm ?
-	       crypto_shash_driver_name(dc->crc_tfm) : "crc32_le");
+	DMINFO("CRC-32C by %s", dc->crc_tfm ?
+	       crypto_shash_driver_name(dc->crc_tfm) : "__crc32c_le");
 	r = dm_get_device(ti, argv[0], dm_table_get_mode(ti->table), &dc->origin);
 	if (r) {
 		ti->error = "Cannot open the origin device";
@@ -602,11 +609,7 @@ static int dpwc_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 		dpwc_free(dc);
 		return r;
 	}
-	r = dm_set_target_max_io_len(ti, (dc->geo.chunk_size - PAGE_SIZE) >> SECTOR_SHIFT);
-	if (r) {
-		dpwc_free(dc);
-		return r;
-	}
+	dc->max_write_sectors = (dc->geo.chunk_size - PAGE_SIZE) >> SECTOR_SHIFT;
 	ti->per_io_data_size = sizeof(struct dpwc_read);
 	ti->num_flush_bios = 1;
 	ti->num_discard_bios = 1;

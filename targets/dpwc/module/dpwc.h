@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * DPWC: a write cache on persistent memory for a block device, as a device-mapper
- * target. The on-PM layout (version 2) and the write protocol are described in
+ * target. The on-PM layout (version 3) and the write protocol are described in
  * docs/design/dpwc.md; this header is their C side.
  */
 #ifndef DPWC_H
@@ -42,7 +42,7 @@
 
 #define DPWC_LINE 64
 #define DPWC_SB_MAGIC "DPWCSUP1"
-#define DPWC_VERSION 2
+#define DPWC_VERSION 3
 #define DPWC_META_OFFSET 4096
 #define DPWC_ENTRY_MAGIC "DPWE"
 #define DPWC_ENTRY_ALIGN 256
@@ -162,6 +162,8 @@ struct dpwc {
 	u32 high_watermark;
 	u32 low_watermark;
 	u32 writeback_depth;
+	/* The longest write one entry takes: a chunk less a page, for its header. */
+	u32 max_write_sectors;
 	/* The PM device's first page frame; pm_pages: it has struct pages for bios. */
 	unsigned long pm_pfn;
 	bool pm_pages;
@@ -194,7 +196,7 @@ struct dpwc {
 	struct work_struct writeback_work;
 	/* Entries whose writeback completed, for the worker (filled in bio completion). */
 	struct llist_head done;
-	/* The crypto API's "crc32" (NULL: the library's crc32_le), see dpwc_crc(). */
+	/* The crypto API's "crc32c" (NULL: the library's __crc32c_le), see dpwc_crc(). */
 	struct crypto_shash *crc_tfm;
 	mempool_t *entry_pool;
 	struct dpwc_stats stats;

@@ -91,7 +91,7 @@ impl ImageBuilder {
             Op::Write { data, .. } => data,
             Op::Discard { .. } => &[],
         };
-        header.data_crc = crc32fast::hash(data);
+        header.data_crc = crc32c::crc32c(data);
         header.hdr_crc = header_crc(&header.encode());
         let start = (self.superblock.chunk_offset(generation, chunk) + offset) as usize;
         self.image[start..start + HEADER_LEN].copy_from_slice(&header.encode());
