@@ -2,6 +2,7 @@
 
 use crate::jbd2::JournalLayout;
 use crate::names::{unknown_name, Named, UnknownName};
+use crate::pmemobj_log::PmemobjLayout;
 use crate::xfs_log::XfsLogLayout;
 use serde::{Deserialize, Serialize};
 use strum::{Display, EnumString, VariantNames};
@@ -129,6 +130,9 @@ pub struct Config {
     /// An XFS file system's internal log in PM (version 5): under `Scope::Program` the
     /// record bodies follow the cut while its rules hold.
     pub xfs_log: Option<XfsLogLayout>,
+    /// A libpmemobj pool's lanes in PM: under `Scope::Program` their logs' rules are
+    /// checked.
+    pub pmemobj: Option<PmemobjLayout>,
 }
 
 impl Config {
@@ -146,6 +150,7 @@ impl Config {
             scope: Scope::default(),
             journal: None,
             xfs_log: None,
+            pmemobj: None,
         }
     }
 
