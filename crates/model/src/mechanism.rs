@@ -4,7 +4,7 @@
 
 use crate::config::Config;
 use crate::jbd2::{Journal, JournalViolation};
-use crate::pending::PmPending;
+use crate::pending::{LineState, PmPending};
 use crate::pmemobj_log::PmemobjLogs;
 use crate::xfs_log::XfsLog;
 
@@ -65,11 +65,11 @@ impl Mechanism {
         }
     }
 
-    pub fn protects(&self, line: u64) -> bool {
+    pub fn protects(&self, line: &LineState, pending: &PmPending) -> bool {
         match self {
-            Mechanism::Jbd2(j) => j.protects(line),
-            Mechanism::Xfs(x) => x.protects(line),
-            Mechanism::Pmemobj(p) => p.protects(line),
+            Mechanism::Jbd2(j) => j.protects(line.line),
+            Mechanism::Xfs(x) => x.protects(line.line),
+            Mechanism::Pmemobj(p) => p.protects(line, pending),
         }
     }
 }

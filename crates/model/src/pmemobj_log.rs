@@ -15,9 +15,15 @@
 //! place; (2) a redo log's entries and its checksum are durable before any range they
 //! name is written in place. A violation is recorded with its witness (the in-place line,
 //! then the log lines still pending), once per log generation.
+//!
+//! While they hold, a dirty line whose pending units all lie in ranges that recovery
+//! rewrites from a durable log (an undo snapshot rolled back, a redo set or buffer
+//! applied) follows the cut: whatever part of it persisted, recovery writes over it. The
+//! log's header line (the undo generation that commits a transaction, the redo checksum)
+//! stays explored: a transaction is committed or not. Trusted: PMDK's own checksums.
 
 use crate::jbd2::{JournalViolation, LogKind};
-use crate::pending::PmPending;
+use crate::pending::{LineState, PmPending};
 use crate::unit::LINE;
 use rustc_hash::FxHashMap;
 
@@ -61,6 +67,26 @@ enum Kind {
     Undo,
 }
 
+/// A ulog entry: its operation, the PM range it names, and its own PM range in the log.
+#[derive(Debug)]
+struct Entry {
+    op: u64,
+    target: (u64, u64),
+    at: (u64, u64),
+}
+
+impl Entry {
+    fn names(&self, start: u64, end: u64) -> bool {
+        start < self.target.1 && end > self.target.0
+    }
+
+    /// Whether recovery writes all of `[start, end)` whatever was there: a set or a
+    /// buffer (and/or depend on what they change).
+    fn rewrites(&self, start: u64, end: u64) -> bool {
+        self.op != AND && self.op != OR && start >= self.target.0 && end <= self.target.1
+    }
+}
+
 /// One lane's ulog: its bytes as written since its entries were last invalidated.
 #[derive(Debug)]
 struct Ulog {
@@ -68,8 +94,7 @@ struct Ulog {
     lane: u64,
     start: u64,
     bytes: Vec<u8>,
-    /// Per entry: the PM range it names, and its own PM range in the log.
-    entries: Vec<((u64, u64), (u64, u64))>,
+    entries: Vec<Entry>,
     /// A rule broken in this generation was already reported.
     flagged: bool,
 }
@@ -105,26 +130,28 @@ impl Ulog {
                 break;
             }
             let first = self.start + HEADER + at;
-            self.entries
-                .push(((target, target.saturating_add(size)), (first, first + len)));
+            self.entries.push(Entry {
+                op: word & OPERATION,
+                target: (target, target.saturating_add(size)),
+                at: (first, first + len),
+            });
             at += len;
         }
     }
 
     /// The log lines not yet durable that an in-place store to `[addr, end)` needs durable.
     fn pending_for(&self, addr: u64, end: u64, pending: &PmPending) -> Option<Vec<u64>> {
-        let hit = |((s, e), _): &&((u64, u64), (u64, u64))| addr < *e && end > *s;
         let lines: Vec<u64> = match self.kind {
             Kind::Undo => self
                 .entries
                 .iter()
-                .filter(hit)
-                .flat_map(|(_, log)| lines(*log))
+                .filter(|e| e.names(addr, end))
+                .flat_map(|e| lines(e.at))
                 .filter(|&l| pending.is_dirty(l))
                 .collect(),
             Kind::Redo => {
-                self.entries.iter().find(hit)?;
-                let last = self.entries.last().map_or(self.start, |e| e.1 .1);
+                self.entries.iter().find(|e| e.names(addr, end))?;
+                let last = self.entries.last().map_or(self.start, |e| e.at.1);
                 let mut lines: Vec<u64> = lines((self.start, last))
                     .filter(|&l| pending.is_dirty(l))
                     .collect();
@@ -135,6 +162,36 @@ impl Ulog {
             }
         };
         (!lines.is_empty()).then_some(lines)
+    }
+
+    /// Whether recovery rewrites all of `[start, end)` from this log whatever the cut:
+    /// its header durable, and an undo entry durable with every entry before it (recovery
+    /// rolls back up to the first invalid one), or a redo log whose checksum is written
+    /// and whose lines are all durable.
+    fn restores(&self, start: u64, end: u64, pending: &PmPending) -> bool {
+        let durable = |range| lines(range).all(|l| !pending.is_dirty(l));
+        if !durable((self.start, self.start + HEADER)) {
+            return false;
+        }
+        match self.kind {
+            Kind::Undo => {
+                for entry in &self.entries {
+                    if !durable(entry.at) {
+                        return false;
+                    }
+                    if entry.rewrites(start, end) {
+                        return true;
+                    }
+                }
+                false
+            }
+            Kind::Redo => {
+                let last = self.entries.last().map_or(self.start, |e| e.at.1);
+                le64(&self.bytes, CHECKSUM) != 0
+                    && durable((self.start, last))
+                    && self.entries.iter().any(|e| e.rewrites(start, end))
+            }
+        }
     }
 }
 
@@ -251,9 +308,15 @@ impl PmemobjLogs {
         self.violations.extend(found);
     }
 
-    /// No line is spared yet: the logs are checked, not used to prune.
-    pub fn protects(&self, _line: u64) -> bool {
-        false
+    /// Whether every pending unit of `line` lies in a range that recovery rewrites from a
+    /// durable log whatever the cut: the line may follow it.
+    pub fn protects(&self, line: &LineState, pending: &PmPending) -> bool {
+        line.units().iter().all(|u| {
+            let end = u.addr + u.bytes().len() as u64;
+            self.ulogs
+                .values()
+                .any(|log| log.restores(u.addr, end, pending))
+        })
     }
 }
 

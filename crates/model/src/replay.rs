@@ -376,7 +376,7 @@ impl Replay {
             true => Vec::new(),
             false => lines
                 .iter()
-                .map(|l| holding.iter().any(|m| m.protects(l.line)))
+                .map(|l| holding.iter().any(|m| m.protects(l, &self.pm)))
                 .collect(),
         };
         let view = FailureView {

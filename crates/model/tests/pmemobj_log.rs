@@ -2,12 +2,15 @@
 //! ulogs: an in-place store to a range whose undo snapshot is not yet durable (rule 1),
 //! and a redo log applied before its entries and checksum are durable (rule 2), are each
 //! flagged with their witness; their correct twins, and stores the logs do not name, are
-//! not. Nothing is pruned: the logs are checked only.
+//! not. While the rules hold, a line whose pending stores all lie in ranges recovery
+//! rewrites from a durable log follows the cut; a line partly outside them, one covered by
+//! an and/or entry or a log not yet durable stays explored, and so does everything once a
+//! rule is broken.
 
 mod common;
 
 use common::Seen;
-use persim_model::{LogKind, PmemobjLayout, Scope};
+use persim_model::{FailureKind, LogKind, PmemobjLayout, Scope};
 
 /// A pool at PM 0x10000 whose two lanes start at pool offset 0x2000: lane 0's external
 /// redo log at 0x12100 (entries from 0x12140), its undo log at 0x123c0 (from 0x12400).
@@ -41,17 +44,28 @@ const REDO_DURABLE: &str = "flush clwb 0x12100\nflush clwb 0x12140\nfence sfence
 /// The log cleared once applied: its checksum zeroed.
 const REDO_CLOBBER: &str = "write 0x12100 0000000000000000\nflush clwb 0x12100\nfence sfence\n";
 
-fn replay(body: &str) -> Seen {
+fn replay_in(body: &str, scope: Scope) -> Seen {
     let seen = common::replay(body, 0x40000, |config| {
-        config.scope = Scope::Program;
+        config.scope = scope;
         config.pmemobj = Some(layout());
     });
     assert!(seen.1.iter().all(|log| *log == LogKind::Pmemobj));
-    assert!(
-        seen.0.iter().all(|p| p.1.is_empty()),
-        "the logs prune nothing"
-    );
+    if !seen.2.is_empty() {
+        assert!(
+            seen.0.iter().all(|p| p.1.is_empty()),
+            "nothing pruned where a rule is broken"
+        );
+    }
     seen
+}
+
+fn replay(body: &str) -> Seen {
+    replay_in(body, Scope::Program)
+}
+
+/// The lines that follow the cut at each failure point.
+fn protected(seen: &Seen) -> Vec<Vec<u64>> {
+    seen.0.iter().map(|p| p.1.clone()).collect()
 }
 
 fn rules(seen: &Seen) -> Vec<u8> {
@@ -139,4 +153,66 @@ fn stores_outside_the_lanes_and_the_named_ranges_are_not_checked() {
     // the range it names is checked
     let seen = replay(&format!("{lane1}write 0x38000 cc\n"));
     assert_eq!((rules(&seen), seen.2[0].sequence), (vec![1], 1));
+}
+
+#[test]
+fn a_range_a_durable_snapshot_restores_follows_the_cut() {
+    // beside it, a line no log covers
+    let body = format!("{UNDO_ENTRY}{UNDO_DURABLE}write 0x31000 cc\n{IN_PLACE}");
+    let seen = replay(&body);
+    let kinds: Vec<FailureKind> = seen.0.iter().map(|p| p.0).collect();
+    assert_eq!(
+        kinds,
+        [
+            FailureKind::Fence,
+            FailureKind::Fence,
+            FailureKind::Checkpoint
+        ]
+    );
+    // at the first fence the entry is pending: explored; at the second the in-place line
+    // is pending under a durable snapshot: it follows the cut
+    assert_eq!(protected(&seen), [vec![], vec![0x30000], vec![]]);
+    let all = replay_in(&body, Scope::All);
+    assert!(all.0.iter().all(|p| p.1.is_empty()));
+    assert!(
+        seen.0[1].3 < all.0[1].3,
+        "fewer images: {} against {}",
+        seen.0[1].3,
+        all.0[1].3
+    );
+    // a store partly outside the snapshot keeps its line explored
+    let wider = "write 0x30000 bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb\nfence sfence\n";
+    let seen = replay(&format!("{UNDO_ENTRY}{UNDO_DURABLE}{wider}"));
+    assert_eq!(protected(&seen), [vec![], vec![], vec![]]);
+    // committed (the generation bumped): the snapshot restores nothing any more
+    let seen = replay(&format!("{UNDO_ENTRY}{UNDO_DURABLE}{COMMIT}{IN_PLACE}"));
+    assert!(protected(&seen).iter().all(Vec::is_empty));
+    // an entry before it still pending: recovery stops there and never reaches it
+    let before = concat!(
+        "write 0x12400 08000200000000c0111111111111111108000000000000",
+        "00aaaaaaaaaaaaaaaa\n"
+    );
+    let after = concat!(
+        "write 0x12440 00000200000000c0111111111111111108000000000000",
+        "00aaaaaaaaaaaaaaaa\nflush clwb 0x12440\nfence sfence\n"
+    );
+    let seen = replay(&format!("{before}{after}{IN_PLACE}"));
+    assert!(rules(&seen).is_empty());
+    assert_eq!(protected(&seen)[1], Vec::<u64>::new());
+    // its twin makes the first entry durable too
+    let seen = replay(&format!("{before}flush clwb 0x12400\n{after}{IN_PLACE}"));
+    assert_eq!(protected(&seen)[1], [0x30000]);
+}
+
+#[test]
+fn a_range_a_durable_redo_log_sets_follows_the_cut() {
+    let body = format!("{REDO_ENTRIES}{REDO_CHECKSUM}{REDO_DURABLE}{IN_PLACE}{REDO_CLOBBER}");
+    let seen = replay(&body);
+    assert_eq!(protected(&seen)[1], [0x30000]);
+    // an or entry: what recovery makes of the word depends on it
+    let or = "write 0x12140 0000020000000040\n";
+    let body = format!("{REDO_ENTRIES}{or}{REDO_CHECKSUM}{REDO_DURABLE}{IN_PLACE}");
+    let seen = replay(&body);
+    assert!(rules(&seen).is_empty());
+    assert!(protected(&seen).iter().all(Vec::is_empty));
 }
