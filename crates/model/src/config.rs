@@ -100,7 +100,8 @@ pub enum Scope {
     /// Only lines that can change what the program under test recovers to: once a traced
     /// program has accessed PM from user space, the lines in the pages it accessed (the
     /// kernel's other lines follow the cut); of a file system with a jbd2 journal or an XFS
-    /// log, the lines it does not protect while its ordering rules hold.
+    /// log, the lines it does not protect while its ordering rules hold; of a libpmemobj
+    /// pool, the lines its transaction logs do not restore while their rules hold.
     #[default]
     Program,
     /// Every dirty line.
