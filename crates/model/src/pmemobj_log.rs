@@ -169,29 +169,18 @@ impl Ulog {
     /// rolls back up to the first invalid one), or a redo log whose checksum is written
     /// and whose lines are all durable.
     fn restores(&self, start: u64, end: u64, pending: &PmPending) -> bool {
-        let durable = |range| lines(range).all(|l| !pending.is_dirty(l));
-        if !durable((self.start, self.start + HEADER)) {
+        let Some(first) = self.entries.iter().position(|e| e.rewrites(start, end)) else {
             return false;
-        }
-        match self.kind {
-            Kind::Undo => {
-                for entry in &self.entries {
-                    if !durable(entry.at) {
-                        return false;
-                    }
-                    if entry.rewrites(start, end) {
-                        return true;
-                    }
+        };
+        let durable = |range| lines(range).all(|l| !pending.is_dirty(l));
+        durable((self.start, self.start + HEADER))
+            && match self.kind {
+                Kind::Undo => self.entries[..=first].iter().all(|e| durable(e.at)),
+                Kind::Redo => {
+                    let last = self.entries.last().map_or(self.start, |e| e.at.1);
+                    le64(&self.bytes, CHECKSUM) != 0 && durable((self.start, last))
                 }
-                false
             }
-            Kind::Redo => {
-                let last = self.entries.last().map_or(self.start, |e| e.at.1);
-                le64(&self.bytes, CHECKSUM) != 0
-                    && durable((self.start, last))
-                    && self.entries.iter().any(|e| e.rewrites(start, end))
-            }
-        }
     }
 }
 
