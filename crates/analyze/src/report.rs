@@ -388,10 +388,10 @@ impl Report {
         if let Some(protected) = &self.journal_protected {
             let _ = writeln!(
                 t,
-                "\nJournal: {} dirty lines the file system's journal protects (jbd2: its blocks \
-                 before their commit, in-place writes it replays; XFS: log record bodies) \
-                 followed the cut at {} failure points, not explored (`--scope all` explores \
-                 them)",
+                "\nJournal: {} dirty lines a journal or log protects (jbd2: its blocks before \
+                 their commit, in-place writes it replays; XFS: log record bodies; libpmemobj: \
+                 ranges its undo or redo logs restore) followed the cut at {} failure points, \
+                 not explored (`--scope all` explores them)",
                 protected.lines, protected.failure_points
             );
         }

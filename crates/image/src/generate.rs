@@ -5,6 +5,7 @@
 
 use crate::ext4_journal::journal_layout;
 use crate::images_json::{ImageRecord, PointReads, PointRecord, PointSink};
+use crate::pmemobj_pool::pmemobj_layout;
 use crate::xfs_log::xfs_log_layout;
 use crate::{Image, ImageError, ImageStore, DEFAULT_HASH_LEVEL};
 use persim_model::{
@@ -317,6 +318,7 @@ pub fn generate_images(
         scope: opts.scope,
         journal: None,
         xfs_log: None,
+        pmemobj: None,
     };
     if config
         .pm_size
@@ -335,6 +337,7 @@ pub fn generate_images(
     if opts.scope == Scope::Program {
         config.journal = journal_layout(&persisted, config.pm_size);
         config.xfs_log = xfs_log_layout(&persisted, config.pm_size);
+        config.pmemobj = pmemobj_layout(&persisted, config.pm_size);
     }
     let store = opts.store.as_ref().map(ImageStore::open).transpose()?;
     started(&config)?;

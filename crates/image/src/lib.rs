@@ -12,6 +12,7 @@ mod generate;
 mod hash_tree;
 mod image;
 mod images_json;
+mod pmemobj_pool;
 mod reflink;
 mod store;
 mod tree;
@@ -29,5 +30,6 @@ pub use image::{Image, DEFAULT_HASH_LEVEL, MAX_HASH_LEVEL};
 pub use images_json::{
     ImageRecord, ImagesIndex, ImagesJsonWriter, PointReads, PointRecord, PointSink, ReadIndexError,
 };
+pub use pmemobj_pool::pmemobj_layout;
 pub use store::{ImageStore, Record};
 pub use xfs_log::xfs_log_layout;

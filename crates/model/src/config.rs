@@ -2,6 +2,7 @@
 
 use crate::jbd2::JournalLayout;
 use crate::names::{unknown_name, Named, UnknownName};
+use crate::pmemobj_log::PmemobjLayout;
 use crate::xfs_log::XfsLogLayout;
 use serde::{Deserialize, Serialize};
 use strum::{Display, EnumString, VariantNames};
@@ -99,7 +100,8 @@ pub enum Scope {
     /// Only lines that can change what the program under test recovers to: once a traced
     /// program has accessed PM from user space, the lines in the pages it accessed (the
     /// kernel's other lines follow the cut); of a file system with a jbd2 journal or an XFS
-    /// log, the lines it does not protect while its ordering rules hold.
+    /// log, the lines it does not protect while its ordering rules hold; of a libpmemobj
+    /// pool, the lines its transaction logs do not restore while their rules hold.
     #[default]
     Program,
     /// Every dirty line.
@@ -129,6 +131,9 @@ pub struct Config {
     /// An XFS file system's internal log in PM (version 5): under `Scope::Program` the
     /// record bodies follow the cut while its rules hold.
     pub xfs_log: Option<XfsLogLayout>,
+    /// A libpmemobj pool's lanes in PM: under `Scope::Program` their logs' rules are
+    /// checked.
+    pub pmemobj: Option<PmemobjLayout>,
 }
 
 impl Config {
@@ -146,6 +151,7 @@ impl Config {
             scope: Scope::default(),
             journal: None,
             xfs_log: None,
+            pmemobj: None,
         }
     }
 

@@ -83,9 +83,10 @@ pub enum LogKind {
     #[default]
     Jbd2,
     Xfs,
+    Pmemobj,
 }
 
-/// A broken jbd2 or XFS log ordering rule, with the stores that break it.
+/// A broken jbd2, XFS log or libpmemobj log ordering rule, with the stores that break it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JournalViolation {
     #[serde(default)]
@@ -95,10 +96,12 @@ pub struct JournalViolation {
     /// 1: a commit record written while other journal lines were not durable; 2: a block
     /// written in place before the commit of its transaction was durable.
     pub rule: u8,
-    /// The commit's sequence number (XFS: the record's block in the log).
+    /// The commit's sequence number (XFS: the record's block in the log; libpmemobj: the
+    /// lane).
     pub sequence: u32,
     /// jbd2 rule 1: the journal lines not durable; rule 2: the line written in place.
     /// XFS rule 1: the line written in place; rule 2: the record's lines not durable.
+    /// libpmemobj: the line written in place, then the log's lines not durable.
     pub lines: Vec<u64>,
 }
 
@@ -128,6 +131,22 @@ impl JournalViolation {
                 self.entry,
                 self.sequence,
                 lines.join(", ")
+            ),
+            (LogKind::Pmemobj, rule) => format!(
+                "libpmemobj {} broken at entry {}: line {} written in place before lane {}'s \
+                 {} that covers it was durable (log lines {})",
+                match rule {
+                    1 => "undo log rule 1",
+                    _ => "redo log rule 2",
+                },
+                self.entry,
+                lines.first().map_or("?", String::as_str),
+                self.sequence,
+                match rule {
+                    1 => "undo log entry",
+                    _ => "redo log with its checksum",
+                },
+                lines.get(1..).unwrap_or_default().join(", ") + &more
             ),
             (LogKind::Jbd2, 1) => format!(
                 "jbd2 rule 1 broken at entry {}: commit record of transaction {} written while \

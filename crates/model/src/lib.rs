@@ -11,6 +11,7 @@ mod memory;
 mod names;
 mod origin;
 mod pending;
+mod pmemobj_log;
 mod program_pm;
 mod replay;
 mod rng;
@@ -30,6 +31,7 @@ pub use memory::{
 pub use names::{unknown_name, Named, UnknownName};
 pub use origin::{Choice, FailureKind, FailurePoint, Origin};
 pub use pending::LineState;
+pub use pmemobj_log::PmemobjLayout;
 pub use replay::{FailureView, ModelError, Replay, Sink};
 pub use rng::SplitMix64;
 pub use strategy::{CrashImage, CrashImages};

@@ -1,31 +1,41 @@
-//! The file system's consistency mechanism a replay follows under `Scope::Program`: a
-//! jbd2 journal or an XFS log, as the initial image's on-media format gives it.
+//! The consistency mechanisms a replay follows under `Scope::Program`, as the initial
+//! image's on-media format gives them: the file system's jbd2 journal or XFS log, and a
+//! libpmemobj pool's lane logs.
 
 use crate::config::Config;
 use crate::jbd2::{Journal, JournalViolation};
-use crate::pending::PmPending;
+use crate::pending::{LineState, PmPending};
+use crate::pmemobj_log::PmemobjLogs;
 use crate::xfs_log::XfsLog;
 
 #[derive(Debug)]
 pub enum Mechanism {
     Jbd2(Journal),
     Xfs(XfsLog),
+    Pmemobj(PmemobjLogs),
 }
 
 impl Mechanism {
-    /// The mechanism `config` names, if any (a jbd2 journal first).
-    pub fn of(config: &Config) -> Option<Mechanism> {
-        match (&config.journal, &config.xfs_log) {
+    /// The mechanisms `config` names: the file system's (a jbd2 journal first), then the
+    /// pool's.
+    pub fn of(config: &Config) -> Vec<Mechanism> {
+        let fs = match (&config.journal, &config.xfs_log) {
             (Some(journal), _) => Some(Mechanism::Jbd2(Journal::new(journal.clone()))),
             (None, Some(log)) => Some(Mechanism::Xfs(XfsLog::new(log.clone()))),
             (None, None) => None,
-        }
+        };
+        let pool = config
+            .pmemobj
+            .clone()
+            .map(|pool| Mechanism::Pmemobj(PmemobjLogs::new(pool)));
+        fs.into_iter().chain(pool).collect()
     }
 
     pub fn store(&mut self, addr: u64, data: &[u8], entry: u64, pending: &PmPending) {
         match self {
             Mechanism::Jbd2(j) => j.store(addr, data, entry, pending),
             Mechanism::Xfs(x) => x.store(addr, data, entry, pending),
+            Mechanism::Pmemobj(p) => p.store(addr, data, entry, pending),
         }
     }
 
@@ -33,6 +43,9 @@ impl Mechanism {
         match self {
             Mechanism::Jbd2(j) => j.fenced(pending),
             Mechanism::Xfs(x) => x.fenced(pending),
+            // the logs' durability is asked of the pending state when an in-place store
+            // needs it
+            Mechanism::Pmemobj(_) => {}
         }
     }
 
@@ -40,6 +53,7 @@ impl Mechanism {
         match self {
             Mechanism::Jbd2(j) => j.holds_so_far(),
             Mechanism::Xfs(x) => x.holds_so_far(),
+            Mechanism::Pmemobj(p) => p.holds_so_far(),
         }
     }
 
@@ -47,13 +61,15 @@ impl Mechanism {
         match self {
             Mechanism::Jbd2(j) => j.take_violations(),
             Mechanism::Xfs(x) => x.take_violations(),
+            Mechanism::Pmemobj(p) => p.take_violations(),
         }
     }
 
-    pub fn protects(&self, line: u64) -> bool {
+    pub fn protects(&self, line: &LineState, pending: &PmPending) -> bool {
         match self {
-            Mechanism::Jbd2(j) => j.protects(line),
-            Mechanism::Xfs(x) => x.protects(line),
+            Mechanism::Jbd2(j) => j.protects(line.line),
+            Mechanism::Xfs(x) => x.protects(line.line),
+            Mechanism::Pmemobj(p) => p.protects(line, pending),
         }
     }
 }

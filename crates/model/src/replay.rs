@@ -222,17 +222,18 @@ pub struct Replay {
     runtime: RuntimeRanges,
     /// PM the program accessed from user space so far (`Scope::Program`).
     program: ProgramPm,
-    /// The file system's jbd2 journal or XFS log (`Scope::Program` with its layout).
-    journal: Option<Mechanism>,
+    /// The file system's jbd2 journal or XFS log and a libpmemobj pool's logs
+    /// (`Scope::Program` with their layouts).
+    mechanisms: Vec<Mechanism>,
     /// `fast`: hashes of the code locations of the failure points so far.
     seen_locations: FxHashSet<u64>,
 }
 
 impl Replay {
     pub fn new(config: Config) -> Replay {
-        let journal = match config.scope {
+        let mechanisms = match config.scope {
             Scope::Program => Mechanism::of(&config),
-            Scope::All => None,
+            Scope::All => Vec::new(),
         };
         Replay {
             config,
@@ -242,7 +243,7 @@ impl Replay {
             checkpoint: None,
             runtime: RuntimeRanges::default(),
             program: ProgramPm::default(),
-            journal,
+            mechanisms,
             seen_locations: FxHashSet::default(),
         }
     }
@@ -255,8 +256,8 @@ impl Replay {
         match &entry.op {
             Op::Write { addr, data, nt } => {
                 self.check_pm(*addr, data.len() as u64)?;
-                if let Some(journal) = &mut self.journal {
-                    journal.store(*addr, data, self.index, &self.pm);
+                for mechanism in &mut self.mechanisms {
+                    mechanism.store(*addr, data, self.index, &self.pm);
                 }
                 self.pm.store(mode, *addr, data, *nt, self.index);
             }
@@ -285,8 +286,8 @@ impl Replay {
                     }
                 });
                 result?;
-                if let Some(journal) = &mut self.journal {
-                    journal.fenced(&self.pm);
+                for mechanism in &mut self.mechanisms {
+                    mechanism.fenced(&self.pm);
                 }
             }
             Op::Hypercall(Hypercall::Checkpoint(n)) => {
@@ -361,16 +362,22 @@ impl Replay {
             true => lines.iter().map(|l| !self.program.holds(l)).collect(),
             false => Vec::new(),
         };
-        let (protected, journal_violations) = match &mut self.journal {
-            Some(journal) => {
-                let violations = journal.take_violations();
-                let protected = match journal.holds_so_far() {
-                    true => lines.iter().map(|l| journal.protects(l.line)).collect(),
-                    false => Vec::new(),
-                };
-                (protected, violations)
-            }
-            None => (Vec::new(), Vec::new()),
+        let journal_violations = self
+            .mechanisms
+            .iter_mut()
+            .flat_map(Mechanism::take_violations)
+            .collect();
+        let holding: Vec<&Mechanism> = self
+            .mechanisms
+            .iter()
+            .filter(|m| m.holds_so_far())
+            .collect();
+        let protected = match holding.is_empty() {
+            true => Vec::new(),
+            false => lines
+                .iter()
+                .map(|l| holding.iter().any(|m| m.protects(l, &self.pm)))
+                .collect(),
         };
         let view = FailureView {
             point: FailurePoint {

@@ -1,16 +1,19 @@
-//! Replaying a hand-made trace through a mechanism (jbd2, the XFS log) and keeping what
-//! each failure point saw.
+//! Replaying a hand-made trace through a mechanism (jbd2, the XFS log, libpmemobj's logs)
+//! and keeping what each failure point saw.
 
-use persim_model::{Config, FailureKind, FailureView, LogKind, Replay, Sink, Strategy};
+use persim_model::{
+    Config, FailureKind, FailureView, JournalViolation, LogKind, Replay, Sink, Strategy,
+};
 use persim_trace::Entry;
 use std::io;
 
 /// Per failure point: its kind, the protected lines, the rules broken, the images; and
-/// the mechanism of every rule broken.
+/// the mechanism of every rule broken; the violations themselves.
 #[derive(Default)]
 pub struct Seen(
     pub Vec<(FailureKind, Vec<u64>, Vec<u8>, usize)>,
     pub Vec<LogKind>,
+    pub Vec<JournalViolation>,
 );
 
 impl Sink for Seen {
@@ -21,6 +24,7 @@ impl Sink for Seen {
     fn failure_point(&mut self, view: &FailureView<'_>) -> io::Result<()> {
         let rules = view.journal_violations.iter().map(|v| v.rule).collect();
         self.1.extend(view.journal_violations.iter().map(|v| v.log));
+        self.2.extend(view.journal_violations.iter().cloned());
         let images = view.crash_images().images.len();
         let protected = view.protected_lines().collect();
         self.0.push((view.point.kind, protected, rules, images));
