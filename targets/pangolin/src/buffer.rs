@@ -18,21 +18,30 @@ pub struct MicroBuffer {
 
 impl MicroBuffer {
     pub fn new(oid: u64, data: &[u8], type_num: u32, sum: u32, new: bool) -> Self {
-        let size = data.len() as u64;
-        let inner = data.len().div_ceil(8);
+        let mut buffer = MicroBuffer::framed(oid, data.len() as u64, type_num, sum, new);
+        buffer.data_mut().copy_from_slice(data);
+        buffer
+    }
+
+    /// A buffer of `size` zero bytes between its canaries.
+    fn framed(oid: u64, size: u64, type_num: u32, sum: u32, new: bool) -> Self {
+        let inner = (size as usize).div_ceil(8);
         let mut words = vec![0u64; inner + 2].into_boxed_slice();
         words[0] = CANARY ^ oid;
         words[inner + 1] = CANARY ^ oid.rotate_left(32);
-        let mut buffer = MicroBuffer {
+        MicroBuffer {
             words,
             size,
             type_num,
             sum,
             modified: Vec::new(),
             new,
-        };
-        buffer.data_mut().copy_from_slice(data);
-        buffer
+        }
+    }
+
+    /// A buffer of `size` zero bytes, for an object the transaction allocates.
+    pub fn zeroed(oid: u64, size: u64, type_num: u32) -> Self {
+        MicroBuffer::framed(oid, size, type_num, 0, true)
     }
 
     /// Where the data starts; the front canary is the word before it.

@@ -208,6 +208,13 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
         Ok(self.pm.bytes(oid + OBJ_HEADER, size))
     }
 
+    /// Where the data of object `oid` starts, checked only to be an allocated object
+    /// (`pgl_get` in C, which returns a pointer: the size is not needed, so not measured).
+    pub fn direct(&self, oid: u64) -> Result<*const u8, TxError> {
+        self.locate(oid, &Overlay::new())?;
+        Ok(self.pm.bytes(oid + OBJ_HEADER, 0).as_ptr())
+    }
+
     /// The type number of object `oid`.
     pub fn type_num(&self, oid: u64) -> Result<u32, TxError> {
         self.locate(oid, &Overlay::new())?;

@@ -22,14 +22,21 @@ use crate::pool::{Header, Pool, BITMAP_TYPE};
 /// A transaction's volatile state, apart from its pool (the C ABI keeps it per thread).
 #[derive(Default)]
 pub struct TxState {
-    buffers: BTreeMap<u64, MicroBuffer>,
+    /// The micro-buffers by object, in the order made: a transaction opens few objects,
+    /// and every `pgl_get` asks here first, so a short vector searched from the end (the
+    /// object opened last is asked for most) beats a map.
+    buffers: Vec<(u64, MicroBuffer)>,
     overlay: Overlay,
 }
 
 impl TxState {
     /// The micro-buffer of `oid`, if the transaction made one.
     pub fn buffer(&mut self, oid: u64) -> Option<&mut MicroBuffer> {
-        self.buffers.get_mut(&oid)
+        self.position(oid).map(|k| &mut self.buffers[k].1)
+    }
+
+    fn position(&self, oid: u64) -> Option<usize> {
+        self.buffers.iter().rposition(|(o, _)| *o == oid)
     }
 }
 
@@ -83,8 +90,8 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
                 self.bitmaps
                     .mark(&mut state.overlay, index, unit, units, true);
                 let oid = zone.base + unit * UNIT;
-                let buffer = MicroBuffer::new(oid, &vec![0; size as usize], type_num, 0, true);
-                state.buffers.insert(oid, buffer);
+                let buffer = MicroBuffer::zeroed(oid, size, type_num);
+                state.buffers.push((oid, buffer));
                 return Ok(oid);
             }
         }
@@ -94,7 +101,8 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
     /// Frees object `oid` when the transaction commits (`pgl_tx_free`).
     pub fn tx_free(&mut self, state: &mut TxState, oid: u64) -> Result<(), TxError> {
         let (index, unit) = self.locate(oid, &state.overlay)?;
-        if state.buffers.get(&oid).is_none_or(|b| !b.new) {
+        let known = state.position(oid);
+        if known.is_none_or(|k| !state.buffers[k].1.new) {
             self.verify(oid)?;
         }
         let zone = self.meta.geometry.zone(index);
@@ -103,7 +111,9 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
             .extent(&state.overlay, index, unit, zone.units());
         self.bitmaps
             .mark(&mut state.overlay, index, unit, units, false);
-        state.buffers.remove(&oid);
+        if let Some(k) = known {
+            state.buffers.swap_remove(k);
+        }
         Ok(())
     }
 
@@ -114,15 +124,19 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
         state: &'s mut TxState,
         oid: u64,
     ) -> Result<&'s mut MicroBuffer, TxError> {
-        if !state.buffers.contains_key(&oid) {
-            self.locate(oid, &state.overlay)?;
-            self.verify(oid)?;
-            let header = self.header(oid);
-            let data = self.pm.bytes(oid + OBJ_HEADER, header.size);
-            let buffer = MicroBuffer::new(oid, data, header.type_num, header.sum, false);
-            state.buffers.insert(oid, buffer);
-        }
-        Ok(state.buffers.get_mut(&oid).expect("just made"))
+        let k = match state.position(oid) {
+            Some(k) => k,
+            None => {
+                self.locate(oid, &state.overlay)?;
+                self.verify(oid)?;
+                let header = self.header(oid);
+                let data = self.pm.bytes(oid + OBJ_HEADER, header.size);
+                let buffer = MicroBuffer::new(oid, data, header.type_num, header.sum, false);
+                state.buffers.push((oid, buffer));
+                state.buffers.len() - 1
+            }
+        };
+        Ok(&mut state.buffers[k].1)
     }
 
     /// Opens `oid` for writing its whole data (`pgl_tx_open`); returns the micro-buffer.
@@ -165,15 +179,18 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
         result
     }
 
-    fn commit_inner(&mut self, state: TxState) -> Result<(), TxError> {
-        for (&oid, buffer) in &state.buffers {
+    fn commit_inner(&mut self, mut state: TxState) -> Result<(), TxError> {
+        // In pool order, so that the lines gathered mostly ascend.
+        state.buffers.sort_unstable_by_key(|(oid, _)| *oid);
+        for (oid, buffer) in &state.buffers {
+            let oid = *oid;
             if !buffer.canaries_hold(oid) {
                 return Err(TxError::Canary(oid));
             }
         }
         let mut lines = Lines::default();
-        for (&oid, buffer) in &state.buffers {
-            self.gather_object(&mut lines, oid, buffer);
+        for (oid, buffer) in &state.buffers {
+            self.gather_object(&mut lines, *oid, buffer);
         }
         let sums = self.gather_bitmaps(&mut lines, &state.overlay);
         lines.0.retain(|(_, old, new)| old != new);
@@ -362,8 +379,8 @@ impl<R: Region, A: PmAccess> Tx<'_, R, A> {
 
     /// The data of `oid` as this transaction sees it (its micro-buffer if opened).
     pub fn read(&self, oid: u64) -> Result<&[u8], TxError> {
-        match self.state.buffers.get(&oid) {
-            Some(buffer) => Ok(buffer.data()),
+        match self.state.position(oid) {
+            Some(k) => Ok(self.state.buffers[k].1.data()),
             None => self.pool.get(oid),
         }
     }

@@ -351,8 +351,8 @@ pub unsafe extern "C" fn pgl_get(pool: *mut PglPool, oid: u64) -> *const c_void 
         return data.cast();
     }
     // SAFETY: the caller passes an open pool.
-    match unsafe { &*pool }.pool.get(oid) {
-        Ok(data) => data.as_ptr().cast(),
+    match unsafe { &*pool }.pool.direct(oid) {
+        Ok(data) => data.cast(),
         Err(e) => fail(e, ptr::null()),
     }
 }
