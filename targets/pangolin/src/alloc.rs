@@ -2,8 +2,6 @@
 //! 64-byte unit), mirrored in DRAM, and a transaction's pending changes to it, which commit
 //! writes through the redo log like any other object bytes.
 
-use std::collections::BTreeMap;
-
 /// DRAM mirrors of the zones' bitmap objects and their checksums, as on PM.
 #[derive(Debug, Default)]
 pub struct Bitmaps {
@@ -13,8 +11,46 @@ pub struct Bitmaps {
     cursors: Vec<u64>,
 }
 
-/// A transaction's new bitmap bytes: (zone, byte) -> value.
-pub type Overlay = BTreeMap<(usize, u64), u8>;
+/// A transaction's new bitmap bytes, (zone, byte) and value, in the order first changed:
+/// a transaction changes a few bytes, so a vector searched from the end beats a map.
+#[derive(Debug, Default)]
+pub struct Overlay(Vec<((usize, u64), u8)>);
+
+impl Overlay {
+    pub fn new() -> Self {
+        Overlay(Vec::new())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn get(&self, key: (usize, u64)) -> Option<u8> {
+        self.0
+            .iter()
+            .rev()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| *v)
+    }
+
+    fn insert(&mut self, key: (usize, u64), value: u8) {
+        match self.0.iter_mut().rev().find(|(k, _)| *k == key) {
+            Some((_, v)) => *v = value,
+            None => self.0.push((key, value)),
+        }
+    }
+
+    /// The changes in pool order.
+    pub fn sorted(&mut self) -> &[((usize, u64), u8)] {
+        self.0.sort_unstable_by_key(|(k, _)| *k);
+        &self.0
+    }
+
+    /// Forgets the changes, keeping the room they took.
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+}
 
 impl Bitmaps {
     pub fn push(&mut self, data: Vec<u8>, sum: u32) {
@@ -29,8 +65,7 @@ impl Bitmaps {
             return self.data[zone][index as usize];
         }
         overlay
-            .get(&(zone, index))
-            .copied()
+            .get((zone, index))
             .unwrap_or(self.data[zone][index as usize])
     }
 
@@ -111,11 +146,11 @@ impl Bitmaps {
     }
 
     /// Applies a committed overlay (and the new checksums) to the mirrors.
-    pub fn apply(&mut self, overlay: &Overlay, sums: &BTreeMap<usize, u32>) {
-        for (&(zone, index), &value) in overlay {
+    pub fn apply(&mut self, overlay: &Overlay, sums: &[(usize, u32)]) {
+        for &((zone, index), value) in &overlay.0 {
             self.data[zone][index as usize] = value;
         }
-        for (&zone, &sum) in sums {
+        for &(zone, sum) in sums {
             self.sums[zone] = sum;
         }
     }
@@ -157,7 +192,7 @@ mod tests {
         maps.mark(&mut overlay, 0, 3, 2, true);
         maps.mark(&mut overlay, 0, 14, 2, true);
         assert!(!maps.spans(0, 3, 2), "not committed yet");
-        maps.apply(&overlay, &BTreeMap::new());
+        maps.apply(&overlay, &[]);
         assert!(
             maps.spans(0, 0, 3) && !maps.spans(0, 0, 4),
             "the next object starts"

@@ -70,11 +70,11 @@ impl Geometry {
         2 * PAGE + copy as u64 * self.log_size
     }
 
-    fn zones_start(&self) -> u64 {
+    pub(crate) fn zones_start(&self) -> u64 {
         2 * PAGE + 2 * self.log_size
     }
 
-    fn zone_size(&self) -> u64 {
+    pub(crate) fn zone_size(&self) -> u64 {
         self.rows * self.chunk_size
     }
 

@@ -34,9 +34,11 @@ pub struct Body {
 }
 
 impl Body {
-    pub fn with_capacity(bytes: usize) -> Self {
+    /// An empty body in `memory` (a buffer of an earlier commit).
+    pub fn reusing(mut memory: Vec<u8>) -> Self {
+        memory.clear();
         Body {
-            bytes: Vec::with_capacity(bytes),
+            bytes: memory,
             open: None,
         }
     }

@@ -6,8 +6,6 @@
 //! the commit mark; fence; write the lines back and XOR each line's change into its parity
 //! line; fence; clear the mark; fence.
 
-use std::collections::BTreeMap;
-
 use persim_ringbuf::{PmAccess, Region};
 
 use crate::alloc::Overlay;
@@ -26,10 +24,36 @@ pub struct TxState {
     /// and every `pgl_get` asks here first, so a short vector searched from the end (the
     /// object opened last is asked for most) beats a map.
     buffers: Vec<(u64, MicroBuffer)>,
+    /// Buffers of earlier transactions, to reuse.
+    spare: Vec<MicroBuffer>,
     overlay: Overlay,
 }
 
 impl TxState {
+    /// Forgets the transaction, keeping its memory for the next one.
+    pub fn clear(&mut self) {
+        self.spare.extend(self.buffers.drain(..).map(|(_, b)| b));
+        self.overlay.clear();
+    }
+
+    /// Adds a buffer for `oid` holding `data` (zeros if none), reusing a spare one.
+    fn make(&mut self, oid: u64, data: Result<&[u8], u64>, type_num: u32, sum: u32) -> usize {
+        let buffer = match (self.spare.pop(), data) {
+            (Some(mut b), Ok(data)) => {
+                b.reuse(oid, data, type_num, sum, false);
+                b
+            }
+            (Some(mut b), Err(size)) => {
+                b.reuse_zeroed(oid, size, type_num);
+                b
+            }
+            (None, Ok(data)) => MicroBuffer::new(oid, data, type_num, sum, false),
+            (None, Err(size)) => MicroBuffer::zeroed(oid, size, type_num),
+        };
+        self.buffers.push((oid, buffer));
+        self.buffers.len() - 1
+    }
+
     /// The micro-buffer of `oid`, if the transaction made one.
     pub fn buffer(&mut self, oid: u64) -> Option<&mut MicroBuffer> {
         self.position(oid).map(|k| &mut self.buffers[k].1)
@@ -90,8 +114,7 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
                 self.bitmaps
                     .mark(&mut state.overlay, index, unit, units, true);
                 let oid = zone.base + unit * UNIT;
-                let buffer = MicroBuffer::zeroed(oid, size, type_num);
-                state.buffers.push((oid, buffer));
+                state.make(oid, Err(size), type_num, 0);
                 return Ok(oid);
             }
         }
@@ -131,9 +154,7 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
                 self.verify(oid)?;
                 let header = self.header(oid);
                 let data = self.pm.bytes(oid + OBJ_HEADER, header.size);
-                let buffer = MicroBuffer::new(oid, data, header.type_num, header.sum, false);
-                state.buffers.push((oid, buffer));
-                state.buffers.len() - 1
+                state.make(oid, Ok(data), header.type_num, header.sum)
             }
         };
         Ok(&mut state.buffers[k].1)
@@ -172,14 +193,18 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
     }
 
     /// Commits `state` (`pgl_tx_commit`): durable when this returns `Ok`; on `Err` nothing
-    /// was written.
-    pub fn tx_commit(&mut self, state: TxState) -> Result<(), TxError> {
-        let result = self.commit_inner(state);
+    /// was written. `state` is cleared either way, for the next transaction.
+    pub fn tx_commit(&mut self, state: &mut TxState) -> Result<(), TxError> {
+        let mut lines = Lines(std::mem::take(&mut self.scratch.lines));
+        let result = self.commit_inner(state, &mut lines);
+        lines.0.clear();
+        self.scratch.lines = lines.0;
+        state.clear();
         self.pm.access.append_boundary();
         result
     }
 
-    fn commit_inner(&mut self, mut state: TxState) -> Result<(), TxError> {
+    fn commit_inner(&mut self, state: &mut TxState, lines: &mut Lines) -> Result<(), TxError> {
         // In pool order, so that the lines gathered mostly ascend.
         state.buffers.sort_unstable_by_key(|(oid, _)| *oid);
         for (oid, buffer) in &state.buffers {
@@ -188,17 +213,16 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
                 return Err(TxError::Canary(oid));
             }
         }
-        let mut lines = Lines::default();
-        for (oid, buffer) in &state.buffers {
-            self.gather_object(&mut lines, *oid, buffer);
+        for (oid, buffer) in &mut state.buffers {
+            self.gather_object(lines, *oid, buffer);
         }
-        let sums = self.gather_bitmaps(&mut lines, &state.overlay);
+        let sums = self.gather_bitmaps(lines, &mut state.overlay);
         lines.0.retain(|(_, old, new)| old != new);
         if lines.0.is_empty() {
             self.bitmaps.apply(&state.overlay, &sums);
             return Ok(());
         }
-        let body = lines.log_body();
+        let body = lines.log_body(std::mem::take(&mut self.scratch.body));
         if body.len() as u64 > log::capacity(&self.meta.geometry) {
             return Err(TxError::LogFull(body.len() as u64));
         }
@@ -209,7 +233,8 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
         log::mark(&mut self.pm, &geometry, seq, &body);
         self.pm.fence();
         // Few lines a commit: a vector searched from the end beats a map.
-        let mut parity: Vec<(u64, Line)> = Vec::new();
+        let mut parity = std::mem::take(&mut self.scratch.parity);
+        parity.clear();
         for (at, old, new) in &lines.0 {
             let (_, zone) = geometry.zone_of(*at).expect("objects are in zones");
             let parity_at = zone.parity_of(*at);
@@ -230,6 +255,8 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
         for (at, line) in &parity {
             self.pm.store(*at, line);
         }
+        self.scratch.parity = parity;
+        self.scratch.body = body;
         self.pm.fence();
         log::clear(&mut self.pm, &geometry, seq);
         self.pm.fence();
@@ -240,7 +267,7 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
 
     /// Adds the new bytes of object `oid` and its new checksum: for a new object all of
     /// it, else only the changed ranges, the checksum updated by their change.
-    fn gather_object(&self, lines: &mut Lines, oid: u64, buffer: &MicroBuffer) {
+    fn gather_object(&self, lines: &mut Lines, oid: u64, buffer: &mut MicroBuffer) {
         let mut header = Header {
             size: buffer.size,
             type_num: buffer.type_num,
@@ -252,8 +279,9 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
             lines.put(&self.pm, oid + OBJ_HEADER, buffer.data());
             return;
         }
-        let ranges = buffer.merged();
-        for &(start, end) in &ranges {
+        buffer.merged();
+        let ranges = &buffer.modified;
+        for &(start, end) in ranges {
             let old = self.pm.bytes(oid + OBJ_HEADER + start, end - start);
             let new = &buffer.data()[start as usize..end as usize];
             let (at, len) = Header::stream(buffer.size, start);
@@ -261,7 +289,7 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
         }
         // The checksum's line first, so that the object's lines go in ascending order.
         lines.put(&self.pm, oid + 8, &header.sum.to_le_bytes());
-        for (start, end) in ranges {
+        for &(start, end) in ranges {
             let new = &buffer.data()[start as usize..end as usize];
             lines.put(&self.pm, oid + OBJ_HEADER + start, new);
         }
@@ -269,21 +297,25 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
 
     /// Adds the changed bytes of every zone's bitmap object and its new checksum; returns
     /// the new checksums.
-    fn gather_bitmaps(&self, lines: &mut Lines, overlay: &Overlay) -> BTreeMap<usize, u32> {
-        let mut sums = BTreeMap::new();
-        for (&(zone, index), &new) in overlay {
+    fn gather_bitmaps(&self, lines: &mut Lines, overlay: &mut Overlay) -> Vec<(usize, u32)> {
+        // Per zone changed, ascending: its new checksum.
+        let mut sums: Vec<(usize, u32)> = Vec::new();
+        for &((zone, index), new) in overlay.sorted() {
             let old = self.bitmaps.data[zone][index as usize];
             if old == new {
                 continue;
             }
             let base = self.meta.geometry.zone(zone).base;
             let size = self.bitmaps.data[zone].len() as u64;
-            let sum = sums.entry(zone).or_insert(self.bitmaps.sums[zone]);
+            if sums.last().is_none_or(|(z, _)| *z != zone) {
+                sums.push((zone, self.bitmaps.sums[zone]));
+            }
+            let sum = &mut sums.last_mut().expect("just pushed").1;
             let (at, len) = Header::stream(size, index);
             *sum = checksum::update(*sum, len, at, &[old], &[new]);
             lines.put(&self.pm, base + OBJ_HEADER + index, &[new]);
         }
-        for (&zone, sum) in &sums {
+        for &(zone, sum) in &sums {
             let base = self.meta.geometry.zone(zone).base;
             lines.put(&self.pm, base + 8, &sum.to_le_bytes());
         }
@@ -293,8 +325,15 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
 
 /// The lines a commit changes, in the order first touched: (line offset, bytes on PM, new
 /// bytes).
+pub(crate) struct Lines(Vec<(u64, Line, Line)>);
+
+/// A commit's working memory, kept by the pool from one commit to the next.
 #[derive(Default)]
-struct Lines(Vec<(u64, Line, Line)>);
+pub(crate) struct Scratch {
+    lines: Vec<(u64, Line, Line)>,
+    body: Vec<u8>,
+    parity: Vec<(u64, Line)>,
+}
 
 impl Lines {
     fn put<R: Region, A: PmAccess>(&mut self, pm: &crate::pm::Pm<R, A>, at: u64, bytes: &[u8]) {
@@ -321,9 +360,9 @@ impl Lines {
 
     /// The redo-log body: per line, the span of bytes that changed; spans of adjacent
     /// lines less than an entry header apart share an entry (the bytes between included).
-    fn log_body(&self) -> Vec<u8> {
+    fn log_body(&self, memory: Vec<u8>) -> Vec<u8> {
         const JOIN: u64 = 16;
-        let mut body = log::Body::with_capacity(self.0.len() * LINE as usize);
+        let mut body = log::Body::reusing(memory);
         let mut previous: Option<&(u64, Line, Line)> = None;
         for entry @ (at, old, new) in &self.0 {
             let Some((first, last)) = changed_span(old, new) else {
@@ -393,8 +432,7 @@ impl<R: Region, A: PmAccess> Tx<'_, R, A> {
 
     pub fn commit(mut self) -> Result<(), TxError> {
         self.done = true;
-        let state = std::mem::take(&mut self.state);
-        self.pool.tx_commit(state)
+        self.pool.tx_commit(&mut self.state)
     }
 }
 
