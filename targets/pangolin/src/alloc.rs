@@ -86,6 +86,7 @@ impl Bitmaps {
         overlay.insert((zone, index), new);
     }
 
+    #[inline]
     pub fn is_object(&self, overlay: &Overlay, zone: usize, unit: u64) -> bool {
         // Every direct read asks, with no overlay: the two bits read in place.
         if overlay.is_empty() {

@@ -24,6 +24,9 @@ pub struct TxState {
     /// and every `pgl_get` asks here first, so a short vector searched from the end (the
     /// object opened last is asked for most) beats a map.
     buffers: Vec<(u64, MicroBuffer)>,
+    /// A bit per object unit modulo 64 of every buffered object (left set when one goes):
+    /// most reads are of objects without a buffer, answered without a search.
+    buffered: u64,
     /// Buffers of earlier transactions, to reuse.
     spare: Vec<MicroBuffer>,
     overlay: Overlay,
@@ -33,6 +36,7 @@ impl TxState {
     /// Forgets the transaction, keeping its memory for the next one.
     pub fn clear(&mut self) {
         self.spare.extend(self.buffers.drain(..).map(|(_, b)| b));
+        self.buffered = 0;
         self.overlay.clear();
     }
 
@@ -51,6 +55,7 @@ impl TxState {
             (None, Err(size)) => MicroBuffer::zeroed(oid, size, type_num),
         };
         self.buffers.push((oid, buffer));
+        self.buffered |= unit_bit(oid);
         self.buffers.len() - 1
     }
 
@@ -60,8 +65,16 @@ impl TxState {
     }
 
     fn position(&self, oid: u64) -> Option<usize> {
+        if self.buffered & unit_bit(oid) == 0 {
+            return None;
+        }
         self.buffers.iter().rposition(|(o, _)| *o == oid)
     }
+}
+
+/// The bit of `TxState::buffered` for object `oid`.
+fn unit_bit(oid: u64) -> u64 {
+    1 << (oid / UNIT % 64)
 }
 
 /// An open transaction on a pool; dropping it without [`Tx::commit`] aborts it.
