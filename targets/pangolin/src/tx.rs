@@ -262,11 +262,12 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
                 *p ^= o ^ n;
             }
         }
-        for (at, _, new) in &lines.0 {
-            self.pm.store(*at, new);
+        // Only the bytes that change of each line (and of its parity line) are stored.
+        for (at, old, new) in &lines.0 {
+            self.pm.store_changed(*at, old, new);
         }
         for (at, line) in &parity {
-            self.pm.store(*at, line);
+            self.pm.store_changed(*at, &self.pm.line(*at), line);
         }
         self.scratch.parity = parity;
         self.scratch.body = body;
@@ -396,7 +397,7 @@ impl Lines {
 }
 
 /// The first and last bytes that differ between two lines, found a word at a time.
-fn changed_span(old: &Line, new: &Line) -> Option<(usize, usize)> {
+pub(crate) fn changed_span(old: &Line, new: &Line) -> Option<(usize, usize)> {
     let word =
         |line: &Line, w: usize| u64::from_le_bytes(line[8 * w..8 * w + 8].try_into().expect("8"));
     let diff = |w: usize| word(old, w) ^ word(new, w);

@@ -23,6 +23,11 @@ impl PmAccess for AnyAccess {
         unsafe { self.0.store(base, offset, src) }
     }
 
+    unsafe fn store_part(&self, base: *mut u8, offset: usize, src: &[u8]) {
+        // SAFETY: forwarded from our caller.
+        unsafe { self.0.store_part(base, offset, src) }
+    }
+
     fn fence(&self) {
         self.0.fence();
     }
