@@ -38,15 +38,6 @@ impl<R: Region, A: PmAccess> Pm<R, A> {
         unsafe { self.access.store(self.region.base(), at as usize, bytes) }
     }
 
-    /// Stores the bytes of line `at` that differ between `old` (what it holds) and `new`:
-    /// from the first changed byte to the last.
-    pub fn store_changed(&mut self, at: u64, old: &Line, new: &Line) {
-        let Some((first, last)) = crate::tx::changed_span(old, new) else {
-            return;
-        };
-        self.store_part(at + first as u64, &new[first..=last]);
-    }
-
     /// Stores `bytes` at `at`, all in one line.
     pub fn store_part(&mut self, at: u64, bytes: &[u8]) {
         assert!(

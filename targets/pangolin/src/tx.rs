@@ -230,7 +230,10 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
             self.gather_object(lines, *oid, buffer);
         }
         let sums = self.gather_bitmaps(lines, &mut state.overlay);
-        lines.0.retain(|(_, old, new)| old != new);
+        // Each line's changed bytes, found once for the log, the write-back and parity.
+        lines.0.retain_mut(|(_, old, new, span)| {
+            changed_span(old, new).inspect(|s| *span = *s).is_some()
+        });
         if lines.0.is_empty() {
             self.bitmaps.apply(&state.overlay, &sums);
             return Ok(());
@@ -246,28 +249,32 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
         log::mark(&mut self.pm, &geometry, seq, &body);
         self.pm.fence();
         // Few lines a commit: a vector searched from the end beats a map.
+        // Per parity line, its new bytes and the span of the changes XORed in.
         let mut parity = std::mem::take(&mut self.scratch.parity);
         parity.clear();
-        for (at, old, new) in &lines.0 {
-            let (_, zone) = geometry.zone_of(*at).expect("objects are in zones");
-            let parity_at = zone.parity_of(*at);
-            let k = match parity.iter().rposition(|(p, _)| *p == parity_at) {
+        for &(at, ref old, ref new, (first, last)) in &lines.0 {
+            let (_, zone) = geometry.zone_of(at).expect("objects are in zones");
+            let parity_at = zone.parity_of(at);
+            let k = match parity.iter().rposition(|(p, ..)| *p == parity_at) {
                 Some(k) => k,
                 None => {
-                    parity.push((parity_at, self.pm.line(parity_at)));
+                    parity.push((parity_at, self.pm.line(parity_at), (first, last)));
                     parity.len() - 1
                 }
             };
-            for (p, (o, n)) in parity[k].1.iter_mut().zip(old.iter().zip(new)) {
+            let (_, line, span) = &mut parity[k];
+            *span = (span.0.min(first), span.1.max(last));
+            for (p, (o, n)) in line.iter_mut().zip(old.iter().zip(new)) {
                 *p ^= o ^ n;
             }
         }
-        // Only the bytes that change of each line (and of its parity line) are stored.
-        for (at, old, new) in &lines.0 {
-            self.pm.store_changed(*at, old, new);
+        // Only the changed bytes of each line (and of its parity line) are stored.
+        for (at, _, new, (first, last)) in &lines.0 {
+            self.pm.store_part(at + *first as u64, &new[*first..=*last]);
         }
-        for (at, line) in &parity {
-            self.pm.store_changed(*at, &self.pm.line(*at), line);
+        for (at, line, (first, last)) in &parity {
+            self.pm
+                .store_part(at + *first as u64, &line[*first..=*last]);
         }
         self.scratch.parity = parity;
         self.scratch.body = body;
@@ -339,14 +346,18 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
 
 /// The lines a commit changes, in the order first touched: (line offset, bytes on PM, new
 /// bytes).
-pub(crate) struct Lines(Vec<(u64, Line, Line)>);
+pub(crate) struct Lines(Vec<ChangedLine>);
+
+/// A line a commit changes: its offset, bytes on PM, new bytes, and the first and last
+/// bytes that differ (set once gathering is done).
+type ChangedLine = (u64, Line, Line, (usize, usize));
 
 /// A commit's working memory, kept by the pool from one commit to the next.
 #[derive(Default)]
 pub(crate) struct Scratch {
-    lines: Vec<(u64, Line, Line)>,
+    lines: Vec<ChangedLine>,
     body: Vec<u8>,
-    parity: Vec<(u64, Line)>,
+    parity: Vec<(u64, Line, (usize, usize))>,
 }
 
 impl Lines {
@@ -364,7 +375,7 @@ impl Lines {
             };
             let k = known.unwrap_or_else(|| {
                 let old = pm.line(line);
-                self.0.push((line, old, old));
+                self.0.push((line, old, old, (0, 0)));
                 self.0.len() - 1
             });
             self.0[k].2[within..within + len].copy_from_slice(&bytes[done..done + len]);
@@ -377,16 +388,15 @@ impl Lines {
     fn log_body(&self, memory: Vec<u8>) -> Vec<u8> {
         const JOIN: u64 = 16;
         let mut body = log::Body::reusing(memory);
-        let mut previous: Option<&(u64, Line, Line)> = None;
-        for entry @ (at, old, new) in &self.0 {
-            let Some((first, last)) = changed_span(old, new) else {
-                continue;
-            };
+        let mut previous: Option<&ChangedLine> = None;
+        for entry @ &(at, _, ref new, (first, last)) in &self.0 {
             let start = at + first as u64;
             match (body.end(), previous) {
-                (Some(end), Some((p_at, _, p_new))) if p_at + LINE == *at && start - end < JOIN => {
+                (Some(end), Some((p_at, _, p_new, _)))
+                    if p_at + LINE == at && start - end < JOIN =>
+                {
                     body.push(end, &p_new[(end - p_at) as usize..]);
-                    body.push(*at, &new[..=last]);
+                    body.push(at, &new[..=last]);
                 }
                 _ => body.push(start, &new[first..=last]),
             }
@@ -397,7 +407,7 @@ impl Lines {
 }
 
 /// The first and last bytes that differ between two lines, found a word at a time.
-pub(crate) fn changed_span(old: &Line, new: &Line) -> Option<(usize, usize)> {
+fn changed_span(old: &Line, new: &Line) -> Option<(usize, usize)> {
     let word =
         |line: &Line, w: usize| u64::from_le_bytes(line[8 * w..8 * w + 8].try_into().expect("8"));
     let diff = |w: usize| word(old, w) ^ word(new, w);
