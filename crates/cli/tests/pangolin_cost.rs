@@ -8,6 +8,10 @@
 //! follow TCG's speed: that column is noisy, the user column and PM bytes are exact.
 //! docs/design/pangolin.md, "Cost".
 //!
+//! The guest tools are built first (both build scripts are idempotent): the VM
+//! configuration names the binaries in target/, and a stale pmdk-map (one from before it
+//! created a pool set's parts) failed the Pmemobj-R runs with `open "/mnt/pool.0"`.
+//!
 //! `cargo test --release -p persim --test pangolin_cost -- --ignored --nocapture`
 //! (`PANGOLIN_COST_LIBRARIES=Pangolin` measures only the libraries named, comma-separated).
 
@@ -49,6 +53,26 @@ const LIBRARIES: [Library; 3] = [
     },
 ];
 
+/// Runs the build scripts of the tools the VM configuration names (pangolin-map and
+/// pmdk-map-shipped), so that the bench measures this tree's code.
+fn build_tools() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    for script in [
+        "targets/pmdk-examples/build.sh",
+        "targets/pangolin/maps/build.sh",
+    ] {
+        let out = std::process::Command::new("bash")
+            .arg(root.join(script))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{script} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 fn count(machine: &Machine, setup: &str, command: &str, out: &Path) -> Counts {
     let options = RecordOptions {
         count: true,
@@ -72,6 +96,7 @@ fn bench_pangolin_against_pmemobj_and_pmemobj_r() {
     let Some(artifacts) = persim_vm::testing::vm_ready("bench_pangolin", &config) else {
         return;
     };
+    build_tools();
     let machine = Machine {
         config,
         config_file: Some(file),

@@ -1,8 +1,8 @@
 //! Allocation state: each zone's bitmap object (an allocated bit and a first-unit bit per
-//! 64-byte unit), mirrored in DRAM, and a transaction's pending changes to it, which commit
-//! writes through the redo log like any other object bytes.
-
-use std::collections::BTreeMap;
+//! 64-byte unit, side by side: bits 2k and 2k + 1 of byte u / 4 for unit u = 4·byte + k, so
+//! that an allocation changes one byte, not one in each of two halves), mirrored in DRAM,
+//! and a transaction's pending changes to it, which commit writes through the redo log
+//! like any other object bytes.
 
 /// DRAM mirrors of the zones' bitmap objects and their checksums, as on PM.
 #[derive(Debug, Default)]
@@ -13,8 +13,46 @@ pub struct Bitmaps {
     cursors: Vec<u64>,
 }
 
-/// A transaction's new bitmap bytes: (zone, byte) -> value.
-pub type Overlay = BTreeMap<(usize, u64), u8>;
+/// A transaction's new bitmap bytes, (zone, byte) and value, in the order first changed:
+/// a transaction changes a few bytes, so a vector searched from the end beats a map.
+#[derive(Debug, Default)]
+pub struct Overlay(Vec<((usize, u64), u8)>);
+
+impl Overlay {
+    pub fn new() -> Self {
+        Overlay(Vec::new())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn get(&self, key: (usize, u64)) -> Option<u8> {
+        self.0
+            .iter()
+            .rev()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| *v)
+    }
+
+    fn insert(&mut self, key: (usize, u64), value: u8) {
+        match self.0.iter_mut().rev().find(|(k, _)| *k == key) {
+            Some((_, v)) => *v = value,
+            None => self.0.push((key, value)),
+        }
+    }
+
+    /// The changes in pool order.
+    pub fn sorted(&mut self) -> &[((usize, u64), u8)] {
+        self.0.sort_unstable_by_key(|(k, _)| *k);
+        &self.0
+    }
+
+    /// Forgets the changes, keeping the room they took.
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+}
 
 impl Bitmaps {
     pub fn push(&mut self, data: Vec<u8>, sum: u32) {
@@ -29,35 +67,30 @@ impl Bitmaps {
             return self.data[zone][index as usize];
         }
         overlay
-            .get(&(zone, index))
-            .copied()
+            .get((zone, index))
             .unwrap_or(self.data[zone][index as usize])
     }
 
-    fn half(&self, zone: usize) -> u64 {
-        self.data[zone].len() as u64 / 2
-    }
-
     fn bit(&self, overlay: &Overlay, zone: usize, unit: u64, first: bool) -> bool {
-        let index = unit / 8 + if first { self.half(zone) } else { 0 };
-        self.byte(overlay, zone, index) >> (unit % 8) & 1 == 1
+        let (index, mask) = place(unit, first);
+        self.byte(overlay, zone, index) & mask != 0
     }
 
     fn set(&self, overlay: &mut Overlay, zone: usize, unit: u64, first: bool, value: bool) {
-        let index = unit / 8 + if first { self.half(zone) } else { 0 };
+        let (index, mask) = place(unit, first);
         let byte = self.byte(overlay, zone, index);
-        let mask = 1 << (unit % 8);
         let new = if value { byte | mask } else { byte & !mask };
         overlay.insert((zone, index), new);
     }
 
+    #[inline]
     pub fn is_object(&self, overlay: &Overlay, zone: usize, unit: u64) -> bool {
         // Every direct read asks, with no overlay: the two bits read in place.
         if overlay.is_empty() {
-            let data = &self.data[zone];
-            let (i, mask) = ((unit / 8) as usize, 1 << (unit % 8));
-            return data.get(i).is_some_and(|a| a & mask != 0)
-                && data.get(data.len() / 2 + i).is_some_and(|f| f & mask != 0);
+            let both = 3 << (2 * (unit % 4));
+            return self.data[zone]
+                .get((unit / 4) as usize)
+                .is_some_and(|b| b & both == both);
         }
         self.bit(overlay, zone, unit, true) && self.bit(overlay, zone, unit, false)
     }
@@ -72,10 +105,12 @@ impl Bitmaps {
     /// Whether the committed object at `unit` spans at least `count` units.
     pub fn spans(&self, zone: usize, unit: u64, count: u64) -> bool {
         let data = &self.data[zone];
-        let half = data.len() / 2;
         (unit + 1..unit + count).all(|u| {
-            let (i, bit) = ((u / 8) as usize, u % 8);
-            i < half && data[i] >> bit & 1 == 1 && data[half + i] >> bit & 1 == 0
+            // Allocated, not first.
+            let b = data
+                .get((u / 4) as usize)
+                .map_or(0, |b| b >> (2 * (u % 4)) & 3);
+            b == 1
         })
     }
 
@@ -111,14 +146,19 @@ impl Bitmaps {
     }
 
     /// Applies a committed overlay (and the new checksums) to the mirrors.
-    pub fn apply(&mut self, overlay: &Overlay, sums: &BTreeMap<usize, u32>) {
-        for (&(zone, index), &value) in overlay {
+    pub fn apply(&mut self, overlay: &Overlay, sums: &[(usize, u32)]) {
+        for &((zone, index), value) in &overlay.0 {
             self.data[zone][index as usize] = value;
         }
-        for (&zone, &sum) in sums {
+        for &(zone, sum) in sums {
             self.sums[zone] = sum;
         }
     }
+}
+
+/// The byte and bit mask of a unit's allocated (or first-unit) bit.
+fn place(unit: u64, first: bool) -> (u64, u8) {
+    (unit / 4, 1 << (2 * (unit % 4) + u64::from(first)))
 }
 
 #[cfg(test)]
@@ -157,7 +197,7 @@ mod tests {
         maps.mark(&mut overlay, 0, 3, 2, true);
         maps.mark(&mut overlay, 0, 14, 2, true);
         assert!(!maps.spans(0, 3, 2), "not committed yet");
-        maps.apply(&overlay, &BTreeMap::new());
+        maps.apply(&overlay, &[]);
         assert!(
             maps.spans(0, 0, 3) && !maps.spans(0, 0, 4),
             "the next object starts"

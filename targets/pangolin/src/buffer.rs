@@ -5,7 +5,7 @@ const CANARY: u64 = 0x9e37_79b9_7f4a_7c15;
 
 pub struct MicroBuffer {
     /// Canary, data (padded to a word), canary; words keep the data 8-byte aligned for C.
-    words: Box<[u64]>,
+    words: Vec<u64>,
     pub size: u64,
     pub type_num: u32,
     /// The object's checksum as verified when opened (for new objects: unused).
@@ -18,21 +18,54 @@ pub struct MicroBuffer {
 
 impl MicroBuffer {
     pub fn new(oid: u64, data: &[u8], type_num: u32, sum: u32, new: bool) -> Self {
-        let size = data.len() as u64;
-        let inner = data.len().div_ceil(8);
-        let mut words = vec![0u64; inner + 2].into_boxed_slice();
-        words[0] = CANARY ^ oid;
-        words[inner + 1] = CANARY ^ oid.rotate_left(32);
+        let mut buffer = MicroBuffer::framed(oid, data.len() as u64, type_num, sum, new);
+        buffer.data_mut().copy_from_slice(data);
+        buffer
+    }
+
+    /// A buffer of `size` zero bytes between its canaries.
+    fn framed(oid: u64, size: u64, type_num: u32, sum: u32, new: bool) -> Self {
         let mut buffer = MicroBuffer {
-            words,
-            size,
+            words: Vec::new(),
+            size: 0,
             type_num,
             sum,
             modified: Vec::new(),
             new,
         };
-        buffer.data_mut().copy_from_slice(data);
+        buffer.reframe(oid, size);
         buffer
+    }
+
+    /// A buffer of `size` zero bytes, for an object the transaction allocates.
+    pub fn zeroed(oid: u64, size: u64, type_num: u32) -> Self {
+        MicroBuffer::framed(oid, size, type_num, 0, true)
+    }
+
+    /// This buffer's memory made into object `oid`'s buffer (as [`MicroBuffer::new`] makes
+    /// one): a transaction reuses the buffers of the one before.
+    pub fn reuse(&mut self, oid: u64, data: &[u8], type_num: u32, sum: u32, new: bool) {
+        self.reframe(oid, data.len() as u64);
+        (self.type_num, self.sum, self.new) = (type_num, sum, new);
+        self.modified.clear();
+        self.data_mut().copy_from_slice(data);
+    }
+
+    /// As [`MicroBuffer::zeroed`], reusing this buffer's memory.
+    pub fn reuse_zeroed(&mut self, oid: u64, size: u64, type_num: u32) {
+        self.reframe(oid, size);
+        (self.type_num, self.sum, self.new) = (type_num, 0, true);
+        self.modified.clear();
+    }
+
+    /// Canaries around `size` zero bytes.
+    fn reframe(&mut self, oid: u64, size: u64) {
+        let inner = (size as usize).div_ceil(8);
+        self.words.clear();
+        self.words.resize(inner + 2, 0);
+        self.words[0] = CANARY ^ oid;
+        self.words[inner + 1] = CANARY ^ oid.rotate_left(32);
+        self.size = size;
     }
 
     /// Where the data starts; the front canary is the word before it.
@@ -68,22 +101,25 @@ impl MicroBuffer {
         self.modified.push((start, end));
     }
 
-    /// The changed ranges, sorted and merged.
-    pub fn merged(&self) -> Vec<(u64, u64)> {
+    /// The changed ranges, sorted and merged (in place).
+    pub fn merged(&mut self) -> &[(u64, u64)] {
         // Most transactions change one range of an object: no sort.
-        if let [range] = self.modified[..] {
-            return vec![range];
-        }
-        let mut ranges = self.modified.clone();
-        ranges.sort_unstable();
-        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
-        for (start, end) in ranges {
-            match merged.last_mut() {
-                Some(last) if start <= last.1 => last.1 = last.1.max(end),
-                _ => merged.push((start, end)),
+        if self.modified.len() > 1 {
+            self.modified.sort_unstable();
+            let mut kept = 0;
+            for k in 1..self.modified.len() {
+                let (start, end) = self.modified[k];
+                let last = &mut self.modified[kept];
+                if start <= last.1 {
+                    last.1 = last.1.max(end);
+                } else {
+                    kept += 1;
+                    self.modified[kept] = (start, end);
+                }
             }
+            self.modified.truncate(kept + 1);
         }
-        merged
+        &self.modified
     }
 }
 

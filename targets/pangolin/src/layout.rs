@@ -21,7 +21,7 @@ pub const UNIT: u64 = LINE;
 /// Bytes of an object's header: size, type, checksum, reserved (all `u32`).
 pub const OBJ_HEADER: u64 = 16;
 /// The format this library writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 const MAGIC: u64 = u64::from_le_bytes(*b"PANGOLIN");
 /// Encoded metadata: magic, version, pad, pool length, chunk size, rows, log size, root
 /// object, checksum.
@@ -70,11 +70,11 @@ impl Geometry {
         2 * PAGE + copy as u64 * self.log_size
     }
 
-    fn zones_start(&self) -> u64 {
+    pub(crate) fn zones_start(&self) -> u64 {
         2 * PAGE + 2 * self.log_size
     }
 
-    fn zone_size(&self) -> u64 {
+    pub(crate) fn zone_size(&self) -> u64 {
         self.rows * self.chunk_size
     }
 

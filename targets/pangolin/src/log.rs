@@ -22,6 +22,8 @@ const IDLE: u32 = 0;
 /// New contents of pool ranges, in the order they were logged.
 pub type Runs = Vec<(u64, Vec<u8>)>;
 
+/// Bytes of a header line in use (the rest stays zero).
+const HEADER: usize = 32;
 /// Bytes of an entry's offset and length.
 const ENTRY_HEADER: usize = 16;
 
@@ -34,9 +36,11 @@ pub struct Body {
 }
 
 impl Body {
-    pub fn with_capacity(bytes: usize) -> Self {
+    /// An empty body in `memory` (a buffer of an earlier commit).
+    pub fn reusing(mut memory: Vec<u8>) -> Self {
+        memory.clear();
         Body {
-            bytes: Vec::with_capacity(bytes),
+            bytes: memory,
             open: None,
         }
     }
@@ -118,7 +122,7 @@ pub fn write<R: Region, A: PmAccess>(pm: &mut Pm<R, A>, geometry: &Geometry, bod
 pub fn mark<R: Region, A: PmAccess>(pm: &mut Pm<R, A>, geometry: &Geometry, seq: u64, body: &[u8]) {
     let line = header(COMMITTED, seq, body);
     for copy in 0..COPIES {
-        pm.store(geometry.log_offset(copy), &line);
+        pm.store_part(geometry.log_offset(copy), &line[..HEADER]);
     }
 }
 
@@ -126,7 +130,7 @@ pub fn mark<R: Region, A: PmAccess>(pm: &mut Pm<R, A>, geometry: &Geometry, seq:
 pub fn clear<R: Region, A: PmAccess>(pm: &mut Pm<R, A>, geometry: &Geometry, seq: u64) {
     let line = header(IDLE, seq, &[]);
     for copy in 0..COPIES {
-        pm.store(geometry.log_offset(copy), &line);
+        pm.store_part(geometry.log_offset(copy), &line[..HEADER]);
     }
 }
 

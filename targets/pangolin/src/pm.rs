@@ -38,6 +38,20 @@ impl<R: Region, A: PmAccess> Pm<R, A> {
         unsafe { self.access.store(self.region.base(), at as usize, bytes) }
     }
 
+    /// Stores `bytes` at `at`, all in one line.
+    pub fn store_part(&mut self, at: u64, bytes: &[u8]) {
+        assert!(
+            at % LINE + bytes.len() as u64 <= LINE && at < self.region.len() as u64,
+            "a partial store crosses a line or the pool's end"
+        );
+        // SAFETY: inside one line of the region (checked); `&mut self` makes this the only
+        // writer.
+        unsafe {
+            self.access
+                .store_part(self.region.base(), at as usize, bytes)
+        }
+    }
+
     pub fn fence(&self) {
         self.access.fence();
     }

@@ -13,6 +13,7 @@ use crate::log::{self, Found};
 use crate::parity;
 use crate::pm::Pm;
 use crate::repair;
+use crate::tx::Scratch;
 
 /// The type number of the zones' bitmap objects.
 pub const BITMAP_TYPE: u32 = u32::MAX;
@@ -89,6 +90,16 @@ pub struct Pool<R, A> {
     /// Repairs since the pool was opened: objects rebuilt from parity, metadata copies
     /// and parity pages rewritten.
     repairs: u64,
+    pub(crate) scratch: Scratch,
+    /// Per zone, what `locate` needs, worked out once: every `pgl_get` locates.
+    zones: Vec<ZoneBounds>,
+}
+
+/// A zone's data bytes, `base..data_end`, and the first unit after its bitmap object.
+struct ZoneBounds {
+    base: u64,
+    data_end: u64,
+    first_unit: u64,
 }
 
 impl<R: Region, A: PmAccess> Pool<R, A> {
@@ -123,7 +134,7 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
                 root = zone.base + zone.bitmap_units() * UNIT;
                 write_object(&mut pm, root, 0, &vec![0; root_size as usize]);
             }
-            maps.apply(&overlay, &Default::default());
+            maps.apply(&overlay, &[]);
             write_object(&mut pm, zone.base, BITMAP_TYPE, &maps.data[0]);
             for within in (0..zone.chunk).step_by(LINE as usize) {
                 let (at, line) = parity::recompute_line(&pm, &zone, zone.base + within);
@@ -153,6 +164,17 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
             bitmaps: Bitmaps::default(),
             seq,
             repairs: rewritten,
+            scratch: Scratch::default(),
+            zones: (0..meta.geometry.zone_count())
+                .map(|index| {
+                    let zone = meta.geometry.zone(index);
+                    ZoneBounds {
+                        base: zone.base,
+                        data_end: zone.parity_base(),
+                        first_unit: zone.bitmap_units(),
+                    }
+                })
+                .collect(),
         };
         for index in 0..meta.geometry.zone_count() {
             let zone = meta.geometry.zone(index);
@@ -208,6 +230,13 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
         Ok(self.pm.bytes(oid + OBJ_HEADER, size))
     }
 
+    /// Where the data of object `oid` starts, checked only to be an allocated object
+    /// (`pgl_get` in C, which returns a pointer: the size is not needed, so not measured).
+    pub fn direct(&self, oid: u64) -> Result<*const u8, TxError> {
+        self.locate(oid, &Overlay::new())?;
+        Ok(self.pm.bytes(oid + OBJ_HEADER, 0).as_ptr())
+    }
+
     /// The type number of object `oid`.
     pub fn type_num(&self, oid: u64) -> Result<u32, TxError> {
         self.locate(oid, &Overlay::new())?;
@@ -230,18 +259,19 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
 
     /// The zone index and unit of `oid`, if it names an object.
     pub(crate) fn locate(&self, oid: u64, overlay: &Overlay) -> Result<(usize, u64), TxError> {
-        let (index, zone) = self
-            .meta
-            .geometry
-            .zone_of(oid)
-            .ok_or(TxError::BadObject(oid))?;
-        let rel = oid - zone.base;
-        let unit = rel / UNIT;
-        let ok = zone.is_data(oid)
-            && rel.is_multiple_of(UNIT)
-            && unit >= zone.bitmap_units()
-            && self.bitmaps.is_object(overlay, index, unit);
-        ok.then_some((index, unit)).ok_or(TxError::BadObject(oid))
+        let geometry = &self.meta.geometry;
+        let found = oid.checked_sub(geometry.zones_start()).and_then(|rel| {
+            let index = (rel / geometry.zone_size()) as usize;
+            let zone = self.zones.get(index)?;
+            let rel = oid - zone.base;
+            let unit = rel / UNIT;
+            let ok = oid < zone.data_end
+                && rel.is_multiple_of(UNIT)
+                && unit >= zone.first_unit
+                && self.bitmaps.is_object(overlay, index, unit);
+            ok.then_some((index, unit))
+        });
+        found.ok_or(TxError::BadObject(oid))
     }
 
     /// Bytes the object at `oid` may span, from the bitmaps.

@@ -6,8 +6,6 @@
 //! the commit mark; fence; write the lines back and XOR each line's change into its parity
 //! line; fence; clear the mark; fence.
 
-use std::collections::BTreeMap;
-
 use persim_ringbuf::{PmAccess, Region};
 
 use crate::alloc::Overlay;
@@ -22,15 +20,61 @@ use crate::pool::{Header, Pool, BITMAP_TYPE};
 /// A transaction's volatile state, apart from its pool (the C ABI keeps it per thread).
 #[derive(Default)]
 pub struct TxState {
-    buffers: BTreeMap<u64, MicroBuffer>,
+    /// The micro-buffers by object, in the order made: a transaction opens few objects,
+    /// and every `pgl_get` asks here first, so a short vector searched from the end (the
+    /// object opened last is asked for most) beats a map.
+    buffers: Vec<(u64, MicroBuffer)>,
+    /// A bit per object unit modulo 64 of every buffered object (left set when one goes):
+    /// most reads are of objects without a buffer, answered without a search.
+    buffered: u64,
+    /// Buffers of earlier transactions, to reuse.
+    spare: Vec<MicroBuffer>,
     overlay: Overlay,
 }
 
 impl TxState {
+    /// Forgets the transaction, keeping its memory for the next one.
+    pub fn clear(&mut self) {
+        self.spare.extend(self.buffers.drain(..).map(|(_, b)| b));
+        self.buffered = 0;
+        self.overlay.clear();
+    }
+
+    /// Adds a buffer for `oid` holding `data` (zeros if none), reusing a spare one.
+    fn make(&mut self, oid: u64, data: Result<&[u8], u64>, type_num: u32, sum: u32) -> usize {
+        let buffer = match (self.spare.pop(), data) {
+            (Some(mut b), Ok(data)) => {
+                b.reuse(oid, data, type_num, sum, false);
+                b
+            }
+            (Some(mut b), Err(size)) => {
+                b.reuse_zeroed(oid, size, type_num);
+                b
+            }
+            (None, Ok(data)) => MicroBuffer::new(oid, data, type_num, sum, false),
+            (None, Err(size)) => MicroBuffer::zeroed(oid, size, type_num),
+        };
+        self.buffers.push((oid, buffer));
+        self.buffered |= unit_bit(oid);
+        self.buffers.len() - 1
+    }
+
     /// The micro-buffer of `oid`, if the transaction made one.
     pub fn buffer(&mut self, oid: u64) -> Option<&mut MicroBuffer> {
-        self.buffers.get_mut(&oid)
+        self.position(oid).map(|k| &mut self.buffers[k].1)
     }
+
+    fn position(&self, oid: u64) -> Option<usize> {
+        if self.buffered & unit_bit(oid) == 0 {
+            return None;
+        }
+        self.buffers.iter().rposition(|(o, _)| *o == oid)
+    }
+}
+
+/// The bit of `TxState::buffered` for object `oid`.
+fn unit_bit(oid: u64) -> u64 {
+    1 << (oid / UNIT % 64)
 }
 
 /// An open transaction on a pool; dropping it without [`Tx::commit`] aborts it.
@@ -83,8 +127,7 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
                 self.bitmaps
                     .mark(&mut state.overlay, index, unit, units, true);
                 let oid = zone.base + unit * UNIT;
-                let buffer = MicroBuffer::new(oid, &vec![0; size as usize], type_num, 0, true);
-                state.buffers.insert(oid, buffer);
+                state.make(oid, Err(size), type_num, 0);
                 return Ok(oid);
             }
         }
@@ -94,7 +137,8 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
     /// Frees object `oid` when the transaction commits (`pgl_tx_free`).
     pub fn tx_free(&mut self, state: &mut TxState, oid: u64) -> Result<(), TxError> {
         let (index, unit) = self.locate(oid, &state.overlay)?;
-        if state.buffers.get(&oid).is_none_or(|b| !b.new) {
+        let known = state.position(oid);
+        if known.is_none_or(|k| !state.buffers[k].1.new) {
             self.verify(oid)?;
         }
         let zone = self.meta.geometry.zone(index);
@@ -103,7 +147,9 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
             .extent(&state.overlay, index, unit, zone.units());
         self.bitmaps
             .mark(&mut state.overlay, index, unit, units, false);
-        state.buffers.remove(&oid);
+        if let Some(k) = known {
+            state.buffers.swap_remove(k);
+        }
         Ok(())
     }
 
@@ -114,15 +160,17 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
         state: &'s mut TxState,
         oid: u64,
     ) -> Result<&'s mut MicroBuffer, TxError> {
-        if !state.buffers.contains_key(&oid) {
-            self.locate(oid, &state.overlay)?;
-            self.verify(oid)?;
-            let header = self.header(oid);
-            let data = self.pm.bytes(oid + OBJ_HEADER, header.size);
-            let buffer = MicroBuffer::new(oid, data, header.type_num, header.sum, false);
-            state.buffers.insert(oid, buffer);
-        }
-        Ok(state.buffers.get_mut(&oid).expect("just made"))
+        let k = match state.position(oid) {
+            Some(k) => k,
+            None => {
+                self.locate(oid, &state.overlay)?;
+                self.verify(oid)?;
+                let header = self.header(oid);
+                let data = self.pm.bytes(oid + OBJ_HEADER, header.size);
+                state.make(oid, Ok(data), header.type_num, header.sum)
+            }
+        };
+        Ok(&mut state.buffers[k].1)
     }
 
     /// Opens `oid` for writing its whole data (`pgl_tx_open`); returns the micro-buffer.
@@ -158,30 +206,39 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
     }
 
     /// Commits `state` (`pgl_tx_commit`): durable when this returns `Ok`; on `Err` nothing
-    /// was written.
-    pub fn tx_commit(&mut self, state: TxState) -> Result<(), TxError> {
-        let result = self.commit_inner(state);
+    /// was written. `state` is cleared either way, for the next transaction.
+    pub fn tx_commit(&mut self, state: &mut TxState) -> Result<(), TxError> {
+        let mut lines = Lines(std::mem::take(&mut self.scratch.lines));
+        let result = self.commit_inner(state, &mut lines);
+        lines.0.clear();
+        self.scratch.lines = lines.0;
+        state.clear();
         self.pm.access.append_boundary();
         result
     }
 
-    fn commit_inner(&mut self, state: TxState) -> Result<(), TxError> {
-        for (&oid, buffer) in &state.buffers {
+    fn commit_inner(&mut self, state: &mut TxState, lines: &mut Lines) -> Result<(), TxError> {
+        // In pool order, so that the lines gathered mostly ascend.
+        state.buffers.sort_unstable_by_key(|(oid, _)| *oid);
+        for (oid, buffer) in &state.buffers {
+            let oid = *oid;
             if !buffer.canaries_hold(oid) {
                 return Err(TxError::Canary(oid));
             }
         }
-        let mut lines = Lines::default();
-        for (&oid, buffer) in &state.buffers {
-            self.gather_object(&mut lines, oid, buffer);
+        for (oid, buffer) in &mut state.buffers {
+            self.gather_object(lines, *oid, buffer);
         }
-        let sums = self.gather_bitmaps(&mut lines, &state.overlay);
-        lines.0.retain(|(_, old, new)| old != new);
+        let sums = self.gather_bitmaps(lines, &mut state.overlay);
+        // Each line's changed bytes, found once for the log, the write-back and parity.
+        lines.0.retain_mut(|(_, old, new, span)| {
+            changed_span(old, new).inspect(|s| *span = *s).is_some()
+        });
         if lines.0.is_empty() {
             self.bitmaps.apply(&state.overlay, &sums);
             return Ok(());
         }
-        let body = lines.log_body();
+        let body = lines.log_body(std::mem::take(&mut self.scratch.body));
         if body.len() as u64 > log::capacity(&self.meta.geometry) {
             return Err(TxError::LogFull(body.len() as u64));
         }
@@ -192,27 +249,35 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
         log::mark(&mut self.pm, &geometry, seq, &body);
         self.pm.fence();
         // Few lines a commit: a vector searched from the end beats a map.
-        let mut parity: Vec<(u64, Line)> = Vec::new();
-        for (at, old, new) in &lines.0 {
-            let (_, zone) = geometry.zone_of(*at).expect("objects are in zones");
-            let parity_at = zone.parity_of(*at);
-            let k = match parity.iter().rposition(|(p, _)| *p == parity_at) {
+        // Per parity line, its new bytes and the span of the changes XORed in.
+        let mut parity = std::mem::take(&mut self.scratch.parity);
+        parity.clear();
+        for &(at, ref old, ref new, (first, last)) in &lines.0 {
+            let (_, zone) = geometry.zone_of(at).expect("objects are in zones");
+            let parity_at = zone.parity_of(at);
+            let k = match parity.iter().rposition(|(p, ..)| *p == parity_at) {
                 Some(k) => k,
                 None => {
-                    parity.push((parity_at, self.pm.line(parity_at)));
+                    parity.push((parity_at, self.pm.line(parity_at), (first, last)));
                     parity.len() - 1
                 }
             };
-            for (p, (o, n)) in parity[k].1.iter_mut().zip(old.iter().zip(new)) {
+            let (_, line, span) = &mut parity[k];
+            *span = (span.0.min(first), span.1.max(last));
+            for (p, (o, n)) in line.iter_mut().zip(old.iter().zip(new)) {
                 *p ^= o ^ n;
             }
         }
-        for (at, _, new) in &lines.0 {
-            self.pm.store(*at, new);
+        // Only the changed bytes of each line (and of its parity line) are stored.
+        for (at, _, new, (first, last)) in &lines.0 {
+            self.pm.store_part(at + *first as u64, &new[*first..=*last]);
         }
-        for (at, line) in &parity {
-            self.pm.store(*at, line);
+        for (at, line, (first, last)) in &parity {
+            self.pm
+                .store_part(at + *first as u64, &line[*first..=*last]);
         }
+        self.scratch.parity = parity;
+        self.scratch.body = body;
         self.pm.fence();
         log::clear(&mut self.pm, &geometry, seq);
         self.pm.fence();
@@ -223,7 +288,7 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
 
     /// Adds the new bytes of object `oid` and its new checksum: for a new object all of
     /// it, else only the changed ranges, the checksum updated by their change.
-    fn gather_object(&self, lines: &mut Lines, oid: u64, buffer: &MicroBuffer) {
+    fn gather_object(&self, lines: &mut Lines, oid: u64, buffer: &mut MicroBuffer) {
         let mut header = Header {
             size: buffer.size,
             type_num: buffer.type_num,
@@ -235,8 +300,9 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
             lines.put(&self.pm, oid + OBJ_HEADER, buffer.data());
             return;
         }
-        let ranges = buffer.merged();
-        for &(start, end) in &ranges {
+        buffer.merged();
+        let ranges = &buffer.modified;
+        for &(start, end) in ranges {
             let old = self.pm.bytes(oid + OBJ_HEADER + start, end - start);
             let new = &buffer.data()[start as usize..end as usize];
             let (at, len) = Header::stream(buffer.size, start);
@@ -244,7 +310,7 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
         }
         // The checksum's line first, so that the object's lines go in ascending order.
         lines.put(&self.pm, oid + 8, &header.sum.to_le_bytes());
-        for (start, end) in ranges {
+        for &(start, end) in ranges {
             let new = &buffer.data()[start as usize..end as usize];
             lines.put(&self.pm, oid + OBJ_HEADER + start, new);
         }
@@ -252,21 +318,25 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
 
     /// Adds the changed bytes of every zone's bitmap object and its new checksum; returns
     /// the new checksums.
-    fn gather_bitmaps(&self, lines: &mut Lines, overlay: &Overlay) -> BTreeMap<usize, u32> {
-        let mut sums = BTreeMap::new();
-        for (&(zone, index), &new) in overlay {
+    fn gather_bitmaps(&self, lines: &mut Lines, overlay: &mut Overlay) -> Vec<(usize, u32)> {
+        // Per zone changed, ascending: its new checksum.
+        let mut sums: Vec<(usize, u32)> = Vec::new();
+        for &((zone, index), new) in overlay.sorted() {
             let old = self.bitmaps.data[zone][index as usize];
             if old == new {
                 continue;
             }
             let base = self.meta.geometry.zone(zone).base;
             let size = self.bitmaps.data[zone].len() as u64;
-            let sum = sums.entry(zone).or_insert(self.bitmaps.sums[zone]);
+            if sums.last().is_none_or(|(z, _)| *z != zone) {
+                sums.push((zone, self.bitmaps.sums[zone]));
+            }
+            let sum = &mut sums.last_mut().expect("just pushed").1;
             let (at, len) = Header::stream(size, index);
             *sum = checksum::update(*sum, len, at, &[old], &[new]);
             lines.put(&self.pm, base + OBJ_HEADER + index, &[new]);
         }
-        for (&zone, sum) in &sums {
+        for &(zone, sum) in &sums {
             let base = self.meta.geometry.zone(zone).base;
             lines.put(&self.pm, base + 8, &sum.to_le_bytes());
         }
@@ -276,8 +346,19 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
 
 /// The lines a commit changes, in the order first touched: (line offset, bytes on PM, new
 /// bytes).
+pub(crate) struct Lines(Vec<ChangedLine>);
+
+/// A line a commit changes: its offset, bytes on PM, new bytes, and the first and last
+/// bytes that differ (set once gathering is done).
+type ChangedLine = (u64, Line, Line, (usize, usize));
+
+/// A commit's working memory, kept by the pool from one commit to the next.
 #[derive(Default)]
-struct Lines(Vec<(u64, Line, Line)>);
+pub(crate) struct Scratch {
+    lines: Vec<ChangedLine>,
+    body: Vec<u8>,
+    parity: Vec<(u64, Line, (usize, usize))>,
+}
 
 impl Lines {
     fn put<R: Region, A: PmAccess>(&mut self, pm: &crate::pm::Pm<R, A>, at: u64, bytes: &[u8]) {
@@ -294,7 +375,7 @@ impl Lines {
             };
             let k = known.unwrap_or_else(|| {
                 let old = pm.line(line);
-                self.0.push((line, old, old));
+                self.0.push((line, old, old, (0, 0)));
                 self.0.len() - 1
             });
             self.0[k].2[within..within + len].copy_from_slice(&bytes[done..done + len]);
@@ -304,19 +385,18 @@ impl Lines {
 
     /// The redo-log body: per line, the span of bytes that changed; spans of adjacent
     /// lines less than an entry header apart share an entry (the bytes between included).
-    fn log_body(&self) -> Vec<u8> {
+    fn log_body(&self, memory: Vec<u8>) -> Vec<u8> {
         const JOIN: u64 = 16;
-        let mut body = log::Body::with_capacity(self.0.len() * LINE as usize);
-        let mut previous: Option<&(u64, Line, Line)> = None;
-        for entry @ (at, old, new) in &self.0 {
-            let Some((first, last)) = changed_span(old, new) else {
-                continue;
-            };
+        let mut body = log::Body::reusing(memory);
+        let mut previous: Option<&ChangedLine> = None;
+        for entry @ &(at, _, ref new, (first, last)) in &self.0 {
             let start = at + first as u64;
             match (body.end(), previous) {
-                (Some(end), Some((p_at, _, p_new))) if p_at + LINE == *at && start - end < JOIN => {
+                (Some(end), Some((p_at, _, p_new, _)))
+                    if p_at + LINE == at && start - end < JOIN =>
+                {
                     body.push(end, &p_new[(end - p_at) as usize..]);
-                    body.push(*at, &new[..=last]);
+                    body.push(at, &new[..=last]);
                 }
                 _ => body.push(start, &new[first..=last]),
             }
@@ -362,8 +442,8 @@ impl<R: Region, A: PmAccess> Tx<'_, R, A> {
 
     /// The data of `oid` as this transaction sees it (its micro-buffer if opened).
     pub fn read(&self, oid: u64) -> Result<&[u8], TxError> {
-        match self.state.buffers.get(&oid) {
-            Some(buffer) => Ok(buffer.data()),
+        match self.state.position(oid) {
+            Some(k) => Ok(self.state.buffers[k].1.data()),
             None => self.pool.get(oid),
         }
     }
@@ -376,8 +456,7 @@ impl<R: Region, A: PmAccess> Tx<'_, R, A> {
 
     pub fn commit(mut self) -> Result<(), TxError> {
         self.done = true;
-        let state = std::mem::take(&mut self.state);
-        self.pool.tx_commit(state)
+        self.pool.tx_commit(&mut self.state)
     }
 }
 

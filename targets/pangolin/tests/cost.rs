@@ -10,32 +10,30 @@ use persim_pangolin::Pool;
 use persim_ringbuf::{TraceStyle, Tracing};
 use persim_trace::{FenceKind, Op};
 
-/// (lines stored, fences) of one transaction writing `len` bytes at `at` of a 4 KiB object.
-fn cost(at: u64, len: u64) -> (usize, usize) {
+/// (lines stored, fences, bytes stored) of one transaction writing `len` bytes at `at` of
+/// a 4 KiB object, traced in `style`.
+fn cost(at: u64, len: u64, style: TraceStyle) -> (usize, usize, usize) {
     let mut pool = format(wide());
     let mut tx = pool.begin();
     let oid = tx.alloc(4096, 1).unwrap();
     tx.commit().unwrap();
-    let mut pool = Pool::open(
-        pool.into_region(),
-        Tracing::new(TraceStyle::NonTemporal, false),
-    )
-    .unwrap();
+    let mut pool = Pool::open(pool.into_region(), Tracing::new(style, false)).unwrap();
     let mut tx = pool.begin();
     tx.add_range(oid, at, len)
         .unwrap()
         .copy_from_slice(&body(9, len as usize));
     tx.commit().unwrap();
     let trace = pool.access().take();
-    let lines = trace
-        .iter()
-        .filter(|e| matches!(e.op, Op::Write { .. }))
-        .count();
+    let writes = trace.iter().filter_map(|e| match &e.op {
+        Op::Write { data, .. } => Some(data.len()),
+        _ => None,
+    });
+    let (lines, bytes) = (writes.clone().count(), writes.sum());
     let fences = trace
         .iter()
         .filter(|e| matches!(e.op, Op::Fence(FenceKind::Sfence)))
         .count();
-    (lines, fences)
+    (lines, fences, bytes)
 }
 
 #[test]
@@ -44,19 +42,31 @@ fn an_update_writes_its_lines_their_parity_and_a_replicated_log() {
     // The object's data starts 16 bytes into a line (after its header); byte 48 starts the
     // next line, so 8 bytes there touch the data line and the checksum's line.
     for (at, len) in [(48, 8), (48, 256), (48, 4000)] {
-        let (lines, fences) = cost(at, len);
-        let touched = (len.div_ceil(64) + 1) as usize; // the data lines and the header's
-                                                       // Per copy, entries sized to the change (16 bytes for offset and length, the bytes
-                                                       // padded to 8): the checksum's, then the data's, 52 bytes apart, so not joined.
+        let (lines, fences, whole) = cost(at, len, TraceStyle::NonTemporal);
+        // The data lines and the header's.
+        let touched = (len.div_ceil(64) + 1) as usize;
+        // Per copy, entries sized to the change (16 bytes for offset and length, the bytes
+        // padded to 8): the checksum's, then the data's, 52 bytes apart, so not joined.
         let entries = 24 + (16 + len).next_multiple_of(8);
         let log = 2 * entries.div_ceil(64) as usize;
         let marks = 2 + 2; // the commit mark and the idle mark, in both copies
         assert_eq!(lines, touched + touched + log + marks, "{len} bytes");
         assert_eq!(fences, 4);
-        rows.push(format!("| {len} | {lines} | {} |", lines * 64));
+        assert_eq!(whole, lines * 64, "non-temporal stores write whole lines");
+        // Cached stores write only the changed bytes of each line (of its parity line too)
+        // and the 32 bytes of a mark; the log body is written whole.
+        let (same_lines, _, bytes) = cost(at, len, TraceStyle::Clwb);
+        assert_eq!(same_lines, lines);
+        let changed = len as usize + 4; // the data and the checksum, at most
+        let fixed = log * 64 + marks * 32;
+        assert!(
+            (fixed..=fixed + 2 * changed).contains(&bytes),
+            "{len} bytes: {bytes} stored"
+        );
+        rows.push(format!("| {len} | {lines} | {whole} | {bytes} |"));
     }
     eprintln!(
-        "| bytes updated | lines stored | PM bytes written |\n|---|---|---|\n{}",
+        "| bytes updated | lines stored | bytes, non-temporal | bytes, cached |\n|---|---|---|---|\n{}",
         rows.join("\n")
     );
 }

@@ -23,6 +23,11 @@ impl PmAccess for AnyAccess {
         unsafe { self.0.store(base, offset, src) }
     }
 
+    unsafe fn store_part(&self, base: *mut u8, offset: usize, src: &[u8]) {
+        // SAFETY: forwarded from our caller.
+        unsafe { self.0.store_part(base, offset, src) }
+    }
+
     fn fence(&self) {
         self.0.fence();
     }
@@ -55,6 +60,8 @@ fn access() -> Result<AnyAccess, String> {
 /// An open pool (`PGLpool` in C).
 pub struct PglPool {
     pool: Pool<MappedRegion, AnyAccess>,
+    /// The memory of the last transaction's state, for the next one.
+    spare: TxState,
 }
 
 /// Where the thread's transaction is.
@@ -159,7 +166,10 @@ unsafe fn create(path: *const c_char, geometry: Geometry, root_size: u64) -> *mu
         Pool::format(region, access()?, geometry, root_size).map_err(|e| e.to_string())
     });
     match pool {
-        Ok(pool) => Box::into_raw(Box::new(PglPool { pool })),
+        Ok(pool) => Box::into_raw(Box::new(PglPool {
+            pool,
+            spare: TxState::default(),
+        })),
         Err(e) => fail(e, ptr::null_mut()),
     }
 }
@@ -174,7 +184,10 @@ pub unsafe extern "C" fn pgl_open_pool(path: *const c_char) -> *mut PglPool {
     let pool = unsafe { map(path, None) }
         .and_then(|region| Pool::open(region, access()?).map_err(|e| e.to_string()));
     match pool {
-        Ok(pool) => Box::into_raw(Box::new(PglPool { pool })),
+        Ok(pool) => Box::into_raw(Box::new(PglPool {
+            pool,
+            spare: TxState::default(),
+        })),
         Err(e) => fail(e, ptr::null_mut()),
     }
 }
@@ -269,7 +282,9 @@ pub unsafe extern "C" fn pgl_tx_begin(pool: *mut PglPool) -> c_int {
                 -1,
             );
         }
-        *tx = Some((pool, Phase::Open(TxState::default())));
+        // SAFETY: the caller passes an open pool.
+        let state = std::mem::take(&mut unsafe { &mut *pool }.spare);
+        *tx = Some((pool, Phase::Open(state)));
         0
     })
 }
@@ -351,8 +366,8 @@ pub unsafe extern "C" fn pgl_get(pool: *mut PglPool, oid: u64) -> *const c_void 
         return data.cast();
     }
     // SAFETY: the caller passes an open pool.
-    match unsafe { &*pool }.pool.get(oid) {
-        Ok(data) => data.as_ptr().cast(),
+    match unsafe { &*pool }.pool.direct(oid) {
+        Ok(data) => data.cast(),
         Err(e) => fail(e, ptr::null()),
     }
 }
@@ -362,12 +377,14 @@ pub unsafe extern "C" fn pgl_get(pool: *mut PglPool, oid: u64) -> *const c_void 
 pub extern "C" fn pgl_tx_commit() -> c_int {
     TX.with(|tx| match &mut *tx.borrow_mut() {
         Some((pool, phase @ Phase::Open(_))) => {
-            let Phase::Open(state) = std::mem::replace(phase, Phase::Aborted) else {
+            let Phase::Open(mut state) = std::mem::replace(phase, Phase::Aborted) else {
                 unreachable!("matched Open")
             };
             // SAFETY: as in `with_tx`.
             let pool = unsafe { &mut **pool };
-            match pool.pool.tx_commit(state) {
+            let committed = pool.pool.tx_commit(&mut state);
+            pool.spare = state;
+            match committed {
                 Ok(()) => {
                     *phase = Phase::Committed;
                     0
@@ -388,7 +405,14 @@ pub extern "C" fn pgl_tx_commit() -> c_int {
 pub extern "C" fn pgl_tx_end() -> c_int {
     TX.with(|tx| match tx.borrow_mut().take() {
         Some((_, Phase::Committed)) => 0,
-        Some(_) => fail("the transaction was not committed; it was aborted", -1),
+        Some((pool, phase)) => {
+            if let Phase::Open(mut state) = phase {
+                state.clear();
+                // SAFETY: as in `with_tx`.
+                unsafe { &mut *pool }.spare = state;
+            }
+            fail("the transaction was not committed; it was aborted", -1)
+        }
         None => fail("no transaction is open on this thread", -1),
     })
 }

@@ -34,6 +34,24 @@ pub trait PmAccess: Send + Sync {
     /// writes and written by no one else until the call returns.
     unsafe fn store(&self, base: *mut u8, offset: usize, src: &[u8]);
 
+    /// Stores `src` at `base + offset`, inside one line, leaving the line's other bytes as
+    /// they are: an update stores only the bytes it changes. Durable after the next fence.
+    /// By default the whole line is stored (read, patched, and stored with `store`).
+    ///
+    /// # Safety
+    ///
+    /// `base` is line-aligned, `offset .. offset + src.len()` lies in one line, and that
+    /// line is valid for reads and writes and written by no one else until the call returns.
+    #[inline(always)]
+    unsafe fn store_part(&self, base: *mut u8, offset: usize, src: &[u8]) {
+        let start = offset / LINE * LINE;
+        // SAFETY: the caller guarantees the line.
+        let mut line = unsafe { base.add(start).cast::<[u8; LINE]>().read() };
+        line[offset - start..offset - start + src.len()].copy_from_slice(src);
+        // SAFETY: as above; `start` is line-aligned.
+        unsafe { self.store(base, start, &line) }
+    }
+
     /// Makes every earlier store durable before any later one.
     fn fence(&self);
 
@@ -67,6 +85,12 @@ pub(crate) fn for_each_line(src: &[u8], mut store_line: impl FnMut(usize, &[u8; 
 pub struct Eadr;
 
 impl PmAccess for Eadr {
+    #[inline(always)]
+    unsafe fn store_part(&self, base: *mut u8, offset: usize, src: &[u8]) {
+        // SAFETY: the caller guarantees the bytes.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), base.add(offset), src.len()) }
+    }
+
     #[inline(always)]
     unsafe fn store(&self, base: *mut u8, offset: usize, src: &[u8]) {
         for_each_line(src, |at, line| {
@@ -224,6 +248,53 @@ mod tests {
             assert!(seen[len..].iter().all(|&b| b == 0));
         }
     }
+
+    /// A partial store changes its bytes only, in every access kind this CPU has; tracing
+    /// records them alone (a flush of their line with clwb), non-temporal as a whole line.
+    #[test]
+    #[cfg(feature = "trace")]
+    fn a_partial_store_changes_only_its_bytes() {
+        struct Check;
+        impl AccessVisitor for Check {
+            type Output = ();
+            fn visit<A: PmAccess + 'static>(self, access: A) {
+                let mut line = Aligned([7; 2 * LINE]);
+                // SAFETY: bytes 70..73 lie in the second line of `line`, which is ours.
+                unsafe { access.store_part(line.0.as_mut_ptr(), 70, &[1, 2, 3]) };
+                let mut want = [7; 2 * LINE];
+                want[70..73].copy_from_slice(&[1, 2, 3]);
+                assert_eq!(line.0, want);
+            }
+        }
+        for kind in AccessKind::ALL.into_iter().filter(|k| k.is_supported()) {
+            dispatch(kind, Check).unwrap();
+        }
+        for (style, want) in [
+            (TraceStyle::Clwb, vec![(70, 3), (64, 0)]),
+            (TraceStyle::Eadr, vec![(70, 3)]),
+            (TraceStyle::NonTemporal, vec![(64, LINE)]),
+        ] {
+            let access = Tracing::new(style, false);
+            let mut line = Aligned([7; 2 * LINE]);
+            // SAFETY: as above.
+            unsafe { access.store_part(line.0.as_mut_ptr(), 70, &[1, 2, 3]) };
+            assert_eq!(line.0[69..74], [7, 1, 2, 3, 7]);
+            let seen: Vec<(u64, usize)> = access
+                .take()
+                .into_iter()
+                .map(|e| match e.op {
+                    persim_trace::Op::Write { addr, data, .. } => (addr, data.len()),
+                    persim_trace::Op::Flush { addr, .. } => (addr, 0),
+                    op => panic!("{op:?}"),
+                })
+                .collect();
+            let want: Vec<(u64, usize)> = want;
+            assert_eq!(seen, want, "{style:?}");
+        }
+    }
+
+    #[repr(align(64))]
+    struct Aligned([u8; 2 * LINE]);
 
     #[test]
     fn eadr_is_always_available_and_detection_respects_the_strategy() {

@@ -88,6 +88,39 @@ impl PmAccess for Tracing {
         });
     }
 
+    unsafe fn store_part(&self, base: *mut u8, offset: usize, src: &[u8]) {
+        if self.style == TraceStyle::NonTemporal {
+            // Non-temporal stores write whole lines: the line patched, as by default.
+            let start = offset / LINE * LINE;
+            // SAFETY: the caller guarantees the line.
+            let mut line = unsafe { base.add(start).cast::<[u8; LINE]>().read() };
+            line[offset - start..offset - start + src.len()].copy_from_slice(src);
+            // SAFETY: as above.
+            return unsafe { self.store(base, start, &line) };
+        }
+        // SAFETY: the caller guarantees the bytes.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), base.add(offset), src.len()) };
+        let mut entries = self.lock();
+        let addr = offset as u64;
+        entries.push(
+            Op::Write {
+                addr,
+                data: src.to_vec(),
+                nt: false,
+            }
+            .into(),
+        );
+        if self.style == TraceStyle::Clwb {
+            entries.push(
+                Op::Flush {
+                    kind: FlushKind::Clwb,
+                    addr: addr / LINE as u64 * LINE as u64,
+                }
+                .into(),
+            );
+        }
+    }
+
     fn fence(&self) {
         std::sync::atomic::fence(Ordering::SeqCst);
         let kind = match self.style {

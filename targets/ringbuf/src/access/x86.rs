@@ -182,6 +182,15 @@ impl PmAccess for NtAvx512 {
 
 impl PmAccess for Clwb {
     #[inline(always)]
+    unsafe fn store_part(&self, base: *mut u8, offset: usize, src: &[u8]) {
+        // SAFETY: as for `store`; the bytes lie in one line, flushed whole.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr(), base.add(offset), src.len());
+            let line = base.add(offset / LINE * LINE);
+            asm!("clwb [{}]", in(reg) line, options(nostack, preserves_flags));
+        }
+    }
+    #[inline(always)]
     unsafe fn store(&self, base: *mut u8, offset: usize, src: &[u8]) {
         // SAFETY: `self` exists only if the CPU has `clwb`; the lines are the caller's.
         unsafe {
@@ -200,6 +209,15 @@ impl PmAccess for Clwb {
 
 impl PmAccess for Clflushopt {
     #[inline(always)]
+    unsafe fn store_part(&self, base: *mut u8, offset: usize, src: &[u8]) {
+        // SAFETY: as for `store`; the bytes lie in one line, flushed whole.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr(), base.add(offset), src.len());
+            let line = base.add(offset / LINE * LINE);
+            asm!("clflushopt [{}]", in(reg) line, options(nostack, preserves_flags));
+        }
+    }
+    #[inline(always)]
     unsafe fn store(&self, base: *mut u8, offset: usize, src: &[u8]) {
         // SAFETY: `self` exists only if the CPU has `clflushopt`; the lines are the caller's.
         unsafe {
@@ -217,6 +235,15 @@ impl PmAccess for Clflushopt {
 }
 
 impl PmAccess for Clflush {
+    #[inline(always)]
+    unsafe fn store_part(&self, base: *mut u8, offset: usize, src: &[u8]) {
+        // SAFETY: as for `store`; the bytes lie in one line, flushed whole.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr(), base.add(offset), src.len());
+            let line = base.add(offset / LINE * LINE);
+            asm!("clflush [{}]", in(reg) line, options(nostack, preserves_flags));
+        }
+    }
     #[inline(always)]
     unsafe fn store(&self, base: *mut u8, offset: usize, src: &[u8]) {
         // SAFETY: `self` exists only if the CPU has `clflush`; the lines are the caller's.
