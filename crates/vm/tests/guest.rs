@@ -280,16 +280,19 @@ struct ProbeRun {
 }
 
 /// Runs the probe until no interrupt lands between its checkpoints 1 and 3 (at most three
-/// times). An interrupt's return (serializing) or locked instruction there is rightly a
+/// times). An interrupt's entry, its return (serializing) or locked instruction there is rightly a
 /// `fence` entry, which orders what is pending and so also drops the probe's own `sfence`
 /// after it: a correct trace, but not the exact sequence the tests compare.
 fn run_probe(artifacts: Artifacts, stack_traces: Stacks) -> ProbeRun {
     for _ in 0..3 {
         let run = run_probe_once(artifacts.clone(), stack_traces);
         let interrupted = [1, 2].iter().any(|&n| {
-            between_checkpoints(&run.entries, n)
-                .iter()
-                .any(|e| matches!(e.op, Op::Fence(FenceKind::Locked | FenceKind::Serializing)))
+            between_checkpoints(&run.entries, n).iter().any(|e| {
+                matches!(
+                    e.op,
+                    Op::Fence(FenceKind::Interrupt | FenceKind::Locked | FenceKind::Serializing)
+                )
+            })
         });
         if !interrupted {
             return run;
