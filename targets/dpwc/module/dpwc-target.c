@@ -11,7 +11,6 @@
  *        [chunks=N] [chunk_kib=N] [slots=N] [high_watermark=P] [low_watermark=P]
  *        [writeback_depth=N]
  */
-#include <crypto/hash.h>
 #include <linux/bio.h>
 #include <linux/blkdev.h>
 #include <linux/dax.h>
@@ -503,7 +502,6 @@ static void dpwc_free(struct dpwc *dc)
 	for (i = 0; i < DPWC_MAX_SLOTS; i++)
 		kfree(dc->slots[i].stage);
 	kfree(dc->gens);
-	crypto_free_shash(dc->crc_tfm);
 	if (dc->claimed)
 		dpwc_release_pm(dc);
 	if (dc->pm_dev)
@@ -523,11 +521,7 @@ static int dpwc_setup(struct dm_target *ti, struct dpwc *dc, struct dpwc_options
 	r = dpwc_parse(ti, dc, opt, argc, argv);
 	if (r)
 		return r;
-	dc->crc_tfm = crypto_alloc_shash("crc32c", 0, 0);
-	if (IS_ERR(dc->crc_tfm))
-		dc->crc_tfm = NULL;
-	DMINFO("CRC-32C by %s", dc->crc_tfm ?
-	       crypto_shash_driver_name(dc->crc_tfm) : "__crc32c_le");
+	DMINFO("CRC-32C by %s", dpwc_crc_insn() ? "the crc32 instruction" : "__crc32c_le");
 	r = dm_get_device(ti, argv[0], dm_table_get_mode(ti->table), &dc->origin);
 	if (r) {
 		ti->error = "Cannot open the origin device";
