@@ -196,6 +196,10 @@ struct dpwc {
 	struct work_struct writeback_work;
 	/* Entries whose writeback completed, for the worker (filled in bio completion). */
 	struct llist_head done;
+	/* Entries not in use: allocated with the table (entries[]) or from the pool. */
+	struct list_head spare;
+	struct dpwc_entry *entries;
+	u32 nr_entries;
 	mempool_t *entry_pool;
 	struct dpwc_stats stats;
 };
