@@ -67,8 +67,8 @@ u32 dpwc_copy_crc(void *dst, const void *src, size_t len, u32 state)
 	u64 *d = dst, tail = 0;
 	u64 crc = state;
 
-	/* Eight words a turn: the loop's own instructions are an eighth of one. */
-	for (; len >= 64; len -= 64, s += 8, d += 8) {
+	/* Sixteen words a turn: the loop's own instructions are a twelfth of the body. */
+	for (; len >= 128; len -= 128, s += 16, d += 16) {
 		crc = dpwc_copy_word(d, s, crc);
 		crc = dpwc_copy_word(d + 1, s + 1, crc);
 		crc = dpwc_copy_word(d + 2, s + 2, crc);
@@ -77,6 +77,14 @@ u32 dpwc_copy_crc(void *dst, const void *src, size_t len, u32 state)
 		crc = dpwc_copy_word(d + 5, s + 5, crc);
 		crc = dpwc_copy_word(d + 6, s + 6, crc);
 		crc = dpwc_copy_word(d + 7, s + 7, crc);
+		crc = dpwc_copy_word(d + 8, s + 8, crc);
+		crc = dpwc_copy_word(d + 9, s + 9, crc);
+		crc = dpwc_copy_word(d + 10, s + 10, crc);
+		crc = dpwc_copy_word(d + 11, s + 11, crc);
+		crc = dpwc_copy_word(d + 12, s + 12, crc);
+		crc = dpwc_copy_word(d + 13, s + 13, crc);
+		crc = dpwc_copy_word(d + 14, s + 14, crc);
+		crc = dpwc_copy_word(d + 15, s + 15, crc);
 	}
 	for (; len >= 8; len -= 8)
 		crc = dpwc_copy_word(d++, s++, crc);
