@@ -2,14 +2,13 @@
 /*
  * The on-PM side of DPWC (docs/design/dpwc.md): the superblock, formatting, opening and
  * freeing generations, appending an entry, and recovery's replay of the log.
- * Every store to PM is a non-temporal one (memcpy_flushcache) and every ordering
+ * Every store to PM is a non-temporal one (memcpy_flushcache, movnti) and every ordering
  * point a pmem_wmb() (sfence on x86), so that the stores are durable in the order
  * the protocol needs. Every load from PM is a machine-check-safe copy
  * (copy_mc_to_kernel): poisoned media is an error to report, not a kernel panic.
  */
 #include <linux/bio.h>
 #include <linux/blkdev.h>
-#include <crypto/hash.h>
 #include <linux/crc32.h>
 #include <linux/highmem.h>
 #include <linux/slab.h>
@@ -20,29 +19,6 @@
 #include "dpwc.h"
 
 #define DM_MSG_PREFIX "dpwc"
-
-/*
- * CRC-32C (Castagnoli, iSCSI's and ext4's) when started with 0 and chained through
- * its result. Through the crypto API's "crc32c" when the table got one: crc32c-intel
- * takes 8 bytes per SSE4.2 crc32 instruction, three streams at once, where the
- * CRC-32 of layout 2 (crc32-pclmul) took three times the guest instructions.
- * Without it, the library's table-driven __crc32c_le. The state is the raw u32.
- */
-u32 dpwc_crc(struct dpwc *dc, u32 crc, const void *p, size_t len)
-{
-	u32 state = crc ^ ~0U;
-
-	if (dc->crc_tfm) {
-		SHASH_DESC_ON_STACK(desc, dc->crc_tfm);
-
-		desc->tfm = dc->crc_tfm;
-		crypto_shash_import(desc, &state);
-		crypto_shash_update(desc, p, len);
-		crypto_shash_export(desc, &state);
-		return state ^ ~0U;
-	}
-	return __crc32c_le(state, p, len) ^ ~0U;
-}
 
 u64 dpwc_meta_bytes(u32 generations, u32 chunks_per_gen)
 {
@@ -115,7 +91,7 @@ int dpwc_read_sb(struct dpwc *dc, struct dpwc_geometry *geo)
 		return -EIO;
 	if (memcmp(sb.magic, DPWC_SB_MAGIC, sizeof(sb.magic)))
 		return -ENOENT;
-	if (le32_to_cpu(sb.crc) != dpwc_crc(dc, 0, &sb, offsetof(struct dpwc_sb, crc)) ||
+	if (le32_to_cpu(sb.crc) != dpwc_crc(0, &sb, offsetof(struct dpwc_sb, crc)) ||
 	    le32_to_cpu(sb.version) != DPWC_VERSION ||
 	    le64_to_cpu(sb.meta_offset) != DPWC_META_OFFSET)
 		return -EINVAL;
@@ -149,7 +125,7 @@ void dpwc_format(struct dpwc *dc)
 	sb.origin_sectors = cpu_to_le64(geo->origin_sectors);
 	sb.meta_offset = cpu_to_le64(DPWC_META_OFFSET);
 	sb.data_offset = cpu_to_le64(geo->data_offset);
-	sb.crc = cpu_to_le32(dpwc_crc(dc, 0, &sb, offsetof(struct dpwc_sb, crc)));
+	sb.crc = cpu_to_le32(dpwc_crc(0, &sb, offsetof(struct dpwc_sb, crc)));
 	memcpy_flushcache(dc->pm, &sb, sizeof(sb));
 	pmem_wmb();
 }
@@ -180,28 +156,36 @@ void dpwc_free_gen(struct dpwc *dc, u32 gen)
 
 /*
  * Copies @bio's data to @dst with non-temporal stores and returns its CRC, in one
- * pass: each segment (at most a page) is copied once into the slot's stage, and
- * both the CRC and the store to PM read the stage, still in the cache. The bio's
- * pages may change while it is in flight (a direct-I/O buffer is its owner's); the
- * stage cannot, so the CRC always describes the bytes that PM gets.
+ * pass. The bio's pages may change while it is in flight (a direct-I/O buffer is
+ * its owner's), so the CRC must describe the bytes PM got, not the page: with the
+ * crc32 instruction, each word is loaded once into a register that both the CRC
+ * and the store read (dpwc_copy_crc()); without it, each segment (at most a page)
+ * is copied once into the slot's stage, which the CRC and the store to PM read.
  */
-static u32 dpwc_copy_bio(struct dpwc *dc, struct dpwc_slot *slot, void *dst,
-			 struct bio *bio)
+static u32 dpwc_copy_bio(struct dpwc_slot *slot, void *dst, struct bio *bio)
 {
+	bool insn = dpwc_crc_insn();
 	struct bvec_iter iter;
 	struct bio_vec bv;
 	u32 crc = 0;
 
+	if (insn)
+		crc = ~0U;
 	bio_for_each_segment(bv, bio, iter) {
 		void *src = bvec_kmap_local(&bv);
 
-		memcpy(slot->stage, src, bv.bv_len);
-		kunmap_local(src);
-		crc = dpwc_crc(dc, crc, slot->stage, bv.bv_len);
-		memcpy_flushcache(dst, slot->stage, bv.bv_len);
+		if (insn) {
+			crc = dpwc_copy_crc(dst, src, bv.bv_len, crc);
+			kunmap_local(src);
+		} else {
+			memcpy(slot->stage, src, bv.bv_len);
+			kunmap_local(src);
+			crc = dpwc_crc(crc, slot->stage, bv.bv_len);
+			memcpy_flushcache(dst, slot->stage, bv.bv_len);
+		}
 		dst += bv.bv_len;
 	}
-	return crc;
+	return insn ? ~crc : crc;
 }
 
 /*
@@ -229,9 +213,8 @@ void dpwc_append(struct dpwc *dc, struct dpwc_slot *slot, struct dpwc_entry *e,
 	hdr->len = cpu_to_le32(e->len);
 	hdr->data_crc = 0;
 	if (!(e->flags & DPWC_FLAG_DISCARD))
-		hdr->data_crc = cpu_to_le32(dpwc_copy_bio(dc, slot, dst + sizeof(*hdr), bio));
-	hdr->hdr_crc = cpu_to_le32(dpwc_crc(dc, 0, hdr, offsetof(struct dpwc_entry_hdr,
-								   hdr_crc)));
+		hdr->data_crc = cpu_to_le32(dpwc_copy_bio(slot, dst + sizeof(*hdr), bio));
+	hdr->hdr_crc = cpu_to_le32(dpwc_crc(0, hdr, offsetof(struct dpwc_entry_hdr, hdr_crc)));
 	memcpy_flushcache(dst, hdr, sizeof(*hdr));
 	if (!DPWC_NO_USED_FENCE)
 		pmem_wmb();
@@ -271,8 +254,7 @@ static enum dpwc_found dpwc_check_entry(struct dpwc *dc, u64 chunk_off, u32 off,
 	if (*size > used - off)
 		return DPWC_DAMAGED_HEADER;
 	if (!DPWC_NO_CRC_CHECK &&
-	    le32_to_cpu(hdr.hdr_crc) != dpwc_crc(dc, 0, &hdr,
-						 offsetof(struct dpwc_entry_hdr, hdr_crc)))
+	    le32_to_cpu(hdr.hdr_crc) != dpwc_crc(0, &hdr, offsetof(struct dpwc_entry_hdr, hdr_crc)))
 		return DPWC_DAMAGED_HEADER;
 	e->pm_offset = chunk_off + off;
 	if (e->flags & DPWC_FLAG_DISCARD)
@@ -282,7 +264,7 @@ static enum dpwc_found dpwc_check_entry(struct dpwc *dc, u64 chunk_off, u32 off,
 		n = min_t(u32, PAGE_SIZE, e->len - done);
 		if (dpwc_read_pm(dc, stage, e->pm_offset + sizeof(hdr) + done, n))
 			return DPWC_DAMAGED_BODY;
-		crc = dpwc_crc(dc, crc, stage, n);
+		crc = dpwc_crc(crc, stage, n);
 	}
 	if (!DPWC_NO_CRC_CHECK && crc != le32_to_cpu(hdr.data_crc))
 		return DPWC_DAMAGED_BODY;

@@ -11,7 +11,6 @@
  *        [chunks=N] [chunk_kib=N] [slots=N] [high_watermark=P] [low_watermark=P]
  *        [writeback_depth=N]
  */
-#include <crypto/hash.h>
 #include <linux/bio.h>
 #include <linux/blkdev.h>
 #include <linux/dax.h>
@@ -28,6 +27,11 @@
 #define DPWC_DEFAULT_SLOTS 4
 #define DPWC_DEFAULT_WRITEBACK_DEPTH 16
 #define DPWC_MAX_WRITEBACK_DEPTH 1024
+/* Entries allocated with the table: one per 4 KiB write the log holds, at most this. */
+#define DPWC_MAX_SPARE_ENTRIES 32768
+
+/* Entries come from a cache of their own: kmalloc's size lookup costs every write. */
+static struct kmem_cache *dpwc_entry_cache;
 
 /* The PM devices of the live tables: two tables on one log would corrupt it. */
 static LIST_HEAD(dpwc_instances);
@@ -104,16 +108,44 @@ static void dpwc_close_open_gen(struct dpwc *dc)
 }
 
 /*
- * Reserves room for @e in @slot's chunk, taking a new chunk (and a new generation)
- * when it is full. With no free generation the writer waits for writeback.
+ * An entry for @bio: a spare one allocated with the table (see dpwc_alloc()), or
+ * from the pool when none is left. Called and returns under dc->lock.
  */
-static void dpwc_reserve(struct dpwc *dc, struct dpwc_slot *slot, struct dpwc_entry *e)
+static struct dpwc_entry *dpwc_get_entry(struct dpwc *dc, struct bio *bio, u32 flags)
 {
-	u32 size = dpwc_entry_bytes(e->flags, e->len);
+	struct dpwc_entry *e;
+
+	e = list_first_entry_or_null(&dc->spare, struct dpwc_entry, list);
+	if (e) {
+		list_del(&e->list);
+	} else {
+		spin_unlock(&dc->lock);
+		e = mempool_alloc(dc->entry_pool, GFP_NOIO);
+		spin_lock(&dc->lock);
+	}
+	e->dc = dc;
+	e->sector = bio->bi_iter.bi_sector;
+	e->len = bio->bi_iter.bi_size;
+	e->flags = flags;
+	e->submitted = false;
+	return e;
+}
+
+/*
+ * Reserves room for an entry of @bio in @slot's chunk, taking a new chunk (and a
+ * new generation) when it is full. With no free generation the writer waits for
+ * writeback.
+ */
+static struct dpwc_entry *dpwc_reserve(struct dpwc *dc, struct dpwc_slot *slot,
+				       struct bio *bio, u32 flags)
+{
+	u32 size = dpwc_entry_bytes(flags, bio->bi_iter.bi_size);
+	struct dpwc_entry *e;
 	struct dpwc_gen *gen;
 	int g;
 
 	spin_lock(&dc->lock);
+	e = dpwc_get_entry(dc, bio, flags);
 	while (slot->gen < 0 || slot->gen != dc->open_gen ||
 	       slot->offset + size > dc->geo.chunk_size) {
 		g = dc->open_gen;
@@ -143,6 +175,7 @@ static void dpwc_reserve(struct dpwc *dc, struct dpwc_slot *slot, struct dpwc_en
 	gen->pending++;
 	dc->dirty_bytes += size;
 	spin_unlock(&dc->lock);
+	return e;
 }
 
 /* Takes a writer slot: at most nr_slots writers copy to PM at once. */
@@ -165,17 +198,11 @@ static void dpwc_put_slot(struct dpwc *dc, struct dpwc_slot *slot)
 /* Appends a write or discard to the log, queues its writeback, acknowledges it. */
 static void dpwc_log(struct dpwc *dc, struct bio *bio, u32 flags)
 {
-	struct dpwc_entry *e = mempool_alloc(dc->entry_pool, GFP_NOIO);
-	struct dpwc_slot *slot;
+	struct dpwc_slot *slot = dpwc_take_slot(dc);
+	struct dpwc_entry *e = dpwc_reserve(dc, slot, bio, flags);
 	bool kick;
 
-	e->dc = dc;
-	e->sector = bio->bi_iter.bi_sector;
-	e->len = bio->bi_iter.bi_size;
-	e->flags = flags;
-	e->submitted = false;
-	slot = dpwc_take_slot(dc);
-	dpwc_reserve(dc, slot, e);
+
 	dpwc_append(dc, slot, e, bio);
 	dpwc_put_slot(dc, slot);
 
@@ -200,7 +227,6 @@ static int dpwc_map(struct dm_target *ti, struct bio *bio)
 	struct dpwc_read *rd = dm_per_bio_data(bio, sizeof(*rd));
 
 	rd->snap = NULL;
-	bio_set_dev(bio, dc->origin->bdev);
 	if (!bio_sectors(bio)) {
 		/* An empty flush: every acknowledged write is already durable on PM. */
 		bio_endio(bio);
@@ -209,6 +235,8 @@ static int dpwc_map(struct dm_target *ti, struct bio *bio)
 	bio->bi_iter.bi_sector = dm_target_offset(ti, bio->bi_iter.bi_sector);
 	switch (bio_op(bio)) {
 	case REQ_OP_READ:
+		/* Only reads reach the origin: bio_set_dev() costs a blkcg lookup. */
+		bio_set_dev(bio, dc->origin->bdev);
 		return dpwc_map_read(dc, bio);
 	case REQ_OP_WRITE:
 		/*
@@ -471,16 +499,26 @@ static void dpwc_release_pm(struct dpwc *dc)
 	mutex_unlock(&dpwc_instances_lock);
 }
 
+/*
+ * The table's memory. Entries are allocated here, as dm-writecache does, one per
+ * 4 KiB write the log holds (up to DPWC_MAX_SPARE_ENTRIES): a write takes a spare
+ * one and writeback gives it back, where an allocation per write cost more guest
+ * instructions than the rest of the entry's bookkeeping. Beyond them, the pool.
+ */
 static int dpwc_alloc(struct dpwc *dc)
 {
 	u32 i;
 
 	dc->gens = kcalloc(dc->geo.generations, sizeof(*dc->gens), GFP_KERNEL);
-	dc->entry_pool = mempool_create_kmalloc_pool(2 * dc->nr_slots,
-						     sizeof(struct dpwc_entry));
+	dc->entry_pool = mempool_create_slab_pool(2 * dc->nr_slots, dpwc_entry_cache);
 	dc->wq = alloc_workqueue("dpwc", WQ_MEM_RECLAIM | WQ_UNBOUND, 1);
-	if (!dc->gens || !dc->entry_pool || !dc->wq)
+	dc->nr_entries = min_t(u64, DPWC_MAX_SPARE_ENTRIES,
+			       div_u64(dpwc_capacity(dc), DPWC_ENTRY_ALIGN + PAGE_SIZE));
+	dc->entries = kvcalloc(dc->nr_entries, sizeof(*dc->entries), GFP_KERNEL);
+	if (!dc->gens || !dc->entry_pool || !dc->wq || !dc->entries)
 		return -ENOMEM;
+	for (i = 0; i < dc->nr_entries; i++)
+		list_add_tail(&dc->entries[i].list, &dc->spare);
 	for (i = 0; i < dc->nr_slots; i++) {
 		dc->slots[i].stage = kmalloc(PAGE_SIZE, GFP_KERNEL);
 		if (!dc->slots[i].stage)
@@ -497,13 +535,15 @@ static void dpwc_free(struct dpwc *dc)
 	if (dc->wq)
 		destroy_workqueue(dc->wq);
 	/* Entries not written back stay in the log; the next load replays them. */
-	list_for_each_entry_safe(e, next, &dc->pending, list)
-		mempool_free(e, dc->entry_pool);
+	list_splice_init(&dc->pending, &dc->spare);
+	list_for_each_entry_safe(e, next, &dc->spare, list)
+		if (e < dc->entries || e >= dc->entries + dc->nr_entries)
+			mempool_free(e, dc->entry_pool);
+	kvfree(dc->entries);
 	mempool_destroy(dc->entry_pool);
 	for (i = 0; i < DPWC_MAX_SLOTS; i++)
 		kfree(dc->slots[i].stage);
 	kfree(dc->gens);
-	crypto_free_shash(dc->crc_tfm);
 	if (dc->claimed)
 		dpwc_release_pm(dc);
 	if (dc->pm_dev)
@@ -523,11 +563,7 @@ static int dpwc_setup(struct dm_target *ti, struct dpwc *dc, struct dpwc_options
 	r = dpwc_parse(ti, dc, opt, argc, argv);
 	if (r)
 		return r;
-	dc->crc_tfm = crypto_alloc_shash("crc32c", 0, 0);
-	if (IS_ERR(dc->crc_tfm))
-		dc->crc_tfm = NULL;
-	DMINFO("CRC-32C by %s", dc->crc_tfm ?
-	       crypto_shash_driver_name(dc->crc_tfm) : "__crc32c_le");
+	DMINFO("CRC-32C by %s", dpwc_crc_insn() ? "the crc32 instruction" : "__crc32c_le");
 	r = dm_get_device(ti, argv[0], dm_table_get_mode(ti->table), &dc->origin);
 	if (r) {
 		ti->error = "Cannot open the origin device";
@@ -599,6 +635,7 @@ static int dpwc_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	dc->open_gen = -1;
 	spin_lock_init(&dc->lock);
 	INIT_LIST_HEAD(&dc->pending);
+	INIT_LIST_HEAD(&dc->spare);
 	dc->index = RB_ROOT_CACHED;
 	init_llist_head(&dc->done);
 	init_waitqueue_head(&dc->free_wait);
@@ -776,12 +813,21 @@ static struct target_type dpwc_target = {
 
 static int __init dpwc_init(void)
 {
-	return dm_register_target(&dpwc_target);
+	int r;
+
+	dpwc_entry_cache = KMEM_CACHE(dpwc_entry, 0);
+	if (!dpwc_entry_cache)
+		return -ENOMEM;
+	r = dm_register_target(&dpwc_target);
+	if (r)
+		kmem_cache_destroy(dpwc_entry_cache);
+	return r;
 }
 
 static void __exit dpwc_exit(void)
 {
 	dm_unregister_target(&dpwc_target);
+	kmem_cache_destroy(dpwc_entry_cache);
 }
 
 module_init(dpwc_init);

@@ -277,7 +277,7 @@ static bool dpwc_complete(struct dpwc *dc)
 		dc->dirty_bytes -= dpwc_entry_bytes(e->flags, e->len);
 		if (!(e->flags & DPWC_FLAG_DISCARD))
 			dc->stats.written_back_bytes += e->len;
-		mempool_free(e, dc->entry_pool);
+		list_add(&e->list, &dc->spare);
 	}
 	spin_unlock(&dc->lock);
 	wake_up_all(&dc->written_wait);

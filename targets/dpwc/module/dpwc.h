@@ -196,8 +196,10 @@ struct dpwc {
 	struct work_struct writeback_work;
 	/* Entries whose writeback completed, for the worker (filled in bio completion). */
 	struct llist_head done;
-	/* The crypto API's "crc32c" (NULL: the library's __crc32c_le), see dpwc_crc(). */
-	struct crypto_shash *crc_tfm;
+	/* Entries not in use: allocated with the table (entries[]) or from the pool. */
+	struct list_head spare;
+	struct dpwc_entry *entries;
+	u32 nr_entries;
 	mempool_t *entry_pool;
 	struct dpwc_stats stats;
 };
@@ -215,8 +217,23 @@ static inline u32 dpwc_entry_bytes(u32 flags, u32 len)
 	return DPWC_ENTRY_ALIGN + round_up(len, DPWC_ENTRY_ALIGN);
 }
 
+/*
+ * dpwc-crc.c: CRC-32C, started with 0 and chained through its result. With the
+ * crc32 instruction (dpwc_crc_insn()), dpwc_copy_crc() copies to PM with
+ * non-temporal stores and takes the raw CRC state over the same loads.
+ */
+u32 dpwc_crc(u32 crc, const void *p, size_t len);
+#ifdef CONFIG_X86_64
+bool dpwc_crc_insn(void);
+#else
+static inline bool dpwc_crc_insn(void)
+{
+	return false;
+}
+#endif
+u32 dpwc_copy_crc(void *dst, const void *src, size_t len, u32 state);
+
 /* dpwc-log.c: the on-PM layout and the write protocol. */
-u32 dpwc_crc(struct dpwc *dc, u32 crc, const void *p, size_t len);
 u64 dpwc_gen_meta(const struct dpwc_geometry *geo, u32 gen);
 u64 dpwc_chunk_offset(const struct dpwc_geometry *geo, u32 gen, u32 chunk);
 u64 dpwc_meta_bytes(u32 generations, u32 chunks_per_gen);
