@@ -105,7 +105,7 @@ install_packages() {
     # What OpenZFS's test suite (zfs-test, unpacked below) runs in the guest's chroot
     # (docs/design/zfs-slog.md, "OpenZFS's test suite"); not mdadm, which only RAID tests use.
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-        ksh acl attr bc fio lsscsi parted sudo sysstat xxhash wamerican udev python3
+        ksh acl attr bc fio lsscsi parted sudo sysstat xxhash wamerican udev python3 rsync pax
     # The browser that renders `persim report --html`'s pages in the tests
     # (crates/cli/tests/html_report.rs), and Slurm with munge for the cluster tests
     # (docs/guides/campaigns.md).

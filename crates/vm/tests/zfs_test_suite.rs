@@ -161,7 +161,9 @@ fn run_suite(zil: Zil) {
 }
 
 /// A guest with the test root unpacked at /zt, entered by chroot, udev running in it
-/// (zvols' /dev/zvol links), the vdevs' directory a tmpfs.
+/// (zvols' /dev/zvol links), the vdevs' directory a tmpfs. The kernel opens file vdevs and
+/// writes the pool cache file from its own threads, whose root is the guest's, not the
+/// chroot: /var/tmp and /etc/zfs are the same directories in both.
 fn boot(spec: &QemuSpec, pm_size: u64) -> Vm {
     std::fs::File::create(&spec.pm_file)
         .unwrap()
@@ -172,11 +174,13 @@ fn boot(spec: &QemuSpec, pm_size: u64) -> Vm {
         mkdir -p /zt && tar -xf /bin/root.tar -C /zt && rm /bin/root.tar
         for d in dev proc sys; do mount --bind /$d /zt/$d; done
         mkdir -p /zt/dev/shm /zt/etc/persim
-        mount -t tmpfs -o size=1200m,mode=1777 tmpfs /zt/var/tmp
+        mkdir -p /var/tmp && mount -t tmpfs -o size=1200m,mode=1777 tmpfs /var/tmp
+        mount --bind /var/tmp /zt/var/tmp
         mount -t tmpfs -o mode=1777 tmpfs /zt/tmp
         mount -t tmpfs tmpfs /zt/run
         mount -t tmpfs tmpfs /zt/dev/shm
         chmod u+s /zt/usr/bin/sudo
+        mkdir -p /etc/zfs && mount --bind /zt/etc/zfs /etc/zfs
         chroot /zt /usr/lib/systemd/systemd-udevd --daemon
         chroot /zt /usr/local/bin/udevadm trigger --action=add
         chroot /zt /usr/local/bin/udevadm settle --timeout=120
@@ -203,7 +207,8 @@ fn test_script(name: &str, mode: Option<&str>) -> String {
         r=$(ls -td /zt/var/tmp/test_results/*/ 2>/dev/null | head -n1)
         if [ -n \"$r\" ] && ! grep -q '{name}.* \\[PASS\\]' \"$r/log\" 2>/dev/null; then
             f=$(find \"$r\" -path '*{name}*' -name merged | head -n1)
-            [ -n \"$f\" ] && echo '--- test log (tail)' && tail -n 25 \"$f\"
+            [ -n \"$f\" ] && echo '--- test log (first errors)' && \
+                grep -m 8 -B 3 -E '^(ERROR|FAIL|UNSUPPORTED|UNRESOLVED|ABORTED):' \"$f\"
         fi
         echo '--- kernel: ZIL-PMEM'
         dmesg | grep -E 'ZIL-PMEM|zfs-tests-zpool' | sort -u | head -n 20
