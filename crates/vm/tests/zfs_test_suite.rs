@@ -224,13 +224,13 @@ fn test_script(name: &str, mode: Option<&str>) -> String {
 fn result_of(name: &str, output: &str) -> String {
     output
         .lines()
-        .filter(|l| l.starts_with("Test: ") && l.contains(&format!("/{name}")))
+        .filter(|l| l.starts_with("Test: ") && l.contains(&format!("/{name}.ksh")))
         .filter_map(|l| {
             l.trim_end()
                 .rsplit_once('[')
                 .map(|(_, r)| r.trim_end_matches(']'))
         })
-        .last()
+        .next_back()
         .unwrap_or("NO-VERDICT")
         .to_owned()
 }
