@@ -1140,10 +1140,57 @@ fn zil_pmem_writes(trace: &Path) -> (usize, usize) {
     (count(&guid), count(&magic))
 }
 
+/// How many ZIL-PMEM entry headers of vm/zfs-pmem.toml's pool the PM of a trace holds at
+/// its end, each checked against the Rust engine's format: its CRC32C over the 120 bytes of
+/// fields, and the body's (the kernel computes them with SSE4.2's crc32 when it can).
+fn zil_pmem_entries_checked(trace: &Path) -> usize {
+    let guid = ZFS_PMEM_POOL_GUID.to_le_bytes();
+    let (_, entries) = persim_trace::read_all(trace).unwrap();
+    let mut pm = std::collections::HashMap::new();
+    let mut headers = std::collections::BTreeSet::new();
+    for e in &entries {
+        if let persim_trace::Op::Write { addr, data, .. } = &e.op {
+            for (i, &b) in data.iter().enumerate() {
+                pm.insert(addr + i as u64, b);
+            }
+            for i in (0..data.len().saturating_sub(7)).filter(|&i| data[i..i + 8] == guid) {
+                headers.insert(addr + i as u64 - 8);
+            }
+        }
+    }
+    let bytes = |at: u64, len: u64| {
+        (at..at + len)
+            .map(|a| pm.get(&a).copied())
+            .collect::<Option<Vec<u8>>>()
+    };
+    let u32_at = |b: &[u8], i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
+    let mut checked = 0;
+    for at in headers {
+        // Later stores (a freed chunk's zeroed header, a reused chunk) replace some.
+        let Some(header) = bytes(at, 124).filter(|h| h[8..16] == guid) else {
+            continue;
+        };
+        assert_eq!(
+            crc32c::crc32c(&header[..120]),
+            u32_at(&header, 120),
+            "header at {at:#x}"
+        );
+        let body = bytes(at + 256, u64::from(u32_at(&header, 56))).unwrap();
+        assert_eq!(
+            crc32c::crc32c(&body),
+            u32_at(&header, 60),
+            "body at {at:#x}"
+        );
+        checked += 1;
+    }
+    checked
+}
+
 /// ZIL-PMEM's OpenZFS (vm/zfs-pmem.toml) on the pool that asks for it: the fsync'd
 /// overwrite survives every crash, and it was logged as ZIL-PMEM entries written to PM
-/// with CPU stores, never as a stock ZIL block. The traced run ends before the next txg
-/// sync, so the final image holds the overwrite only through replay from PM.
+/// with CPU stores, never as a stock ZIL block, with the Rust engine's checksums. The traced
+/// run ends before the next txg sync, so the final image holds the overwrite only through
+/// replay from PM.
 #[test]
 fn on_zfs_with_zil_pmem_an_fsynced_write_survives_every_crash() {
     if zfs_pmem_ready("on_zfs_with_zil_pmem_an_fsynced_write_survives_every_crash").is_none() {
@@ -1156,6 +1203,7 @@ fn on_zfs_with_zil_pmem_an_fsynced_write_survives_every_crash() {
     let (entries, blocks) = zil_pmem_writes(&out.join("trace.ptrace"));
     assert!(entries >= 1, "no ZIL-PMEM entry header written to PM");
     assert_eq!(blocks, 0, "a stock ZIL block was written");
+    assert!(zil_pmem_entries_checked(&out.join("trace.ptrace")) >= 1);
 }
 
 /// Bit flips in the ZIL-PMEM entries of the fsync'd overwrite (`persim faults` on the bytes

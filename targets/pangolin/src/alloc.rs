@@ -85,14 +85,20 @@ impl Bitmaps {
 
     #[inline]
     pub fn is_object(&self, overlay: &Overlay, zone: usize, unit: u64) -> bool {
-        // Every direct read asks, with no overlay: the two bits read in place.
         if overlay.is_empty() {
-            let both = 3 << (2 * (unit % 4));
-            return self.data[zone]
-                .get((unit / 4) as usize)
-                .is_some_and(|b| b & both == both);
+            return self.is_committed_object(zone, unit);
         }
         self.bit(overlay, zone, unit, true) && self.bit(overlay, zone, unit, false)
+    }
+
+    /// Whether a committed object starts at `unit`: its two bits read in place (every
+    /// direct read asks).
+    #[inline]
+    pub fn is_committed_object(&self, zone: usize, unit: u64) -> bool {
+        let both = 3 << (2 * (unit % 4));
+        self.data[zone]
+            .get((unit / 4) as usize)
+            .is_some_and(|b| b & both == both)
     }
 
     /// Units of the object starting at `unit`: up to the next free or first unit.

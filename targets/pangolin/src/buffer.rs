@@ -18,13 +18,6 @@ pub struct MicroBuffer {
 
 impl MicroBuffer {
     pub fn new(oid: u64, data: &[u8], type_num: u32, sum: u32, new: bool) -> Self {
-        let mut buffer = MicroBuffer::framed(oid, data.len() as u64, type_num, sum, new);
-        buffer.data_mut().copy_from_slice(data);
-        buffer
-    }
-
-    /// A buffer of `size` zero bytes between its canaries.
-    fn framed(oid: u64, size: u64, type_num: u32, sum: u32, new: bool) -> Self {
         let mut buffer = MicroBuffer {
             words: Vec::new(),
             size: 0,
@@ -33,39 +26,51 @@ impl MicroBuffer {
             modified: Vec::new(),
             new,
         };
-        buffer.reframe(oid, size);
+        buffer.reuse(oid, data, type_num, sum, new);
         buffer
     }
 
     /// A buffer of `size` zero bytes, for an object the transaction allocates.
     pub fn zeroed(oid: u64, size: u64, type_num: u32) -> Self {
-        MicroBuffer::framed(oid, size, type_num, 0, true)
+        let mut buffer = MicroBuffer::new(oid, &[], type_num, 0, true);
+        buffer.reuse_zeroed(oid, size, type_num);
+        buffer
     }
 
     /// This buffer's memory made into object `oid`'s buffer (as [`MicroBuffer::new`] makes
-    /// one): a transaction reuses the buffers of the one before.
+    /// one): a transaction reuses the buffers of the one before. The data is copied in,
+    /// not zeroed first.
     pub fn reuse(&mut self, oid: u64, data: &[u8], type_num: u32, sum: u32, new: bool) {
-        self.reframe(oid, data.len() as u64);
+        let inner = data.len().div_ceil(8);
+        self.words.clear();
+        self.words.reserve(inner + 2);
+        self.words.push(CANARY ^ oid);
+        // SAFETY: the capacity holds `inner` more words; the last one is zeroed before the
+        // data is copied over its first bytes, so every word is initialised.
+        unsafe {
+            let dst = self.words.as_mut_ptr().add(1);
+            if inner > 0 {
+                dst.add(inner - 1).write(0);
+            }
+            std::ptr::copy_nonoverlapping(data.as_ptr(), dst.cast::<u8>(), data.len());
+            self.words.set_len(inner + 1);
+        }
+        self.words.push(CANARY ^ oid.rotate_left(32));
+        self.size = data.len() as u64;
         (self.type_num, self.sum, self.new) = (type_num, sum, new);
         self.modified.clear();
-        self.data_mut().copy_from_slice(data);
     }
 
     /// As [`MicroBuffer::zeroed`], reusing this buffer's memory.
     pub fn reuse_zeroed(&mut self, oid: u64, size: u64, type_num: u32) {
-        self.reframe(oid, size);
-        (self.type_num, self.sum, self.new) = (type_num, 0, true);
-        self.modified.clear();
-    }
-
-    /// Canaries around `size` zero bytes.
-    fn reframe(&mut self, oid: u64, size: u64) {
         let inner = (size as usize).div_ceil(8);
         self.words.clear();
         self.words.resize(inner + 2, 0);
         self.words[0] = CANARY ^ oid;
         self.words[inner + 1] = CANARY ^ oid.rotate_left(32);
         self.size = size;
+        (self.type_num, self.sum, self.new) = (type_num, 0, true);
+        self.modified.clear();
     }
 
     /// Where the data starts; the front canary is the word before it.

@@ -21,7 +21,7 @@ pub const UNIT: u64 = LINE;
 /// Bytes of an object's header: size, type, checksum, reserved (all `u32`).
 pub const OBJ_HEADER: u64 = 16;
 /// The format this library writes and reads.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 const MAGIC: u64 = u64::from_le_bytes(*b"PANGOLIN");
 /// Encoded metadata: magic, version, pad, pool length, chunk size, rows, log size, root
 /// object, checksum.

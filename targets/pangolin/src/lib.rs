@@ -47,4 +47,4 @@ pub use error::{OpenError, TxError};
 pub use layout::{Geometry, FORMAT_VERSION, LINE, OBJ_HEADER, PAGE, UNIT};
 pub use persim_ringbuf::{PmAccess, Region};
 pub use pool::{Pool, ScrubReport};
-pub use tx::{Tx, TxState};
+pub use tx::{unit_bit, Tx, TxState};

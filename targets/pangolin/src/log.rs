@@ -11,7 +11,7 @@ use persim_ringbuf::{PmAccess, Region};
 
 use crate::checksum;
 use crate::layout::{Geometry, LINE};
-use crate::pm::Pm;
+use crate::pm::{Line, Pm};
 
 /// Copies of the log: a damaged or lost copy leaves the other.
 pub const COPIES: usize = 2;
@@ -75,11 +75,9 @@ impl Body {
         }
     }
 
-    /// The body's bytes, whole lines (empty if nothing was pushed).
+    /// The body's bytes (empty if nothing was pushed).
     pub fn finish(mut self) -> Vec<u8> {
         self.close();
-        self.bytes
-            .resize(self.bytes.len().next_multiple_of(LINE as usize), 0);
         self.bytes
     }
 }
@@ -94,16 +92,23 @@ pub fn body(runs: &Runs) -> Vec<u8> {
     body.finish()
 }
 
-fn header(state: u32, seq: u64, body: &[u8]) -> [u8; LINE as usize] {
+/// A header line: state and its checksum in the first word (so that clearing the mark is
+/// one aligned 8-byte store), magic, the body's checksum, sequence number, body length.
+fn header(state: u32, seq: u64, body: &[u8]) -> Line {
     let mut line = [0; LINE as usize];
-    line[0..4].copy_from_slice(&MAGIC.to_le_bytes());
-    line[4..8].copy_from_slice(&state.to_le_bytes());
-    line[8..16].copy_from_slice(&seq.to_le_bytes());
-    line[16..24].copy_from_slice(&(body.len() as u64).to_le_bytes());
-    line[24..28].copy_from_slice(&checksum::full(&[body]).to_le_bytes());
-    let sum = checksum::full(&[&line[..28]]);
-    line[28..32].copy_from_slice(&sum.to_le_bytes());
+    line[8..12].copy_from_slice(&MAGIC.to_le_bytes());
+    line[12..16].copy_from_slice(&checksum::full(&[body]).to_le_bytes());
+    line[16..24].copy_from_slice(&seq.to_le_bytes());
+    line[24..32].copy_from_slice(&(body.len() as u64).to_le_bytes());
+    set_state(&mut line, state);
     line
+}
+
+/// Sets the header's state and its checksum (over the state and bytes 8..32).
+fn set_state(line: &mut Line, state: u32) {
+    line[0..4].copy_from_slice(&state.to_le_bytes());
+    let sum = checksum::full(&[&line[0..4], &line[8..HEADER]]);
+    line[4..8].copy_from_slice(&sum.to_le_bytes());
 }
 
 /// Bytes a body may take in one copy.
@@ -111,23 +116,44 @@ pub fn capacity(geometry: &Geometry) -> u64 {
     geometry.log_size - LINE
 }
 
-/// Stores `body` in every copy (not yet durable, not yet committed).
+/// Stores `body` in every copy (not yet durable, not yet committed): its whole lines,
+/// then the bytes of its last line.
 pub fn write<R: Region, A: PmAccess>(pm: &mut Pm<R, A>, geometry: &Geometry, body: &[u8]) {
+    let whole = body.len() / LINE as usize * LINE as usize;
     for copy in 0..COPIES {
-        pm.store(geometry.log_offset(copy) + LINE, body);
+        let at = geometry.log_offset(copy) + LINE;
+        pm.store(at, &body[..whole]);
+        if whole < body.len() {
+            pm.store_part(at + whole as u64, &body[whole..]);
+        }
     }
 }
 
-/// Stores the commit mark of `body` in every copy.
-pub fn mark<R: Region, A: PmAccess>(pm: &mut Pm<R, A>, geometry: &Geometry, seq: u64, body: &[u8]) {
+/// Stores the commit mark of `body` in every copy; returns it, for [`clear`].
+pub fn mark<R: Region, A: PmAccess>(
+    pm: &mut Pm<R, A>,
+    geometry: &Geometry,
+    seq: u64,
+    body: &[u8],
+) -> Line {
     let line = header(COMMITTED, seq, body);
     for copy in 0..COPIES {
         pm.store_part(geometry.log_offset(copy), &line[..HEADER]);
     }
+    line
 }
 
-/// Stores an idle header in every copy: the transaction is complete.
-pub fn clear<R: Region, A: PmAccess>(pm: &mut Pm<R, A>, geometry: &Geometry, seq: u64) {
+/// Marks the transaction of commit mark `line` complete in every copy: its state and
+/// checksum word only.
+pub fn clear<R: Region, A: PmAccess>(pm: &mut Pm<R, A>, geometry: &Geometry, mut line: Line) {
+    set_state(&mut line, IDLE);
+    for copy in 0..COPIES {
+        pm.store_part(geometry.log_offset(copy), &line[..8]);
+    }
+}
+
+/// Stores an idle header for sequence number `seq` in every copy (recovery is done).
+pub fn reset<R: Region, A: PmAccess>(pm: &mut Pm<R, A>, geometry: &Geometry, seq: u64) {
     let line = header(IDLE, seq, &[]);
     for copy in 0..COPIES {
         pm.store_part(geometry.log_offset(copy), &line[..HEADER]);
@@ -153,12 +179,12 @@ pub fn find<R: Region, A: PmAccess>(pm: &Pm<R, A>, geometry: &Geometry) -> Found
         let line = pm.line(at);
         let word = |i: usize| u32::from_le_bytes(line[i..i + 4].try_into().expect("4"));
         let long = |i: usize| u64::from_le_bytes(line[i..i + 8].try_into().expect("8"));
-        if word(0) != MAGIC || checksum::full(&[&line[..28]]) != word(28) {
+        if word(8) != MAGIC || checksum::full(&[&line[0..4], &line[8..HEADER]]) != word(4) {
             continue;
         }
-        seq = seq.max(long(8));
-        if word(4) == COMMITTED && long(16) <= capacity(geometry) {
-            marks.push((long(8), long(16), word(24)));
+        seq = seq.max(long(16));
+        if word(0) == COMMITTED && long(24) <= capacity(geometry) {
+            marks.push((long(16), long(24), word(12)));
         }
     }
     let Some(&(seq, len, sum)) = marks.iter().max() else {
@@ -201,7 +227,7 @@ mod tests {
         let body = body(&runs);
         assert_eq!(
             body.len(),
-            3 * LINE as usize,
+            32 + 80 + 24,
             "entries of 16 + 16, 16 + 64, 16 + 8"
         );
         assert_eq!(parse(&body), runs);

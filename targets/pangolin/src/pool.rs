@@ -93,6 +93,8 @@ pub struct Pool<R, A> {
     pub(crate) scratch: Scratch,
     /// Per zone, what `locate` needs, worked out once: every `pgl_get` locates.
     zones: Vec<ZoneBounds>,
+    zones_start: u64,
+    zone_size: u64,
 }
 
 /// A zone's data bytes, `base..data_end`, and the first unit after its bitmap object.
@@ -175,6 +177,8 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
                     }
                 })
                 .collect(),
+            zones_start: meta.geometry.zones_start(),
+            zone_size: meta.geometry.zone_size(),
         };
         for index in 0..meta.geometry.zone_count() {
             let zone = meta.geometry.zone(index);
@@ -232,9 +236,17 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
 
     /// Where the data of object `oid` starts, checked only to be an allocated object
     /// (`pgl_get` in C, which returns a pointer: the size is not needed, so not measured).
+    /// Inlined, without `locate`'s overlay: most of a map's calls are these reads.
+    #[inline]
     pub fn direct(&self, oid: u64) -> Result<*const u8, TxError> {
-        self.locate(oid, &Overlay::new())?;
-        Ok(self.pm.bytes(oid + OBJ_HEADER, 0).as_ptr())
+        match self.place(oid) {
+            Some((index, unit, data_end))
+                if oid < data_end && self.bitmaps.is_committed_object(index, unit) =>
+            {
+                Ok(self.pm.bytes(oid + OBJ_HEADER, 0).as_ptr())
+            }
+            _ => Err(TxError::BadObject(oid)),
+        }
     }
 
     /// The type number of object `oid`.
@@ -259,19 +271,29 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
 
     /// The zone index and unit of `oid`, if it names an object.
     pub(crate) fn locate(&self, oid: u64, overlay: &Overlay) -> Result<(usize, u64), TxError> {
-        let geometry = &self.meta.geometry;
-        let found = oid.checked_sub(geometry.zones_start()).and_then(|rel| {
-            let index = (rel / geometry.zone_size()) as usize;
-            let zone = self.zones.get(index)?;
-            let rel = oid - zone.base;
-            let unit = rel / UNIT;
-            let ok = oid < zone.data_end
-                && rel.is_multiple_of(UNIT)
-                && unit >= zone.first_unit
-                && self.bitmaps.is_object(overlay, index, unit);
-            ok.then_some((index, unit))
+        let found = self.place(oid).filter(|&(index, unit, data_end)| {
+            oid < data_end && self.bitmaps.is_object(overlay, index, unit)
         });
-        found.ok_or(TxError::BadObject(oid))
+        found
+            .map(|(index, unit, _)| (index, unit))
+            .ok_or(TxError::BadObject(oid))
+    }
+
+    /// The zone index and unit of `oid` and where its zone's data ends, if `oid` is the
+    /// start of a unit after a zone's bitmap object: the divisions by constants of the
+    /// pool, worked out once (every `pgl_get` asks).
+    #[inline]
+    fn place(&self, oid: u64) -> Option<(usize, u64, u64)> {
+        let rel = oid.checked_sub(self.zones_start)?;
+        let index = (rel / self.zone_size) as usize;
+        let zone = self.zones.get(index)?;
+        let rel = oid - zone.base;
+        let unit = rel / UNIT;
+        (rel.is_multiple_of(UNIT) && unit >= zone.first_unit).then_some((
+            index,
+            unit,
+            zone.data_end,
+        ))
     }
 
     /// Bytes the object at `oid` may span, from the bitmaps.
@@ -484,7 +506,7 @@ fn recover<R: Region, A: PmAccess>(
         pm.store(at, &line);
     }
     pm.fence();
-    log::clear(pm, geometry, seq);
+    log::reset(pm, geometry, seq);
     pm.fence();
     Ok(seq)
 }

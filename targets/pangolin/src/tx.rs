@@ -64,6 +64,13 @@ impl TxState {
         self.position(oid).map(|k| &mut self.buffers[k].1)
     }
 
+    /// A bit per unit modulo 64 of every object this transaction may hold a buffer of:
+    /// when `unit_bit(oid)` is not in it, `buffer(oid)` is `None` (the C ABI keeps a copy,
+    /// to answer most reads without reaching the state).
+    pub fn buffered(&self) -> u64 {
+        self.buffered
+    }
+
     fn position(&self, oid: u64) -> Option<usize> {
         if self.buffered & unit_bit(oid) == 0 {
             return None;
@@ -72,8 +79,8 @@ impl TxState {
     }
 }
 
-/// The bit of `TxState::buffered` for object `oid`.
-fn unit_bit(oid: u64) -> u64 {
+/// The bit of [`TxState::buffered`] for object `oid`.
+pub fn unit_bit(oid: u64) -> u64 {
     1 << (oid / UNIT % 64)
 }
 
@@ -246,7 +253,7 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
         let seq = self.seq + 1;
         log::write(&mut self.pm, &geometry, &body);
         self.pm.fence();
-        log::mark(&mut self.pm, &geometry, seq, &body);
+        let mark = log::mark(&mut self.pm, &geometry, seq, &body);
         self.pm.fence();
         // Few lines a commit: a vector searched from the end beats a map.
         // Per parity line, its new bytes and the span of the changes XORed in.
@@ -279,7 +286,7 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
         self.scratch.parity = parity;
         self.scratch.body = body;
         self.pm.fence();
-        log::clear(&mut self.pm, &geometry, seq);
+        log::clear(&mut self.pm, &geometry, mark);
         self.pm.fence();
         self.seq = seq;
         self.bitmaps.apply(&state.overlay, &sums);

@@ -4,14 +4,14 @@
 //!
 //! Errors return NULL, 0 or -1 and leave a message for `pgl_errormsg`.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::fs::{File, OpenOptions};
 use std::ptr;
 
 use persim_ringbuf::{dispatch, AccessKind, AccessVisitor, MappedRegion, PmAccess, Strategy};
 
-use persim_pangolin::{Geometry, Pool, TxState};
+use persim_pangolin::{unit_bit, Geometry, Pool, TxState};
 
 /// The PM access chosen at run time: `PGL_ACCESS` names one (`clwb`, `nt-avx2`, `eadr`...),
 /// else the cheapest flush this CPU has.
@@ -75,6 +75,9 @@ thread_local! {
     /// The thread's transaction and its pool.
     static TX: RefCell<Option<(*mut PglPool, Phase)>> = const { RefCell::new(None) };
     static ERROR: RefCell<CString> = RefCell::new(CString::default());
+    /// A copy of the open transaction's `TxState::buffered` (stale bits are harmless):
+    /// `pgl_get` of an object whose bit is clear reads PM without reaching `TX`.
+    static BUFFERED: Cell<u64> = const { Cell::new(0) };
 }
 
 fn fail<T>(message: impl ToString, value: T) -> T {
@@ -284,6 +287,7 @@ pub unsafe extern "C" fn pgl_tx_begin(pool: *mut PglPool) -> c_int {
         }
         // SAFETY: the caller passes an open pool.
         let state = std::mem::take(&mut unsafe { &mut *pool }.spare);
+        BUFFERED.set(state.buffered());
         *tx = Some((pool, Phase::Open(state)));
         0
     })
@@ -298,7 +302,9 @@ fn with_tx<T>(
         Some((pool, Phase::Open(state))) => {
             // SAFETY: pgl_tx_begin's caller passed an open pool, open until pgl_tx_end.
             let pool = unsafe { &mut **pool };
-            f(&mut pool.pool, state).unwrap_or_else(|e| fail(e, none))
+            let out = f(&mut pool.pool, state).unwrap_or_else(|e| fail(e, none));
+            BUFFERED.set(state.buffered());
+            out
         }
         _ => fail(
             "no transaction is open on this thread; call pgl_tx_begin first",
@@ -356,12 +362,16 @@ pub extern "C" fn pgl_tx_add_range(oid: u64, offset: u64, len: u64) -> *mut c_vo
 /// `pool` is an open pool.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pgl_get(pool: *mut PglPool, oid: u64) -> *const c_void {
-    let buffered = TX.with(|tx| match &mut *tx.borrow_mut() {
-        Some((p, Phase::Open(state))) if *p == pool => {
-            state.buffer(oid).map(|b| b.data_ptr().cast_const())
-        }
-        _ => None,
-    });
+    let buffered = (BUFFERED.get() & unit_bit(oid) != 0)
+        .then(|| {
+            TX.with(|tx| match &mut *tx.borrow_mut() {
+                Some((p, Phase::Open(state))) if *p == pool => {
+                    state.buffer(oid).map(|b| b.data_ptr().cast_const())
+                }
+                _ => None,
+            })
+        })
+        .flatten();
     if let Some(data) = buffered {
         return data.cast();
     }
