@@ -77,6 +77,8 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ("longname_003_pos", "FAIL", "FAIL"),
     ("slog_001_pos", "PASS", "PASS"),
     ("slog_002_pos", "PASS", "PASS"),
+    ("slog_003_pos", "PASS", "PASS"),
+    ("slog_004_pos", "PASS", "PASS"),
 ];
 
 #[derive(Clone, Copy, PartialEq, Debug)]
