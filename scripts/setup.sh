@@ -102,6 +102,10 @@ install_packages() {
     # zfs-dkms: that would build and install the modules for the host's kernels.
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q -t bookworm-backports \
         --no-install-recommends zfsutils-linux
+    # What OpenZFS's test suite (zfs-test, unpacked below) runs in the guest's chroot
+    # (docs/design/zfs-slog.md, "OpenZFS's test suite"); not mdadm, which only RAID tests use.
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+        ksh acl attr bc fio lsscsi parted sudo sysstat xxhash wamerican udev python3 rsync pax
     # The browser that renders `persim report --html`'s pages in the tests
     # (crates/cli/tests/html_report.rs), and Slurm with munge for the cluster tests
     # (docs/guides/campaigns.md).
@@ -216,6 +220,36 @@ unpack_zfs_source() {
     echo "setup.sh: OpenZFS $upstream source unpacked in $src"
 }
 
+# OpenZFS's test suite of the tools' version, from zfs-test: downloaded and unpacked into
+# $ZFS_DIR/tests/zfs-test-<version> (not installed), then the guest's root for it built from
+# that and the host's packages into $ZFS_DIR/tests/root.tar (scripts/zfs-tests-root.sh).
+unpack_zfs_tests() {
+    local version upstream dir tar
+    version=$(dpkg-query -W -f '${Version}' zfsutils-linux)
+    upstream=${version%%-*}
+    dir=$ZFS_DIR/tests/zfs-test-$upstream
+    tar=$ZFS_DIR/tests/root-$upstream.tar
+    if [[ ! -x $dir/usr/share/zfs/zfs-tests.sh ]]; then
+        local tmp
+        tmp=$(mktemp -d)
+        chown _apt "$tmp" 2>/dev/null || true
+        (cd "$tmp" && apt-get download -q "zfs-test=$version")
+        dpkg-deb -x "$tmp"/zfs-test_*.deb "$tmp/x"
+        mkdir -p "$ZFS_DIR/tests"
+        rm -rf "$dir"
+        mv "$tmp/x" "$dir"
+        rm -rf "$tmp" "$tar"
+    fi
+    local here
+    here=$(dirname "$0")
+    # Rebuilt when the scripts that make it changed.
+    if [[ ! $tar -nt $here/zfs-tests-root.sh || ! $tar -nt $here/zfs-tests-zpool.sh ]]; then
+        bash "$here/zfs-tests-root.sh" "$dir" "$tar"
+    fi
+    ln -sfn "root-$upstream.tar" "$ZFS_DIR/tests/root.tar"
+    echo "setup.sh: OpenZFS $upstream test suite in $dir, its guest root $tar"
+}
+
 # DPWC's deliberately broken modules (docs/design/dpwc.md, "Mutants"), which
 # crates/cli/tests/dpwc_mutants.rs runs; make rebuilds only what changed.
 build_dpwc_mutants() {
@@ -313,6 +347,7 @@ main() {
     bash "$(dirname "$0")/build-kmods.sh"
     build_dpwc_mutants
     unpack_zfs_source
+    unpack_zfs_tests
     if [[ ${PERSIM_ZFS:-0} == 1 ]]; then
         bash "$(dirname "$0")/build-kmods.sh" --zfs
     else
