@@ -224,11 +224,14 @@ unpack_zfs_source() {
 # $ZFS_DIR/tests/zfs-test-<version> (not installed), then the guest's root for it built from
 # that and the host's packages into $ZFS_DIR/tests/root.tar (scripts/zfs-tests-root.sh).
 unpack_zfs_tests() {
-    local version upstream dir tar
+    local version upstream dir tar here key
     version=$(dpkg-query -W -f '${Version}' zfsutils-linux)
     upstream=${version%%-*}
+    here=$(dirname "$0")
+    # Keyed by the scripts that make the root, so a fresh clone reuses it.
+    key=$(cat "$here/zfs-tests-root.sh" "$here/zfs-tests-zpool.sh" | sha256sum | cut -c1-16)
     dir=$ZFS_DIR/tests/zfs-test-$upstream
-    tar=$ZFS_DIR/tests/root-$upstream.tar
+    tar=$ZFS_DIR/tests/root-$upstream-$key.tar
     if [[ ! -x $dir/usr/share/zfs/zfs-tests.sh ]]; then
         local tmp
         tmp=$(mktemp -d)
@@ -238,15 +241,13 @@ unpack_zfs_tests() {
         mkdir -p "$ZFS_DIR/tests"
         rm -rf "$dir"
         mv "$tmp/x" "$dir"
-        rm -rf "$tmp" "$tar"
+        rm -rf "$tmp" "$ZFS_DIR"/tests/root-"$upstream"-*.tar
     fi
-    local here
-    here=$(dirname "$0")
-    # Rebuilt when the scripts that make it changed.
-    if [[ ! $tar -nt $here/zfs-tests-root.sh || ! $tar -nt $here/zfs-tests-zpool.sh ]]; then
+    if [[ ! -f $tar ]]; then
+        rm -f "$ZFS_DIR"/tests/root-"$upstream"-*.tar
         bash "$here/zfs-tests-root.sh" "$dir" "$tar"
     fi
-    ln -sfn "root-$upstream.tar" "$ZFS_DIR/tests/root.tar"
+    ln -sfn "${tar##*/}" "$ZFS_DIR/tests/root.tar"
     echo "setup.sh: OpenZFS $upstream test suite in $dir, its guest root $tar"
 }
 
