@@ -135,7 +135,8 @@ fn a_revoked_block_is_explored_in_place_and_the_others_still_follow_the_cut() {
 #[test]
 fn in_place_lines_mount_reads_before_replay_are_explored() {
     let layout = JournalLayout {
-        read_before_replay: vec![0x5010..0x5020],
+        // part of block 20's first line, and a block the trace does not write
+        read_before_replay: vec![0x5010..0x5020, 0x6000..0x6400],
         ..layout()
     };
     let seen = replay_with(&correct(), Scope::Program, layout);
