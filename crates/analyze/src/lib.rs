@@ -3,6 +3,7 @@
 //! against a reference or the test's `expect`, invariants, and the outcome of each media
 //! fault. What a trace says on its own is `persim-inspect`'s.
 
+mod compare;
 mod culprits;
 mod diff;
 mod fault_plots;
@@ -13,6 +14,7 @@ mod report;
 mod signature;
 mod verdict;
 
+pub use compare::{IntervalStates, StatesComparison};
 pub use culprits::{find_culprits, Culprit, Relevance};
 pub use diff::line_diff;
 pub use fault_plots::fault_summary_svg;

@@ -7,6 +7,7 @@
 
 use crate::Image;
 use persim_model::{JournalExtent, JournalLayout};
+use std::ops::Range;
 
 const EXT4_MAGIC: u16 = 0xef53;
 const JBD2_MAGIC: u32 = 0xc03b_3998;
@@ -30,6 +31,7 @@ pub fn journal_layout(image: &Image, pm_size: u64) -> Option<JournalLayout> {
     let sb = read(image, fs_start + 1024, 1024);
     let block_size = 1024u64 << le32(&sb, 0x18).min(6);
     let incompat = le32(&sb, 0x60);
+    let mut read_before_replay = Vec::new();
     let (extents, fs) = if incompat & JOURNAL_DEV != 0 {
         // the journal follows the block that holds this superblock, to the device's end
         let start = fs_start + (1024 / block_size + 1) * block_size;
@@ -44,7 +46,12 @@ pub fn journal_layout(image: &Image, pm_size: u64) -> Option<JournalLayout> {
         if le32(&sb, 0x5c) & HAS_JOURNAL == 0 {
             return None;
         }
-        let runs = journal_extents(image, fs_start, &sb, block_size)?;
+        let inode = journal_inode(image, fs_start, &sb, block_size)?;
+        let runs = journal_extents(image, fs_start, block_size, &inode)?;
+        read_before_replay = vec![
+            fs_start..fs_start + superblock_and_descriptors(&sb, block_size)? * block_size,
+            inode.clone(),
+        ];
         let extents = runs
             .into_iter()
             .map(|(logical, physical, blocks)| JournalExtent {
@@ -84,6 +91,7 @@ pub fn journal_layout(image: &Image, pm_size: u64) -> Option<JournalLayout> {
         },
         tail_sequence: be32(&jsb, 0x18),
         tail_block: be32(&jsb, 0x1c),
+        read_before_replay,
     })
 }
 
@@ -92,13 +100,32 @@ fn primary_superblock(image: &Image, at: u64) -> bool {
     le16(&sb, 0x38) == EXT4_MAGIC && le32(&sb, 0x18) <= 6 && le16(&sb, 0x5a) == 0
 }
 
-/// The journal inode's extents: (logical block, physical block, blocks).
-fn journal_extents(
-    image: &Image,
-    fs_start: u64,
-    sb: &[u8],
-    block_size: u64,
-) -> Option<Vec<(u64, u64, u64)>> {
+/// The file system's blocks up to the end of the primary group descriptors: what mount
+/// reads and checks (the superblock's and each group's checksum) before journal replay.
+fn superblock_and_descriptors(sb: &[u8], block_size: u64) -> Option<u64> {
+    let first_data_block = u64::from(le32(sb, 0x14));
+    let blocks_per_group = u64::from(le32(sb, 0x20));
+    let wide = le32(sb, 0x60) & INCOMPAT_64BIT != 0;
+    let mut blocks = u64::from(le32(sb, 0x4));
+    if wide {
+        blocks |= u64::from(le32(sb, 0x150)) << 32;
+    }
+    let groups = blocks
+        .checked_sub(first_data_block)?
+        .div_ceil(blocks_per_group.max(1));
+    let descriptors = (groups * desc_size(sb)).div_ceil(block_size);
+    Some(first_data_block + 1 + descriptors)
+}
+
+fn desc_size(sb: &[u8]) -> u64 {
+    match le32(sb, 0x60) & INCOMPAT_64BIT != 0 {
+        true => u64::from(le16(sb, 0xfe)),
+        false => 32,
+    }
+}
+
+/// The journal inode's bytes in PM.
+fn journal_inode(image: &Image, fs_start: u64, sb: &[u8], block_size: u64) -> Option<Range<u64>> {
     let inodes_per_group = u64::from(le32(sb, 0x28));
     let inode_size = u64::from(le16(sb, 0x58));
     let inode = u64::from(le32(sb, 0xe0));
@@ -106,7 +133,7 @@ fn journal_extents(
         return None;
     }
     let wide = le32(sb, 0x60) & INCOMPAT_64BIT != 0;
-    let desc_size = if wide { u64::from(le16(sb, 0xfe)) } else { 32 };
+    let desc_size = desc_size(sb);
     let group = (inode - 1) / inodes_per_group;
     let gdt = fs_start + (u64::from(le32(sb, 0x14)) + 1) * block_size;
     let desc = read(image, gdt + group * desc_size, desc_size as usize);
@@ -115,7 +142,17 @@ fn journal_extents(
         table |= u64::from(le32(&desc, 0x28)) << 32;
     }
     let at = fs_start + table * block_size + (inode - 1) % inodes_per_group * inode_size;
-    let node = read(image, at + 0x28, 60);
+    Some(at..at + inode_size)
+}
+
+/// The journal inode's extents: (logical block, physical block, blocks).
+fn journal_extents(
+    image: &Image,
+    fs_start: u64,
+    block_size: u64,
+    inode: &Range<u64>,
+) -> Option<Vec<(u64, u64, u64)>> {
+    let node = read(image, inode.start + 0x28, 60);
     let mut runs = Vec::new();
     extents(image, fs_start, block_size, &node, 0, &mut runs)?;
     (!runs.is_empty()).then_some(runs)

@@ -1,6 +1,7 @@
 //! The jbd2 journal of a real ext4 file system (Debian's mkfs.ext4, as the VM
 //! configurations make it), found behind 2 MiB of fsdax metadata: every journal block maps
-//! where debugfs says the journal inode's blocks are.
+//! where debugfs says the journal inode's blocks are, and what mount reads before replay
+//! (superblock, group descriptors, journal inode) where dumpe2fs and debugfs put it.
 
 mod common;
 
@@ -61,6 +62,30 @@ fn the_journal_of_a_real_ext4_is_found_where_debugfs_puts_it() {
             );
         }
     }
+    // dumpe2fs: "Primary superblock at 0, Group descriptors at 1-1"; debugfs `imap <8>`:
+    // "located at block B, offset 0xO", 256-byte inodes
+    let dumpe2fs = Command::new(tool("dumpe2fs", "e2fsprogs"))
+        .arg(&fs)
+        .output()
+        .unwrap();
+    let dumped = String::from_utf8_lossy(&dumpe2fs.stdout);
+    assert!(dumped.contains("Primary superblock at 0, Group descriptors at 1-1"));
+    let imap = Command::new(&debugfs)
+        .args(["-R", "imap <8>"])
+        .arg(&fs)
+        .output()
+        .unwrap();
+    let imap = String::from_utf8_lossy(&imap.stdout);
+    let (block, at) = imap
+        .split_once("located at block ")
+        .and_then(|(_, rest)| rest.trim().split_once(", offset 0x"))
+        .unwrap();
+    let inode =
+        offset + block.parse::<u64>().unwrap() * 4096 + u64::from_str_radix(at, 16).unwrap();
+    assert_eq!(
+        layout.read_before_replay,
+        [offset..offset + 2 * 4096, inode..inode + 256]
+    );
     // no file system: no journal
     let zeros = Image::zeroed(8 << 20);
     assert!(journal_layout(&zeros, 8 << 20).is_none());

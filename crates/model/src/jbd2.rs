@@ -9,7 +9,8 @@
 //!   its transaction's commit is durable, and by rule 1 it is durable before that commit
 //!   is even written: pending, it never changes what recovery replays;
 //! - an in-place write of a block that a durable, replayable transaction holds is
-//!   overwritten by replay whatever part of it persisted.
+//!   overwritten by replay whatever part of it persisted, unless mount reads it before
+//!   replay (the superblock, group descriptors, journal inode: their checksums fail).
 //!
 //! The rules: (1) every other journal block is durable when a commit record is written;
 //! (2) no block of a transaction is written in place before its commit is durable. A
@@ -19,6 +20,7 @@ use crate::pending::PmPending;
 use crate::unit::LINE;
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
+use std::ops::Range;
 
 /// A jbd2 journal block header's magic number (big-endian on media).
 const MAGIC: u32 = 0xc03b_3998;
@@ -50,6 +52,10 @@ pub struct JournalLayout {
     /// tail block (0: the journal is empty, nothing is replayed).
     pub tail_sequence: u32,
     pub tail_block: u32,
+    /// PM byte ranges that mount reads and checks before it replays the journal (ext4's
+    /// superblock and group descriptors, the journal inode): a torn in-place write there
+    /// fails the mount before replay could rewrite it, so their lines are never protected.
+    pub read_before_replay: Vec<Range<u64>>,
 }
 
 /// A run of consecutive journal blocks in PM.
@@ -394,9 +400,12 @@ impl Journal {
     pub fn protects(&self, line: u64) -> bool {
         let layout = &self.layout;
         let Some(block) = layout.block_of(line) else {
-            return layout
-                .fs_block_of(line)
-                .is_some_and(|b| self.covered.contains(&b));
+            let read_first =
+                (layout.read_before_replay.iter()).any(|r| r.start < line + LINE && line < r.end);
+            return !read_first
+                && layout
+                    .fs_block_of(line)
+                    .is_some_and(|b| self.covered.contains(&b));
         };
         let header = line.is_multiple_of(layout.block_size);
         let commit = header

@@ -53,6 +53,16 @@ impl Claim {
             .filter(move |e| !damaged && self.resume.is_none_or(|r| e.header.position > r))
             .take_while(move |e| stop.is_none_or(|s| e.header.position < s))
     }
+
+    /// The chunks whose entries' positions do not rise along the chunk: an entry of the
+    /// chunk's earlier use follows a newer one, which zeroing the next header prevents.
+    /// Replay skips such stale entries (their txgs are synced), so only this shows them.
+    pub fn mixed_chunks(&self) -> Vec<usize> {
+        (self.scanned.iter().enumerate())
+            .filter(|(_, positions)| !positions.is_sorted_by(|a, b| a < b))
+            .map(|(chunk, _)| chunk)
+            .collect()
+    }
 }
 
 /// An entry handed to the consumer.

@@ -59,6 +59,11 @@ pub struct Recovery {
     pub replayed: Vec<Position>,
     /// Whether an interrupted replay was resumed.
     pub resumed: bool,
+    /// Chunks whose entries mix uses ([`crate::Claim::mixed_chunks`]).
+    pub mixed_chunks: Vec<usize>,
+    /// Chunks that claim found holding entries: none once a recovery before this one
+    /// finished, since its txg commit freed every chunk it claimed.
+    pub chunks_in_use: usize,
 }
 
 /// The key-value store.
@@ -144,6 +149,8 @@ impl<R: Region, A: PmAccess> KvStore<R, A> {
             .log
             .claim(&header, committed + 1)
             .expect("claimed once after open");
+        recovery.mixed_chunks = claim.mixed_chunks();
+        recovery.chunks_in_use = store.log.geometry().chunk_count - store.log.free_chunks();
         let KvStore {
             file,
             map,
@@ -229,6 +236,12 @@ impl<R: Region, A: PmAccess> KvStore<R, A> {
     /// Drops the store without committing (a crash, for the log) and gives the region back.
     pub fn crash(self) -> R {
         self.log.into_region()
+    }
+
+    /// Drops the store as [`KvStore::crash`] does and gives the region and its access
+    /// back, to recover again.
+    pub fn stop(self) -> (R, A) {
+        self.log.into_parts()
     }
 }
 

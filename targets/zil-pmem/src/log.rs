@@ -217,6 +217,11 @@ impl<R: Region, A: PmAccess> ZilPmem<R, A> {
         self.region
     }
 
+    /// Gives the region and its access back, to open the log again as a restart would.
+    pub fn into_parts(self) -> (R, A) {
+        (self.region, self.access)
+    }
+
     /// Writes an entry of object set `objset` for `txg` and returns once it is durable and
     /// every entry of an earlier generation is durable too. With `new_gen`, the entry
     /// starts a generation: replay applies it after every entry written before it began;

@@ -109,6 +109,37 @@ fn a_crash_during_replay_resumes_without_applying_an_entry_twice() {
     }
 }
 
+/// What the map hides, a restart's claim shows: a chunk reused over stale entries it did
+/// not end (no zeroed next header), and, after a recovery whose txg commit freed every
+/// chunk it claimed, chunks still in use (no zeroed first header). Each zeroing mutant
+/// (docs/design/zil-pmem.md) breaks one, and `zil-pmem-tool recover --check` reports it.
+#[test]
+fn a_restart_shows_chunks_mixing_uses_and_freed_chunks_still_in_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store");
+    let mut store = create(&path, 4);
+    // Entries of 512 bytes, four a chunk: puts 1-4 fill one, put 5 (the next chunk)
+    // commits txg 1 and frees the full one, put 9 reuses it over three stale entries.
+    let puts: Vec<_> = (1..=9)
+        .map(|k| (format!("key-{k}").into_bytes(), vec![b'v'; 200]))
+        .collect();
+    for (k, v) in &puts {
+        store.put(k, v).unwrap();
+    }
+    let (region, access) = store.stop();
+    let (store, first) = Store::recover(&path, region, access, EVERY, None).unwrap();
+    assert_eq!(first.replayed.len(), 4);
+    assert!(first.chunks_in_use > 0);
+    let (region, access) = store.stop();
+    let (store, second) = Store::recover(&path, region, access, EVERY, None).unwrap();
+    assert_eq!(store.map(), &model(&puts));
+    let mixed = cfg!(feature = "mutant-no-zero-next-header");
+    assert_eq!(!first.mixed_chunks.is_empty(), mixed, "{first:?}");
+    assert!(second.mixed_chunks.is_empty(), "{second:?}");
+    let kept = cfg!(feature = "mutant-no-zero-freed-chunk");
+    assert_eq!(second.chunks_in_use > 0, kept, "{second:?}");
+}
+
 fn copy(region: &HeapRegion) -> HeapRegion {
     let mut copy = HeapRegion::new(region.as_slice().len());
     copy.as_mut_slice().copy_from_slice(region.as_slice());

@@ -3,12 +3,14 @@
 use crate::html;
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use persim_analyze::{line_diff, CheckpointVerdict, Report};
+use persim_analyze::{line_diff, CheckpointVerdict, Report, StatesComparison};
 use persim_image::ImagesIndex;
 use persim_inspect::pending_at;
-use persim_model::Config;
+use persim_model::{Config, Strategy};
+use persim_state::Recovered;
 use persim_tester::{FaultsReport, RunDir, SuiteResults};
 use persim_trace::{Reader, Symbols};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// Print a run's report again; --diff and --dirty-lines add the evidence behind each
@@ -42,9 +44,16 @@ pub struct ReportArgs {
     /// interval with several final states.
     #[arg(long)]
     pub dirty_lines: bool,
-    /// Print report.json instead of the text.
+    /// Print report.json instead of the text (with --compare, the comparison).
     #[arg(long)]
     pub json: bool,
+    /// Compare the distinct states this run recovered with those of OTHER, a run of the
+    /// same test (e.g. `--scope program` against `--scope all`, both judged from one
+    /// trace with --trace-from), interval by interval, as sets: each side's count, the
+    /// states only one has, and each run's images and failure points sampled
+    /// (--max-images). Exit code 1 when OTHER has a state this run lacks.
+    #[arg(long, value_name = "OTHER", conflicts_with_all = ["html", "diff", "failure_points", "dirty_lines"])]
+    pub compare: Option<PathBuf>,
 }
 
 /// Returns whether the run found violations.
@@ -54,6 +63,9 @@ pub fn run(args: &ReportArgs) -> Result<bool> {
     }
     let dir = RunDir::new(&args.dir);
     let report = dir.read_report()?;
+    if let Some(other) = &args.compare {
+        return compare(&dir, &report, &RunDir::new(other), args.json);
+    }
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&report)?)?;
         return Ok(!report.passed());
@@ -86,6 +98,102 @@ pub fn run(args: &ReportArgs) -> Result<bool> {
         }
     }
     Ok(!report.passed())
+}
+
+/// `--compare`: this run's states against `other`'s; returns whether `other` has a
+/// state this run lacks.
+fn compare(dir: &RunDir, report: &Report, other: &RunDir, json: bool) -> Result<bool> {
+    let theirs = other.read_report()?;
+    if theirs.test != report.test || theirs.fs != report.fs {
+        bail!(
+            "{} ran {} on {}, {} ran {} on {}: compare two runs of the same test and file \
+             system (e.g. judged from one trace with `persim run --trace-from`)",
+            dir.root().display(),
+            report.test,
+            report.fs,
+            other.root().display(),
+            theirs.test,
+            theirs.fs
+        );
+    }
+    let (mine, recovered_here) = (Searched::of(dir, report)?, recovered(dir, report)?);
+    let their_search = Searched::of(other, &theirs)?;
+    let recovered_there = recovered(other, &theirs)?;
+    let states = StatesComparison::new(
+        &report.checkpoints,
+        &theirs.checkpoints,
+        |h| recovered_here.get(h),
+        |h| recovered_there.get(h),
+    );
+    if json {
+        let value = serde_json::json!({
+            "here": mine.to_json(), "there": their_search.to_json(),
+            "covers": states.covers(), "intervals": states.intervals,
+        });
+        outln!("{}", serde_json::to_string_pretty(&value)?)?;
+    } else {
+        outln!("this run:  {}: {}", dir.root().display(), mine.describe())?;
+        outln!(
+            "the other: {}: {}",
+            other.root().display(),
+            their_search.describe()
+        )?;
+        out!("{}", states.to_text())?;
+    }
+    Ok(!states.covers())
+}
+
+/// How much of the crash images a run searched.
+struct Searched {
+    strategy: Strategy,
+    images: usize,
+    failure_points: usize,
+    /// Failure points with more images than --max-images, where a sample was taken.
+    sampled: usize,
+}
+
+impl Searched {
+    fn of(dir: &RunDir, report: &Report) -> Result<Searched> {
+        let index = ImagesIndex::read(&dir.images_index())?;
+        Ok(Searched {
+            strategy: report.strategy,
+            images: index.images.len(),
+            failure_points: index.failure_points.len(),
+            sampled: index.failure_points.iter().filter(|p| p.incomplete).count(),
+        })
+    }
+
+    fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "strategy": self.strategy, "images": self.images,
+            "failure_points": self.failure_points, "sampled": self.sampled,
+        })
+    }
+
+    fn describe(&self) -> String {
+        let sampled = match self.sampled {
+            0 => "none sampled".to_string(),
+            n => format!("sampled at {n}"),
+        };
+        format!(
+            "{}, {} images, {} failure points ({sampled})",
+            self.strategy, self.images, self.failure_points
+        )
+    }
+}
+
+/// What each image behind the report's states recovered to.
+fn recovered(dir: &RunDir, report: &Report) -> Result<HashMap<String, Recovered>> {
+    let images = (report.checkpoints.iter())
+        .flat_map(|c| &c.states)
+        .flat_map(|s| &s.images);
+    let mut states = HashMap::new();
+    for hash in images {
+        if !states.contains_key(hash) {
+            states.insert(hash.clone(), dir.read_state(hash)?);
+        }
+    }
+    Ok(states)
 }
 
 /// The page of `dir`, whichever kind of directory it is; returns whether it holds

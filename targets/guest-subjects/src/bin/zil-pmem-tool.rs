@@ -10,7 +10,7 @@ use persim_guest::hypercall::{call, Operation};
 use persim_ringbuf::{dispatch, AccessKind, AccessVisitor, PmAccess};
 use persim_subjects::dax::{create_mapped, map_file, SyncMapping};
 use persim_subjects::options::Options;
-use persim_zil_pmem::kv::{KvError, KvStore};
+use persim_zil_pmem::kv::{KvError, KvStore, Recovery};
 use persim_zil_pmem::{ReplayError, SUPERBLOCK_SPACE};
 use serde_json::{json, Map, Value};
 use std::ffi::OsString;
@@ -21,7 +21,8 @@ const USAGE: &str = "\
 usage: zil-pmem-tool format STORE LOG --chunk-size BYTES --chunks N
        zil-pmem-tool put STORE LOG --count N --value-len BYTES [--first K] [--every E]
                      [--checkpoints] [--access KIND]
-       zil-pmem-tool recover STORE LOG [--stop-after N] [--checkpoints] [--access KIND]
+       zil-pmem-tool recover STORE LOG [--stop-after N] [--checkpoints] [--check]
+                     [--access KIND]
 
 STORE is the key-value store's file (on any file system: the NVMe SSD), LOG the file of
 its ZIL-PMEM log on a file system mounted with -o dax (mapped with MAP_SYNC).
@@ -38,7 +39,11 @@ its ZIL-PMEM log on a file system mounted with -o dax (mapped with MAP_SYNC).
             or {\"damage\": \"...\"} and exit 3 when recovery refuses: a body that fails its
             checksum, a missing dependency, an unreadable log or store;
             --stop-after N: fail replay after N entries, as a crash there would, and print
-            {\"interrupted_after\": N}; --checkpoints: checkpoints 1 and 2 around recovery
+            {\"interrupted_after\": N}; --checkpoints: checkpoints 1 and 2 around recovery;
+            --check: also check the log's chunks, which the map cannot show (a state
+            command's check): no chunk holds an entry of its earlier use after a newer
+            one, and a restart after the recovery finds every chunk free (its txg commit
+            freed them); else damage
   --access  how stores reach PM: nt-avx512, nt-avx2, nt-sse2, clwb, clflushopt, clflush,
             eadr (default: the widest non-temporal stores this CPU has)
   -h, --help  print this help
@@ -57,7 +62,7 @@ const VALUED: [&str; 8] = [
     "stop-after",
     "access",
 ];
-const FLAGS: [&str; 1] = ["checkpoints"];
+const FLAGS: [&str; 2] = ["checkpoints", "check"];
 /// Puts per txg unless `--every` says otherwise.
 const DEFAULT_EVERY: usize = 8;
 /// The store's pool and log GUIDs: fixed, so that every run writes the same bytes.
@@ -115,6 +120,7 @@ enum Job {
     Recover {
         stop_after: Option<usize>,
         checkpoints: bool,
+        check: bool,
     },
 }
 
@@ -149,6 +155,7 @@ impl Command {
             "recover" => Job::Recover {
                 stop_after: options.optional_number("--stop-after")?,
                 checkpoints: options.flag("--checkpoints"),
+                check: options.flag("--check"),
             },
             other => return Err(format!("unknown command `{other}`")),
         };
@@ -206,6 +213,7 @@ impl AccessVisitor for Command {
             Job::Recover {
                 stop_after,
                 checkpoints,
+                check,
             } => {
                 let region = match map_file(&self.log) {
                     Ok(region) => region,
@@ -224,11 +232,16 @@ impl AccessVisitor for Command {
                 if checkpoints {
                     call(Operation::Checkpoint(2));
                 }
+                let recovered = match recovered {
+                    Ok((kv, first)) if check => restart_damage(store, kv, &first),
+                    recovered => recovered.map(|(kv, _)| Ok(kv)),
+                };
                 match recovered {
-                    Ok((kv, _)) => {
+                    Ok(Ok(kv)) => {
                         println!("{}", map_json(kv.map()));
                         Ok(None)
                     }
+                    Ok(Err(damage)) => Ok(Some(damage)),
                     Err(KvError::Interrupted(n)) => {
                         println!("{}", json!({ "interrupted_after": n }));
                         Ok(None)
@@ -242,6 +255,31 @@ impl AccessVisitor for Command {
             }
         }
     }
+}
+
+/// `recover --check`: recovers `kv` again, as a restart would, and returns it, or what
+/// its chunks show wrong.
+fn restart_damage<A: PmAccess>(
+    store: &Path,
+    kv: KvStore<SyncMapping, A>,
+    first: &Recovery,
+) -> Result<Result<KvStore<SyncMapping, A>, String>, KvError> {
+    let (region, access) = kv.stop();
+    let (kv, second) = KvStore::recover(store, region, access, DEFAULT_EVERY, None)?;
+    Ok(if let Some(chunk) = first.mixed_chunks.first() {
+        Err(format!(
+            "chunk {chunk} holds an entry of its earlier use after a newer one (its next \
+             header was not zeroed)"
+        ))
+    } else if second.chunks_in_use > 0 {
+        Err(format!(
+            "{} chunks are in use at a restart after a finished recovery, whose txg commit \
+             freed them (a freed chunk's first header was not zeroed)",
+            second.chunks_in_use
+        ))
+    } else {
+        Ok(kv)
+    })
 }
 
 /// Put `k`'s key and value.
@@ -300,6 +338,16 @@ mod tests {
             Job::Recover {
                 stop_after: Some(2),
                 checkpoints: false,
+                check: false,
+            }
+        );
+        let recover = parse("recover s l --check").unwrap();
+        assert_eq!(
+            recover.job,
+            Job::Recover {
+                stop_after: None,
+                checkpoints: false,
+                check: true,
             }
         );
         let format = parse("format s l --chunks 4 --chunk-size 1024").unwrap();
