@@ -135,19 +135,7 @@ mod tests {
                 ..StateInfo::recovered(&format!("c1s{k}"), vec![1], "")
             })
             .collect();
-        vec![CheckpointVerdict {
-            from: 1,
-            to: 2,
-            states,
-            final_states: Vec::new(),
-            single_final_state: true,
-            atomic: true,
-            errors: Vec::new(),
-            culprits: Vec::new(),
-            invariant: None,
-            reference: None,
-            expected: None,
-        }]
+        vec![CheckpointVerdict::first_interval(states, Vec::new())]
     }
 
     /// Images a..e: a and b recover to the same state, the others each to their own.

@@ -295,19 +295,10 @@ mod tests {
     /// One interval 1 → 2 whose final state is image `b`'s.
     fn interval() -> Vec<CheckpointVerdict> {
         let state = |name: &str, image: &str| StateInfo::recovered(name, vec![1], image);
-        vec![CheckpointVerdict {
-            from: 1,
-            to: 2,
-            states: vec![state("c1s0", "a"), state("c1s1", "b")],
-            final_states: vec!["c1s1".into()],
-            single_final_state: true,
-            atomic: true,
-            errors: Vec::new(),
-            culprits: Vec::new(),
-            invariant: None,
-            reference: None,
-            expected: None,
-        }]
+        vec![CheckpointVerdict::first_interval(
+            vec![state("c1s0", "a"), state("c1s1", "b")],
+            vec!["c1s1".into()],
+        )]
     }
 
     fn reference(dump: &str) -> ReferenceStates {

@@ -53,6 +53,26 @@ impl StateInfo {
     }
 }
 
+#[cfg(test)]
+impl CheckpointVerdict {
+    /// Interval 1 → 2 with these states, atomic, for the tests of the crate.
+    pub(crate) fn first_interval(states: Vec<StateInfo>, final_states: Vec<String>) -> Self {
+        CheckpointVerdict {
+            from: 1,
+            to: 2,
+            states,
+            final_states,
+            single_final_state: true,
+            atomic: true,
+            errors: Vec::new(),
+            culprits: Vec::new(),
+            invariant: None,
+            reference: None,
+            expected: None,
+        }
+    }
+}
+
 /// What a crash image leaves out of the pending writes at its failure point: PM stores,
 /// disk writes (a block keeping its durable content or an earlier pending write), or both.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
