@@ -7,7 +7,7 @@ use crate::layout::Geometry;
 pub enum OpenError {
     #[error(
         "bad geometry {0:?}: the chunk size must be a non-zero multiple of 4096, a zone needs \
-         at least 2 rows, and the log size a multiple of 4096"
+         at least 2 rows, the log size a multiple of 4096 up to 16 MiB, and the pool at most 1 TiB"
     )]
     BadGeometry(Geometry),
     #[error("a pool of {len} bytes has no room for one zone of {0:?}; use a larger pool or smaller chunks", len = .0.pool_len)]

@@ -21,7 +21,10 @@ pub const UNIT: u64 = LINE;
 /// Bytes of an object's header: size, type, checksum, reserved (all `u32`).
 pub const OBJ_HEADER: u64 = 16;
 /// The format this library writes and reads.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
+/// The largest pool and log copy: a log entry holds a 40-bit offset and a 24-bit length.
+const MAX_POOL: u64 = 1 << 40;
+const MAX_LOG: u64 = 1 << 24;
 const MAGIC: u64 = u64::from_le_bytes(*b"PANGOLIN");
 /// Encoded metadata: magic, version, pad, pool length, chunk size, rows, log size, root
 /// object, checksum.
@@ -56,7 +59,9 @@ impl Geometry {
             || !self.chunk_size.is_multiple_of(PAGE)
             || self.rows < 2
             || self.log_size < PAGE
-            || !self.log_size.is_multiple_of(PAGE);
+            || !self.log_size.is_multiple_of(PAGE)
+            || self.log_size > MAX_LOG
+            || self.pool_len > MAX_POOL;
         if bad {
             return Err(OpenError::BadGeometry(*self));
         }
@@ -224,6 +229,25 @@ mod tests {
         let parity = g.chunk_size as f64 / g.zone(0).data_len() as f64;
         assert!((0.0100..0.0102).contains(&parity), "{parity}");
         assert!(g.redundancy() < 0.013, "{}", g.redundancy());
+    }
+
+    #[test]
+    fn a_geometry_whose_offsets_or_log_overflow_an_entry_header_is_refused() {
+        let mut g = Geometry::new(MAX_POOL);
+        g.log_size = MAX_LOG;
+        g.validate().unwrap();
+        for bad in [
+            Geometry {
+                pool_len: MAX_POOL + PAGE,
+                ..g
+            },
+            Geometry {
+                log_size: MAX_LOG + PAGE,
+                ..g
+            },
+        ] {
+            assert_eq!(bad.validate(), Err(OpenError::BadGeometry(bad)));
+        }
     }
 
     #[test]

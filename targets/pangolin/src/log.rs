@@ -1,6 +1,6 @@
 //! The redo log: two copies, each a header line (the commit mark) and a body of entries,
-//! an entry being a pool offset and length (16 bytes), then the new bytes, padded to 8:
-//! entries are sized to the bytes that changed, not to their lines.
+//! an entry being one word of pool offset (low 40 bits) and length (high 24), then the new
+//! bytes, padded to 8: entries are sized to the bytes that changed, not to their lines.
 //!
 //! A commit writes the body to both copies, fences, writes the committed header to both,
 //! and fences; once the new bytes and parity are in place it clears the mark. Recovery
@@ -25,7 +25,10 @@ pub type Runs = Vec<(u64, Vec<u8>)>;
 /// Bytes of a header line in use (the rest stays zero).
 const HEADER: usize = 32;
 /// Bytes of an entry's offset and length.
-const ENTRY_HEADER: usize = 16;
+const ENTRY_HEADER: usize = 8;
+/// Bits of an entry's pool offset (`Geometry::validate` bounds the pool); the length has
+/// the rest, enough for a body of the largest log.
+const OFFSET_BITS: u32 = 40;
 
 /// A log body being built: entries appended in place, the body padded to whole lines.
 #[derive(Default)]
@@ -53,7 +56,6 @@ impl Body {
                 self.close();
                 self.open = Some((self.bytes.len(), at));
                 self.bytes.extend_from_slice(&at.to_le_bytes());
-                self.bytes.extend_from_slice(&[0; 8]);
             }
         }
         self.bytes.extend_from_slice(bytes);
@@ -70,7 +72,9 @@ impl Body {
     fn close(&mut self) {
         if let Some((header, _)) = self.open.take() {
             let len = (self.bytes.len() - header - ENTRY_HEADER) as u64;
-            self.bytes[header + 8..header + 16].copy_from_slice(&len.to_le_bytes());
+            let word = &mut self.bytes[header..header + ENTRY_HEADER];
+            let at = u64::from_le_bytes(word.try_into().expect("8"));
+            word.copy_from_slice(&(at | len << OFFSET_BITS).to_le_bytes());
             self.bytes.resize(self.bytes.len().next_multiple_of(8), 0);
         }
     }
@@ -202,8 +206,11 @@ pub fn find<R: Region, A: PmAccess>(pm: &Pm<R, A>, geometry: &Geometry) -> Found
 fn parse(mut body: &[u8]) -> Runs {
     let mut runs = Vec::new();
     while body.len() >= ENTRY_HEADER {
-        let at = u64::from_le_bytes(body[..8].try_into().expect("8"));
-        let len = u64::from_le_bytes(body[8..16].try_into().expect("8")) as usize;
+        let word = u64::from_le_bytes(body[..ENTRY_HEADER].try_into().expect("8"));
+        let (at, len) = (
+            word & ((1 << OFFSET_BITS) - 1),
+            (word >> OFFSET_BITS) as usize,
+        );
         // Padding (or a body whose checksum matched by chance) ends the entries.
         let Some(bytes) = body
             .get(ENTRY_HEADER..ENTRY_HEADER + len)
@@ -223,13 +230,10 @@ mod tests {
 
     #[test]
     fn a_body_parses_back_to_its_runs() {
-        let runs: Runs = vec![(64, vec![1; 13]), (4096, vec![2; 64]), (8, vec![3; 3])];
+        let last = (1 << OFFSET_BITS) - 8;
+        let runs: Runs = vec![(64, vec![1; 13]), (4096, vec![2; 64]), (last, vec![3; 3])];
         let body = body(&runs);
-        assert_eq!(
-            body.len(),
-            32 + 80 + 24,
-            "entries of 16 + 16, 16 + 64, 16 + 8"
-        );
+        assert_eq!(body.len(), 24 + 72 + 16, "entries of 8 + 16, 8 + 64, 8 + 8");
         assert_eq!(parse(&body), runs);
     }
 }

@@ -45,9 +45,9 @@ fn an_update_writes_its_lines_their_parity_and_a_replicated_log() {
         let (lines, fences, whole) = cost(at, len, TraceStyle::NonTemporal);
         // The data lines and the header's.
         let touched = (len.div_ceil(64) + 1) as usize;
-        // Per copy, entries sized to the change (16 bytes for offset and length, the bytes
+        // Per copy, entries sized to the change (8 bytes for offset and length, the bytes
         // padded to 8): the checksum's, then the data's, 52 bytes apart, so not joined.
-        let entries = 24 + (16 + len).next_multiple_of(8);
+        let entries = 16 + (8 + len).next_multiple_of(8);
         let log = 2 * entries.div_ceil(64) as usize;
         let marks = 2 + 2; // the commit mark and the idle mark, in both copies
         assert_eq!(lines, touched + touched + log + marks, "{len} bytes");
