@@ -33,6 +33,7 @@ use persim_state::Recovered;
 use persim_trace::atomic_file::write_atomically;
 use persim_trace::Recording;
 use serde::de::DeserializeOwned;
+use std::collections::HashMap;
 use std::fs::{File, TryLockError};
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
@@ -361,6 +362,20 @@ impl RunDir {
     /// The recovered state of an image, read back.
     pub fn read_state(&self, hash: &str) -> Result<Recovered> {
         read_json(&self.state(hash))
+    }
+
+    /// What each image behind the report's states recovered to, by image hash.
+    pub fn read_report_states(&self, report: &Report) -> Result<HashMap<String, Recovered>> {
+        let images = (report.checkpoints.iter())
+            .flat_map(|c| &c.states)
+            .flat_map(|s| &s.images);
+        let mut states = HashMap::new();
+        for hash in images {
+            if !states.contains_key(hash) {
+                states.insert(hash.clone(), self.read_state(hash)?);
+            }
+        }
+        Ok(states)
     }
 
     /// The cache mode a run directory was judged with, for the commands that replay its

@@ -7,10 +7,8 @@ use persim_analyze::{line_diff, CheckpointVerdict, Report, StatesComparison};
 use persim_image::ImagesIndex;
 use persim_inspect::pending_at;
 use persim_model::{Config, Strategy};
-use persim_state::Recovered;
 use persim_tester::{FaultsReport, RunDir, SuiteResults};
 use persim_trace::{Reader, Symbols};
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// Print a run's report again; --diff and --dirty-lines add the evidence behind each
@@ -116,9 +114,9 @@ fn compare(dir: &RunDir, report: &Report, other: &RunDir, json: bool) -> Result<
             theirs.fs
         );
     }
-    let (mine, recovered_here) = (Searched::of(dir, report)?, recovered(dir, report)?);
+    let (mine, recovered_here) = (Searched::of(dir, report)?, dir.read_report_states(report)?);
     let their_search = Searched::of(other, &theirs)?;
-    let recovered_there = recovered(other, &theirs)?;
+    let recovered_there = other.read_report_states(&theirs)?;
     let states = StatesComparison::new(
         &report.checkpoints,
         &theirs.checkpoints,
@@ -180,20 +178,6 @@ impl Searched {
             self.strategy, self.images, self.failure_points
         )
     }
-}
-
-/// What each image behind the report's states recovered to.
-fn recovered(dir: &RunDir, report: &Report) -> Result<HashMap<String, Recovered>> {
-    let images = (report.checkpoints.iter())
-        .flat_map(|c| &c.states)
-        .flat_map(|s| &s.images);
-    let mut states = HashMap::new();
-    for hash in images {
-        if !states.contains_key(hash) {
-            states.insert(hash.clone(), dir.read_state(hash)?);
-        }
-    }
-    Ok(states)
 }
 
 /// The page of `dir`, whichever kind of directory it is; returns whether it holds
