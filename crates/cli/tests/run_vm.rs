@@ -1302,6 +1302,73 @@ fn zil_pmem_replays_every_logged_call_after_a_crash_before_txg_sync() {
     assert_eq!(blocks, 0, "a stock ZIL block was written");
 }
 
+/// zil-pmem-dump's reader (`persim_zil_pmem::openzfs`) predicts the kernel's replay of
+/// every crash image: on a frozen pool (tests/data/zil-pmem-dump.toml), each image's
+/// region, scanned as the import scans it, with the txg from the NVMe image's uberblocks,
+/// gives as many entries replayed (and not) as the kernel's replay line in that image's
+/// state, and "no replay" exactly where the reader finds no entry to replay.
+#[test]
+fn zil_pmem_dump_predicts_the_kernels_replay_of_every_crash_image() {
+    let Some(config) =
+        zfs_pmem_ready("zil_pmem_dump_predicts_the_kernels_replay_of_every_crash_image")
+    else {
+        return;
+    };
+    use persim_zil_pmem::openzfs::{last_synced_txg, PoolLog};
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let test = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/zil-pmem-dump.toml");
+    let strategy = ["--strategy", "global-prefix"];
+    let run = run_on_vm(&config, test.to_str().unwrap(), &out, &strategy);
+    assert_eq!(run.status.code(), Some(0), "{}", report(&out));
+    let images = dir.path().join("images");
+    let made = persim()
+        .arg("images")
+        .arg(out.join("trace.ptrace"))
+        .args(strategy)
+        .arg("--out")
+        .arg(&images)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let blk_len = std::fs::metadata(out.join("trace.ptrace.blk-initial"))
+        .unwrap()
+        .len() as usize;
+    let (mut checked, mut replaying) = (0, 0);
+    for state in std::fs::read_dir(out.join("states")).unwrap() {
+        let path = state.unwrap().path();
+        let saved: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(saved["outcome"], "state", "{}: {saved}", path.display());
+        let dump = saved["dump"].as_str().unwrap();
+        let kernel = kernel_replay_counts(dump);
+        let hash = path.file_stem().unwrap().to_str().unwrap();
+        let image = std::fs::read(images.join(format!("{hash}.img"))).unwrap();
+        let (pm, blk) = image.split_at(image.len() - blk_len);
+        let synced = last_synced_txg(blk).expect("an intact uberblock");
+        let predicted: Vec<(usize, usize)> = (PoolLog::find(pm).unwrap().predict(synced))
+            .iter()
+            .map(|r| (r.replayed.len(), r.lost.len()))
+            .collect();
+        assert_eq!(predicted, kernel, "image {hash}: kernel said {dump:?}");
+        checked += 1;
+        replaying += usize::from(!kernel.is_empty());
+    }
+    assert!(
+        checked >= 3 && replaying >= 2,
+        "{checked} images, {replaying} replaying"
+    );
+}
+
+/// The (replayed, not replayed) counts of each ZIL-PMEM replay line in `text` ("N entries
+/// replayed from PM, M not replayed").
+fn kernel_replay_counts(text: &str) -> Vec<(usize, usize)> {
+    let number = |s: &str| s.trim().parse::<usize>().unwrap();
+    (text.lines())
+        .filter_map(|l| l.split_once(" entries replayed from PM, "))
+        .map(|(n, rest)| (number(n), number(rest.trim_end_matches(" not replayed"))))
+        .collect()
+}
+
 /// The one final state of a checkpoint interval of a run in `out`: its dump (or `state`
 /// command's output) as JSON.
 fn last_final_state(out: &Path, interval: &Value) -> Value {
