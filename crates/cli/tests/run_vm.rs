@@ -1181,7 +1181,11 @@ fn zil_pmem_entries_checked(trace: &Path) -> usize {
     let u32_at = |b: &[u8], i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
     let entries = zil_pmem_entries(trace);
     for (header, body) in &entries {
-        assert_eq!(crc32c::crc32c(&header[..120]), u32_at(header, 120), "header");
+        assert_eq!(
+            crc32c::crc32c(&header[..120]),
+            u32_at(header, 120),
+            "header"
+        );
         assert_eq!(crc32c::crc32c(body), u32_at(header, 60), "body");
     }
     entries.len()
@@ -1312,8 +1316,7 @@ fn zil_pmem_replays_every_logged_call_after_a_crash_before_txg_sync() {
 /// without dropping it two.
 #[test]
 fn zil_pmem_replays_a_clone_from_pm_its_blocks_held_until_replay() {
-    let test = "zil_pmem_replays_a_clone_from_pm_its_blocks_held_until_replay";
-    if zfs_pmem_ready(test).is_none() {
+    if zfs_pmem_ready("zil_pmem_replays_a_clone_from_pm_its_blocks_held_until_replay").is_none() {
         return;
     }
     let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/zfs-pmem-reflink.toml");
@@ -1341,7 +1344,11 @@ fn zil_pmem_replays_a_clone_from_pm_its_blocks_held_until_replay() {
         .filter(|(_, body)| u64::from_le_bytes(body[..8].try_into().unwrap()) == TX_CLONE_RANGE)
         .count();
     assert_eq!(clones, 1, "TX_CLONE_RANGE entries on PM");
-    assert_eq!(zil_pmem_writes(&trace).1, 0, "a stock ZIL block was written");
+    assert_eq!(
+        zil_pmem_writes(&trace).1,
+        0,
+        "a stock ZIL block was written"
+    );
 }
 
 /// The one final state of a checkpoint interval of a run in `out`: its dump (or `state`
