@@ -79,6 +79,7 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ("slog_002_pos", "PASS", "PASS"),
     ("slog_003_pos", "PASS", "PASS"),
     ("slog_004_pos", "PASS", "PASS"),
+    ("slog_005_pos", "PASS", "PASS"),
 ];
 
 #[derive(Clone, Copy, PartialEq, Debug)]
