@@ -1329,7 +1329,14 @@ fn zil_pmem_dump_predicts_the_kernels_replay_of_every_crash_image() {
     let images = dir.path().join("images");
     let trace = out.join("trace.ptrace");
     let (trace, images_arg) = (trace.to_str().unwrap(), images.to_str().unwrap());
-    let made = persim(&["images", trace, strategy[0], strategy[1], "--out", images_arg]);
+    let made = persim(&[
+        "images",
+        trace,
+        strategy[0],
+        strategy[1],
+        "--out",
+        images_arg,
+    ]);
     assert!(made.status.success(), "{made:?}");
     let blk_len = std::fs::metadata(out.join("trace.ptrace.blk-initial"))
         .unwrap()
