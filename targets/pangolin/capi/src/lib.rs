@@ -28,6 +28,11 @@ impl PmAccess for AnyAccess {
         unsafe { self.0.store_part(base, offset, src) }
     }
 
+    unsafe fn xor_part(&self, base: *mut u8, offset: usize, mask: &[u8]) {
+        // SAFETY: forwarded from our caller.
+        unsafe { self.0.xor_part(base, offset, mask) }
+    }
+
     fn fence(&self) {
         self.0.fence();
     }

@@ -52,12 +52,52 @@ pub trait PmAccess: Send + Sync {
         unsafe { self.store(base, start, &line) }
     }
 
+    /// XORs `mask` into the bytes at `base + offset` (8-aligned, a multiple of 8 long, in
+    /// one line) a word at a time with atomic XORs, so that threads updating the same words
+    /// lose none of each other's changes (parity shared by several writers). Durable after
+    /// the next fence. By default the words are XORed in the cache, then the line is
+    /// flushed by an empty `store_part`: types whose `store_part` reads and rewrites the
+    /// line (non-temporal ones) override this.
+    ///
+    /// # Safety
+    ///
+    /// `base` is line-aligned, `offset .. offset + mask.len()` lies in one line, 8-aligned,
+    /// valid for reads and writes, and written by others only through this method.
+    #[inline(always)]
+    unsafe fn xor_part(&self, base: *mut u8, offset: usize, mask: &[u8]) {
+        // SAFETY: the caller guarantees the words.
+        unsafe {
+            xor_words(base.add(offset), mask);
+            self.store_part(base, offset, &[]);
+        }
+    }
+
     /// Makes every earlier store durable before any later one.
     fn fence(&self);
 
     /// Called when an append begins and once it is durable. Only tracing uses it.
     #[inline(always)]
     fn append_boundary(&self) {}
+}
+
+/// XORs `mask` into the 8-aligned words at `dst` with atomic XORs.
+///
+/// # Safety
+///
+/// `dst` is 8-aligned and `dst .. dst + mask.len()` is valid for reads and writes, written
+/// concurrently only by atomic operations.
+#[inline(always)]
+pub(crate) unsafe fn xor_words(dst: *mut u8, mask: &[u8]) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    for (k, word) in mask.chunks_exact(8).enumerate() {
+        let word = u64::from_ne_bytes(word.try_into().expect("8 bytes"));
+        if word != 0 {
+            // SAFETY: aligned and valid (the caller's promise); the word is only written
+            // atomically while this runs.
+            unsafe { AtomicU64::from_ptr(dst.add(8 * k).cast()) }
+                .fetch_xor(word, Ordering::Relaxed);
+        }
+    }
 }
 
 /// Calls `store_line(offset, line)` for each line of `src` in order, the last one padded
