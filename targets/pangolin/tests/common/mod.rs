@@ -17,6 +17,7 @@ pub fn small() -> (Geometry, usize) {
         chunk_size: PAGE,
         rows: 4,
         log_size: 2 * PAGE,
+        lanes: 1,
     };
     (geometry, 14 * PAGE as usize)
 }
@@ -28,6 +29,7 @@ pub fn wide() -> (Geometry, usize) {
         chunk_size: 2 * PAGE,
         rows: 5,
         log_size: 8 * PAGE,
+        lanes: 1,
     };
     (geometry, 38 * PAGE as usize)
 }

@@ -131,7 +131,14 @@ impl PmAccess for Tracing {
             std::slice::from_raw_parts(base.add(offset), mask.len()).to_vec()
         };
         let addr = offset as u64;
-        entries.push(Op::Write { addr, data, nt: false }.into());
+        entries.push(
+            Op::Write {
+                addr,
+                data,
+                nt: false,
+            }
+            .into(),
+        );
         let kind = match self.style {
             TraceStyle::Eadr => return,
             TraceStyle::Clwb => FlushKind::Clwb,
