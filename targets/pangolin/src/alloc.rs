@@ -56,7 +56,7 @@ impl Overlay {
 
     fn insert(&mut self, key: (usize, u64), value: u8, mask: u8) {
         match self.changes.iter_mut().rev().find(|(k, ..)| *k == key) {
-            Some((_, v, m)) => (*v, *m) = (value, *m | mask),
+            Some((_, v, m)) => (*v, *m) = (rebase(*v, value, mask), *m | mask),
             None => self.changes.push((key, value, mask)),
         }
     }

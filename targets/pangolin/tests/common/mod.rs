@@ -73,7 +73,7 @@ pub const SMALL_SIZES: [u64; 7] = [100, 3000, 700, 5000, 64, 1500, 3000];
 /// A pool with objects of `sizes` (the third freed again, leaving stale data in free
 /// space): the state the fault tests damage.
 pub fn populated(shape: (Geometry, usize), sizes: &[u64]) -> Pool<HeapRegion, Eadr> {
-    let mut pool = format(shape);
+    let pool = format(shape);
     let mut oids = Vec::new();
     for (i, &size) in sizes.iter().enumerate() {
         let mut tx = pool.begin();
