@@ -62,11 +62,10 @@ fn access() -> Result<AnyAccess, String> {
         .map_err(|e| e.to_string())
 }
 
-/// An open pool (`PGLpool` in C).
+/// An open pool (`PGLpool` in C), shared by the threads that use it: each thread's
+/// transaction is its own (`TX`).
 pub struct PglPool {
     pool: Pool<MappedRegion, AnyAccess>,
-    /// The memory of the last transaction's state, for the next one.
-    spare: TxState,
 }
 
 /// Where the thread's transaction is.
@@ -83,6 +82,8 @@ thread_local! {
     /// A copy of the open transaction's `TxState::buffered` (stale bits are harmless):
     /// `pgl_get` of an object whose bit is clear reads PM without reaching `TX`.
     static BUFFERED: Cell<u64> = const { Cell::new(0) };
+    /// The memory of the thread's last transaction state, for its next one.
+    static SPARE: RefCell<TxState> = RefCell::new(TxState::default());
 }
 
 fn fail<T>(message: impl ToString, value: T) -> T {
@@ -143,7 +144,8 @@ pub unsafe extern "C" fn pgl_create_pool(
 }
 
 /// `pgl_create_pool` with the zones' shape: chunk rows of `chunk_size` bytes, `rows` a zone
-/// (the last one parity), two log copies of `log_size` bytes.
+/// (the last one parity), one log lane of two copies of `log_size` bytes (threads commit
+/// in turn; `pgl_create_pool` has 4 lanes).
 ///
 /// # Safety
 /// `path` is a NUL-terminated string.
@@ -161,6 +163,8 @@ pub unsafe extern "C" fn pgl_create_pool_geometry(
         chunk_size,
         rows,
         log_size,
+        // One lane (a lane is two log copies): a pool of maps for one thread.
+        lanes: 1,
     };
     // SAFETY: forwarded from the caller.
     unsafe { create(path, geometry, root_size) }
@@ -174,10 +178,7 @@ unsafe fn create(path: *const c_char, geometry: Geometry, root_size: u64) -> *mu
         Pool::format(region, access()?, geometry, root_size).map_err(|e| e.to_string())
     });
     match pool {
-        Ok(pool) => Box::into_raw(Box::new(PglPool {
-            pool,
-            spare: TxState::default(),
-        })),
+        Ok(pool) => Box::into_raw(Box::new(PglPool { pool })),
         Err(e) => fail(e, ptr::null_mut()),
     }
 }
@@ -192,16 +193,13 @@ pub unsafe extern "C" fn pgl_open_pool(path: *const c_char) -> *mut PglPool {
     let pool = unsafe { map(path, None) }
         .and_then(|region| Pool::open(region, access()?).map_err(|e| e.to_string()));
     match pool {
-        Ok(pool) => Box::into_raw(Box::new(PglPool {
-            pool,
-            spare: TxState::default(),
-        })),
+        Ok(pool) => Box::into_raw(Box::new(PglPool { pool })),
         Err(e) => fail(e, ptr::null_mut()),
     }
 }
 
 /// # Safety
-/// `pool` came from `pgl_create_pool`/`pgl_open_pool` and no transaction uses it.
+/// `pool` came from `pgl_create_pool`/`pgl_open_pool` and no thread uses it.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pgl_close_pool(pool: *mut PglPool) {
     if !pool.is_null() {
@@ -222,7 +220,7 @@ pub unsafe extern "C" fn pgl_root(pool: *mut PglPool) -> u64 {
 /// objects lost (0: the pool is whole), or -1.
 ///
 /// # Safety
-/// `pool` is an open pool with no transaction.
+/// `pool` is an open pool that no other thread uses meanwhile.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pgl_scrub(pool: *mut PglPool) -> c_int {
     // SAFETY: the caller passes an open pool.
@@ -290,8 +288,7 @@ pub unsafe extern "C" fn pgl_tx_begin(pool: *mut PglPool) -> c_int {
                 -1,
             );
         }
-        // SAFETY: the caller passes an open pool.
-        let state = std::mem::take(&mut unsafe { &mut *pool }.spare);
+        let state = SPARE.take();
         BUFFERED.set(state.buffered());
         *tx = Some((pool, Phase::Open(state)));
         0
@@ -301,13 +298,14 @@ pub unsafe extern "C" fn pgl_tx_begin(pool: *mut PglPool) -> c_int {
 /// Runs `f` on the thread's open transaction, or fails with `none`.
 fn with_tx<T>(
     none: T,
-    f: impl FnOnce(&mut Pool<MappedRegion, AnyAccess>, &mut TxState) -> Result<T, String>,
+    f: impl FnOnce(&Pool<MappedRegion, AnyAccess>, &mut TxState) -> Result<T, String>,
 ) -> T {
     TX.with(|tx| match &mut *tx.borrow_mut() {
         Some((pool, Phase::Open(state))) => {
-            // SAFETY: pgl_tx_begin's caller passed an open pool, open until pgl_tx_end.
-            let pool = unsafe { &mut **pool };
-            let out = f(&mut pool.pool, state).unwrap_or_else(|e| fail(e, none));
+            // SAFETY: pgl_tx_begin's caller passed an open pool, open until pgl_tx_end;
+            // threads share it (`&`).
+            let pool = unsafe { &**pool };
+            let out = f(&pool.pool, state).unwrap_or_else(|e| fail(e, none));
             BUFFERED.set(state.buffered());
             out
         }
@@ -396,9 +394,9 @@ pub extern "C" fn pgl_tx_commit() -> c_int {
                 unreachable!("matched Open")
             };
             // SAFETY: as in `with_tx`.
-            let pool = unsafe { &mut **pool };
+            let pool = unsafe { &**pool };
             let committed = pool.pool.tx_commit(&mut state);
-            pool.spare = state;
+            SPARE.set(state);
             match committed {
                 Ok(()) => {
                     *phase = Phase::Committed;
@@ -422,9 +420,9 @@ pub extern "C" fn pgl_tx_end() -> c_int {
         Some((_, Phase::Committed)) => 0,
         Some((pool, phase)) => {
             if let Phase::Open(mut state) = phase {
-                state.clear();
                 // SAFETY: as in `with_tx`.
-                unsafe { &mut *pool }.spare = state;
+                unsafe { &*pool }.pool.tx_abort(&mut state);
+                SPARE.set(state);
             }
             fail("the transaction was not committed; it was aborted", -1)
         }

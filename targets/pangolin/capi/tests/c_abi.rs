@@ -45,7 +45,7 @@ fn a_c_program_builds_reopens_and_updates_a_list() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "list failed: {stderr}");
     assert_eq!(String::from_utf8_lossy(&output.stdout), "ok\n");
-    // The first page of the first zone (after two metadata pages and two 1 MiB log copies)
+    // The first page of the first zone (after two metadata pages and four lanes of two 256 KiB log copies)
     // holds the bitmap, the root and the list: lose it, as a poisoned page reads.
     let mut bytes = std::fs::read(&pool).unwrap();
     let zone = 2 * 4096 + 2 * (1 << 20);
