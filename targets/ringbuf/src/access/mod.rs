@@ -333,6 +333,51 @@ mod tests {
         }
     }
 
+    /// An XOR changes only its words, in every access kind this CPU has; tracing records
+    /// the words' new bytes, and a flush of their line where the style flushes.
+    #[test]
+    #[cfg(feature = "trace")]
+    fn an_xor_changes_only_its_words() {
+        struct Check;
+        impl AccessVisitor for Check {
+            type Output = ();
+            fn visit<A: PmAccess + 'static>(self, access: A) {
+                let mut line = Aligned([7; 2 * LINE]);
+                // SAFETY: bytes 72..88 lie in the second line of `line`, which is ours.
+                unsafe { access.xor_part(line.0.as_mut_ptr(), 72, &[3; 16]) };
+                let mut want = [7; 2 * LINE];
+                want[72..88].fill(7 ^ 3);
+                assert_eq!(line.0, want);
+            }
+        }
+        for kind in AccessKind::ALL.into_iter().filter(|k| k.is_supported()) {
+            dispatch(kind, Check).unwrap();
+        }
+        for (style, flush) in [
+            (TraceStyle::Clwb, Some(persim_trace::FlushKind::Clwb)),
+            (TraceStyle::Eadr, None),
+            (
+                TraceStyle::NonTemporal,
+                Some(persim_trace::FlushKind::Clflush),
+            ),
+        ] {
+            let access = Tracing::new(style, false);
+            let mut line = Aligned([7; 2 * LINE]);
+            // SAFETY: as above.
+            unsafe { access.xor_part(line.0.as_mut_ptr(), 72, &[1; 8]) };
+            let trace = access.take();
+            assert!(
+                matches!(&trace[0].op, persim_trace::Op::Write { addr: 72, data, nt: false } if data == &[6; 8]),
+                "{style:?}: {trace:?}"
+            );
+            let flushed = trace.get(1).map(|e| match e.op {
+                persim_trace::Op::Flush { kind, addr: 64 } => kind,
+                ref op => panic!("{op:?}"),
+            });
+            assert_eq!(flushed, flush, "{style:?}");
+        }
+    }
+
     #[repr(align(64))]
     struct Aligned([u8; 2 * LINE]);
 
