@@ -38,8 +38,11 @@ pub struct Overlay {
 }
 
 impl Overlay {
-    pub fn new() -> Self {
-        Overlay::default()
+    pub const fn new() -> Self {
+        Overlay {
+            changes: Vec::new(),
+            allocated: Vec::new(),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -129,7 +132,9 @@ impl Bitmaps {
         if overlay.is_empty() {
             return self.is_committed_object(zone, unit);
         }
-        self.bit(overlay, zone, unit, true) && self.bit(overlay, zone, unit, false)
+        // Both bits from one byte, looked up once.
+        let both = 3 << (2 * (unit % 4));
+        self.byte(overlay, zone, unit / 4) & both == both
     }
 
     /// Whether a committed object starts at `unit`: its two bits read in place (every

@@ -302,6 +302,17 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
         ))
     }
 
+    /// The zone index, parity row start and parity byte of data byte `at` (every line a
+    /// commit writes): from the bounds worked out at open, with one division.
+    #[inline]
+    pub(crate) fn parity_place(&self, at: u64) -> (usize, u64, u64) {
+        let index = ((at - self.zones_start) / self.zone_size) as usize;
+        let zone = &self.zones[index];
+        debug_assert!((zone.base..zone.data_end).contains(&at), "data bytes only");
+        let within = (at - zone.base) % self.meta.geometry.chunk_size;
+        (index, zone.data_end, zone.data_end + within)
+    }
+
     /// Bytes the object at `oid` may span, from the bitmaps.
     fn extent_bytes(&self, oid: u64) -> u64 {
         let (index, zone) = self.meta.geometry.zone_of(oid).expect("an object's zone");

@@ -36,6 +36,16 @@ pub struct TxState {
 }
 
 impl TxState {
+    /// An empty state (`const`: the C ABI keeps one per thread from its start).
+    pub const fn new() -> Self {
+        TxState {
+            buffers: Vec::new(),
+            buffered: 0,
+            spare: Vec::new(),
+            overlay: Overlay::new(),
+        }
+    }
+
     /// Forgets the transaction, keeping its memory for the next one (its pool's
     /// [`Pool::tx_abort`] also ends its reservations).
     pub fn clear(&mut self) {
@@ -282,12 +292,11 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
         parity.clear();
         columns.clear();
         for &(at, ref old, ref new, (first, last)) in &lines.0 {
-            let (index, zone) = geometry.zone_of(at).expect("objects are in zones");
-            let parity_at = zone.parity_of(at);
+            let (index, parity_base, parity_at) = self.parity_place(at);
             let k = match parity.iter().rposition(|(p, ..)| *p == parity_at) {
                 Some(k) => k,
                 None => {
-                    let column = self.columns.id(index, zone.parity_base(), parity_at);
+                    let column = self.columns.id(index, parity_base, parity_at);
                     parity.push((parity_at, [0; LINE as usize], (first, last), column));
                     parity.len() - 1
                 }
@@ -366,9 +375,19 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
         }
         // The checksum's line first, so that the object's lines go in ascending order.
         lines.put(&self.pm, oid + 8, &header.sum.to_le_bytes());
+        // A map opens a whole node to change a few of its words: a line's piece that did
+        // not change costs a comparison, not a line gathered and compared word by word.
+        let data = oid + OBJ_HEADER;
         for &(start, end) in ranges {
-            let new = &buffer.data()[start as usize..end as usize];
-            lines.put(&self.pm, oid + OBJ_HEADER + start, new);
+            let mut from = start;
+            while from < end {
+                let to = end.min(from + LINE - (data + from) % LINE);
+                let new = &buffer.data()[from as usize..to as usize];
+                if self.pm.bytes(data + from, to - from) != new {
+                    lines.put(&self.pm, data + from, new);
+                }
+                from = to;
+            }
         }
     }
 

@@ -1,6 +1,6 @@
 //! libpangolin, Pangolin's C ABI (`include/pangolin.h`): libpmemobj's transaction calls as
-//! `pgl_*` functions over a persim-pangolin pool in a mapped file. A thread has at most one transaction, kept per thread as
-//! libpmemobj keeps its own; pools are not shared between threads yet.
+//! `pgl_*` functions over a persim-pangolin pool in a mapped file, which threads share. A
+//! thread has at most one transaction, kept per thread as libpmemobj keeps its own.
 //!
 //! Errors return NULL, 0 or -1 and leave a message for `pgl_errormsg`.
 
@@ -69,21 +69,35 @@ pub struct PglPool {
 }
 
 /// Where the thread's transaction is.
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Phase {
-    Open(TxState),
+    None,
+    Open,
     Committed,
     Aborted,
 }
 
+/// A thread's transaction: its pool, phase and state, whose memory stays for the next
+/// one (no state moves in or out per transaction).
+struct Thread {
+    pool: *mut PglPool,
+    phase: Phase,
+    state: TxState,
+}
+
 thread_local! {
     /// The thread's transaction and its pool.
-    static TX: RefCell<Option<(*mut PglPool, Phase)>> = const { RefCell::new(None) };
+    static TX: RefCell<Thread> = const {
+        RefCell::new(Thread {
+            pool: ptr::null_mut(),
+            phase: Phase::None,
+            state: TxState::new(),
+        })
+    };
     static ERROR: RefCell<CString> = RefCell::new(CString::default());
     /// A copy of the open transaction's `TxState::buffered` (stale bits are harmless):
     /// `pgl_get` of an object whose bit is clear reads PM without reaching `TX`.
     static BUFFERED: Cell<u64> = const { Cell::new(0) };
-    /// The memory of the thread's last transaction state, for its next one.
-    static SPARE: RefCell<TxState> = RefCell::new(TxState::default());
 }
 
 fn fail<T>(message: impl ToString, value: T) -> T {
@@ -282,15 +296,14 @@ pub unsafe extern "C" fn pgl_type_num(pool: *mut PglPool, oid: u64) -> i64 {
 pub unsafe extern "C" fn pgl_tx_begin(pool: *mut PglPool) -> c_int {
     TX.with(|tx| {
         let mut tx = tx.borrow_mut();
-        if tx.is_some() {
+        if tx.phase != Phase::None {
             return fail(
                 "a transaction is open on this thread; end it with pgl_tx_end first",
                 -1,
             );
         }
-        let state = SPARE.take();
-        BUFFERED.set(state.buffered());
-        *tx = Some((pool, Phase::Open(state)));
+        BUFFERED.set(tx.state.buffered());
+        (tx.pool, tx.phase) = (pool, Phase::Open);
         0
     })
 }
@@ -301,7 +314,11 @@ fn with_tx<T>(
     f: impl FnOnce(&Pool<MappedRegion, AnyAccess>, &mut TxState) -> Result<T, String>,
 ) -> T {
     TX.with(|tx| match &mut *tx.borrow_mut() {
-        Some((pool, Phase::Open(state))) => {
+        Thread {
+            pool,
+            phase: Phase::Open,
+            state,
+        } => {
             // SAFETY: pgl_tx_begin's caller passed an open pool, open until pgl_tx_end;
             // threads share it (`&`).
             let pool = unsafe { &**pool };
@@ -365,16 +382,32 @@ pub extern "C" fn pgl_tx_add_range(oid: u64, offset: u64, len: u64) -> *mut c_vo
 /// `pool` is an open pool.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pgl_get(pool: *mut PglPool, oid: u64) -> *const c_void {
-    let buffered = (BUFFERED.get() & unit_bit(oid) != 0)
-        .then(|| {
-            TX.with(|tx| match &mut *tx.borrow_mut() {
-                Some((p, Phase::Open(state))) if *p == pool => {
-                    state.buffer(oid).map(|b| b.data_ptr().cast_const())
-                }
-                _ => None,
-            })
-        })
-        .flatten();
+    // Most calls read an object the transaction has no buffer of: answered here, the
+    // rest (and errors) out of line, so that this path sets up no frame for them.
+    if BUFFERED.get() & unit_bit(oid) == 0 {
+        // SAFETY: the caller passes an open pool.
+        if let Ok(data) = unsafe { &*pool }.pool.direct(oid) {
+            return data.cast();
+        }
+    }
+    // SAFETY: forwarded from the caller.
+    unsafe { get_buffered(pool, oid) }
+}
+
+/// `pgl_get` of an object the transaction may hold a buffer of, or of no object.
+///
+/// # Safety
+/// `pool` is an open pool.
+#[inline(never)]
+unsafe fn get_buffered(pool: *mut PglPool, oid: u64) -> *const c_void {
+    let buffered = TX.with(|tx| match &mut *tx.borrow_mut() {
+        Thread {
+            pool: p,
+            phase: Phase::Open,
+            state,
+        } if *p == pool => state.buffer(oid).map(|b| b.data_ptr().cast_const()),
+        _ => None,
+    });
     if let Some(data) = buffered {
         return data.cast();
     }
@@ -389,20 +422,22 @@ pub unsafe extern "C" fn pgl_get(pool: *mut PglPool, oid: u64) -> *const c_void 
 #[unsafe(no_mangle)]
 pub extern "C" fn pgl_tx_commit() -> c_int {
     TX.with(|tx| match &mut *tx.borrow_mut() {
-        Some((pool, phase @ Phase::Open(_))) => {
-            let Phase::Open(mut state) = std::mem::replace(phase, Phase::Aborted) else {
-                unreachable!("matched Open")
-            };
+        Thread {
+            pool,
+            phase: phase @ Phase::Open,
+            state,
+        } => {
             // SAFETY: as in `with_tx`.
             let pool = unsafe { &**pool };
-            let committed = pool.pool.tx_commit(&mut state);
-            SPARE.set(state);
-            match committed {
+            match pool.pool.tx_commit(state) {
                 Ok(()) => {
                     *phase = Phase::Committed;
                     0
                 }
-                Err(e) => fail(e, -1),
+                Err(e) => {
+                    *phase = Phase::Aborted;
+                    fail(e, -1)
+                }
             }
         }
         _ => fail(
@@ -416,17 +451,21 @@ pub extern "C" fn pgl_tx_commit() -> c_int {
 /// committed, -1 if not.
 #[unsafe(no_mangle)]
 pub extern "C" fn pgl_tx_end() -> c_int {
-    TX.with(|tx| match tx.borrow_mut().take() {
-        Some((_, Phase::Committed)) => 0,
-        Some((pool, phase)) => {
-            if let Phase::Open(mut state) = phase {
-                // SAFETY: as in `with_tx`.
-                unsafe { &*pool }.pool.tx_abort(&mut state);
-                SPARE.set(state);
+    TX.with(|tx| {
+        let mut tx = tx.borrow_mut();
+        let phase = std::mem::replace(&mut tx.phase, Phase::None);
+        match phase {
+            Phase::Committed => 0,
+            Phase::Open | Phase::Aborted => {
+                if phase == Phase::Open {
+                    // SAFETY: as in `with_tx`.
+                    let pool = unsafe { &*tx.pool };
+                    pool.pool.tx_abort(&mut tx.state);
+                }
+                fail("the transaction was not committed; it was aborted", -1)
             }
-            fail("the transaction was not committed; it was aborted", -1)
+            Phase::None => fail("no transaction is open on this thread", -1),
         }
-        None => fail("no transaction is open on this thread", -1),
     })
 }
 
@@ -454,6 +493,6 @@ pub unsafe extern "C" fn pgl_open(pool: *mut PglPool, oid: u64) -> *mut c_void {
 #[unsafe(no_mangle)]
 pub extern "C" fn pgl_commit() -> c_int {
     let committed = pgl_tx_commit();
-    TX.with(|tx| tx.borrow_mut().take());
+    TX.with(|tx| tx.borrow_mut().phase = Phase::None);
     committed
 }
