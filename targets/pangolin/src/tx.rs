@@ -365,8 +365,8 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
             lines.put(&self.pm, oid + OBJ_HEADER, buffer.data());
             return;
         }
-        buffer.merged();
-        let ranges = &buffer.modified;
+        buffer.merge();
+        let ranges = buffer.ranges();
         for &(start, end) in ranges {
             let old = self.pm.bytes(oid + OBJ_HEADER + start, end - start);
             let new = &buffer.data()[start as usize..end as usize];
