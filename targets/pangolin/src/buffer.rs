@@ -10,8 +10,10 @@ pub struct MicroBuffer {
     pub type_num: u32,
     /// The object's checksum as verified when opened (for new objects: unused).
     pub sum: u32,
-    /// Data ranges the transaction changed, as `start..end`.
-    pub modified: Vec<(u64, u64)>,
+    /// The first data range the transaction changed (`start..end`), and the rest: most
+    /// buffers get one, so a new buffer costs one allocation (its words), not two.
+    first: Option<(u64, u64)>,
+    more: Vec<(u64, u64)>,
     /// Allocated by this transaction: written whole, checksum computed whole.
     pub new: bool,
 }
@@ -23,9 +25,8 @@ impl MicroBuffer {
             size: 0,
             type_num,
             sum,
-            // Room for a few ranges: a buffer made for an allocation and reused for an
-            // update would otherwise allocate on its first `touch`.
-            modified: Vec::with_capacity(4),
+            first: None,
+            more: Vec::new(),
             new,
         };
         buffer.reuse(oid, data, type_num, sum, new);
@@ -60,7 +61,8 @@ impl MicroBuffer {
         self.words.push(CANARY ^ oid.rotate_left(32));
         self.size = data.len() as u64;
         (self.type_num, self.sum, self.new) = (type_num, sum, new);
-        self.modified.clear();
+        self.first = None;
+        self.more.clear();
     }
 
     /// As [`MicroBuffer::zeroed`], reusing this buffer's memory.
@@ -72,7 +74,8 @@ impl MicroBuffer {
         self.words[inner + 1] = CANARY ^ oid.rotate_left(32);
         self.size = size;
         (self.type_num, self.sum, self.new) = (type_num, 0, true);
-        self.modified.clear();
+        self.first = None;
+        self.more.clear();
     }
 
     /// Where the data starts; the front canary is the word before it.
@@ -102,31 +105,44 @@ impl MicroBuffer {
     /// Marks data `start..end` changed.
     pub fn touch(&mut self, start: u64, end: u64) {
         // The maps open the same object again and again in one transaction.
-        if self.modified.last() == Some(&(start, end)) {
+        if self.more.last().or(self.first.as_ref()) == Some(&(start, end)) {
             return;
         }
-        self.modified.push((start, end));
+        match self.first {
+            None => self.first = Some((start, end)),
+            Some(_) => self.more.push((start, end)),
+        }
     }
 
-    /// The changed ranges, sorted and merged (in place).
-    pub fn merged(&mut self) -> &[(u64, u64)] {
+    /// Sorts and merges the changed ranges (in place), for [`MicroBuffer::ranges`].
+    pub fn merge(&mut self) {
         // Most transactions change one range of an object: no sort.
-        if self.modified.len() > 1 {
-            self.modified.sort_unstable();
-            let mut kept = 0;
-            for k in 1..self.modified.len() {
-                let (start, end) = self.modified[k];
-                let last = &mut self.modified[kept];
-                if start <= last.1 {
-                    last.1 = last.1.max(end);
-                } else {
-                    kept += 1;
-                    self.modified[kept] = (start, end);
-                }
-            }
-            self.modified.truncate(kept + 1);
+        if self.more.is_empty() {
+            return;
         }
-        &self.modified
+        self.more.extend(self.first.take());
+        let ranges = &mut self.more;
+        ranges.sort_unstable();
+        let mut kept = 0;
+        for k in 1..ranges.len() {
+            let (start, end) = ranges[k];
+            let last = &mut ranges[kept];
+            if start <= last.1 {
+                last.1 = last.1.max(end);
+            } else {
+                kept += 1;
+                ranges[kept] = (start, end);
+            }
+        }
+        ranges.truncate(kept + 1);
+    }
+
+    /// The changed ranges (sorted and merged after [`MicroBuffer::merge`]).
+    pub fn ranges(&self) -> &[(u64, u64)] {
+        match self.first {
+            Some(_) if self.more.is_empty() => self.first.as_slice(),
+            _ => &self.more,
+        }
     }
 }
 
@@ -142,7 +158,19 @@ mod tests {
         for (start, end) in [(8, 10), (0, 2), (1, 4), (9, 13)] {
             buffer.touch(start, end);
         }
-        assert_eq!(buffer.merged(), [(0, 4), (8, 13)]);
+        buffer.merge();
+        assert_eq!(buffer.ranges(), [(0, 4), (8, 13)]);
+        buffer.merge();
+        assert_eq!(
+            buffer.ranges(),
+            [(0, 4), (8, 13)],
+            "merging again changes nothing"
+        );
+        buffer.reuse(64, &[7; 13], 1, 0, false);
+        buffer.touch(2, 5);
+        buffer.touch(2, 5);
+        buffer.merge();
+        assert_eq!(buffer.ranges(), [(2, 5)], "one range, touched twice");
         let ptr = buffer.data_ptr();
         // SAFETY: the word before the data is the front canary, inside the allocation.
         unsafe { *ptr.sub(1) ^= 1 };

@@ -2,8 +2,10 @@
 //! zones of chunk rows whose last row is the parity of the others.
 //!
 //! ```text
-//! | meta | meta' | log | log' | zone 0: row 0 .. row R-2, parity row | zone 1 ... |
+//! | meta | meta' | lane 0: log, log' | lane 1 ... | zone 0: row 0 .. row R-2, parity row | zone 1 ... |
 //! ```
+//!
+//! A lane is a redo log (two copies) that one committing thread holds at a time.
 //!
 //! A zone's data rows hold objects, allocated in 64-byte units; its first object is the
 //! zone's allocation bitmap. Byte `k` of the parity row is the XOR of byte `k` of every
@@ -21,12 +23,14 @@ pub const UNIT: u64 = LINE;
 /// Bytes of an object's header: size, type, checksum, reserved (all `u32`).
 pub const OBJ_HEADER: u64 = 16;
 /// The format this library writes and reads.
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 /// The largest pool and log copy: a log entry holds a 40-bit offset and a 24-bit length.
 const MAX_POOL: u64 = 1 << 40;
 const MAX_LOG: u64 = 1 << 24;
+/// The most log lanes (each thread committing at once holds one).
+const MAX_LANES: u64 = 64;
 const MAGIC: u64 = u64::from_le_bytes(*b"PANGOLIN");
-/// Encoded metadata: magic, version, pad, pool length, chunk size, rows, log size, root
+/// Encoded metadata: magic, version, lanes, pool length, chunk size, rows, log size, root
 /// object, checksum.
 const META_LEN: usize = 60;
 
@@ -39,18 +43,22 @@ pub struct Geometry {
     pub chunk_size: u64,
     /// Rows of a full zone, its parity row included (at least 2).
     pub rows: u64,
-    /// Bytes of each of the two redo-log copies, a multiple of [`PAGE`].
+    /// Bytes of each of the two redo-log copies of a lane, a multiple of [`PAGE`].
     pub log_size: u64,
+    /// Log lanes: how many threads can commit at once (at least 1).
+    pub lanes: u64,
 }
 
 impl Geometry {
-    /// 256 KiB chunks, 100 rows a zone (parity: 1 % of the zones), 1 MiB log copies.
+    /// 256 KiB chunks, 100 rows a zone (parity: 1 % of the zones), 4 lanes of 256 KiB
+    /// log copies.
     pub fn new(pool_len: u64) -> Self {
         Geometry {
             pool_len,
             chunk_size: 256 << 10,
             rows: 100,
-            log_size: 1 << 20,
+            log_size: 256 << 10,
+            lanes: 4,
         }
     }
 
@@ -61,6 +69,7 @@ impl Geometry {
             || self.log_size < PAGE
             || !self.log_size.is_multiple_of(PAGE)
             || self.log_size > MAX_LOG
+            || !(1..=MAX_LANES).contains(&self.lanes)
             || self.pool_len > MAX_POOL;
         if bad {
             return Err(OpenError::BadGeometry(*self));
@@ -71,12 +80,12 @@ impl Geometry {
         Ok(())
     }
 
-    pub fn log_offset(&self, copy: usize) -> u64 {
-        2 * PAGE + copy as u64 * self.log_size
+    pub fn log_offset(&self, lane: usize, copy: usize) -> u64 {
+        2 * PAGE + (2 * lane + copy) as u64 * self.log_size
     }
 
     pub(crate) fn zones_start(&self) -> u64 {
-        2 * PAGE + 2 * self.log_size
+        2 * PAGE + 2 * self.lanes * self.log_size
     }
 
     pub(crate) fn zone_size(&self) -> u64 {
@@ -121,7 +130,7 @@ impl Geometry {
     /// Bytes of parity and replicas over the pool's length.
     pub fn redundancy(&self) -> f64 {
         let parity: u64 = (0..self.zone_count()).map(|z| self.zone(z).chunk).sum();
-        (parity + PAGE + self.log_size) as f64 / self.pool_len as f64
+        (parity + PAGE + self.lanes * self.log_size) as f64 / self.pool_len as f64
     }
 }
 
@@ -181,6 +190,7 @@ impl Meta {
         let mut line = [0; LINE as usize];
         line[0..8].copy_from_slice(&MAGIC.to_le_bytes());
         line[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        line[12..16].copy_from_slice(&(g.lanes as u32).to_le_bytes());
         for (i, value) in [g.pool_len, g.chunk_size, g.rows, g.log_size, self.root]
             .into_iter()
             .enumerate()
@@ -212,6 +222,7 @@ impl Meta {
                 chunk_size: u64_at(24),
                 rows: u64_at(32),
                 log_size: u64_at(40),
+                lanes: u64::from(u32::from_le_bytes(line[12..16].try_into().expect("4"))),
             },
             root: u64_at(48),
         })
@@ -257,6 +268,7 @@ mod tests {
             chunk_size: PAGE,
             rows: 4,
             log_size: PAGE,
+            lanes: 1,
         };
         assert_eq!(g.zone_count(), 2);
         let last = g.zone(1);

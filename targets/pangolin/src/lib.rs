@@ -12,14 +12,16 @@
 //! - [`Pool::scrub`] verifies every object and parity page.
 //!
 //! Every PM write goes through persim-ringbuf's [`PmAccess`] (whole-line stores, fences),
-//! so the crash model can trace it. Transactions are single-threaded for now. The C ABI
+//! so the crash model can trace it. Threads share a pool, each running its own
+//! transactions (log lanes, a locked allocator, parity by atomic XOR or column lock); they
+//! isolate the objects they change themselves, as with libpmemobj. The C ABI
 //! (libpangolin, `capi/include/pangolin.h`) is the `capi` package inside this directory.
 //!
 //! ```
 //! use persim_pangolin::{Geometry, Pool};
 //! use persim_ringbuf::{Eadr, HeapRegion};
 //!
-//! let mut pool = Pool::format(HeapRegion::new(4 << 20), Eadr, Geometry::new(0), 64)?;
+//! let pool = Pool::format(HeapRegion::new(4 << 20), Eadr, Geometry::new(0), 64)?;
 //! let root = pool.root();
 //! let mut tx = pool.begin();
 //! let node = tx.alloc(32, 1)?;
@@ -33,7 +35,9 @@
 mod alloc;
 mod buffer;
 mod checksum;
+mod columns;
 mod error;
+mod lanes;
 mod layout;
 mod log;
 mod parity;

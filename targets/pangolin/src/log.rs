@@ -1,4 +1,4 @@
-//! The redo log: two copies, each a header line (the commit mark) and a body of entries,
+//! A redo log (one per lane, `lane` below): two copies, each a header line (the commit mark) and a body of entries,
 //! an entry being one word of pool offset (low 40 bits) and length (high 24), then the new
 //! bytes, padded to 8: entries are sized to the bytes that changed, not to their lines.
 //!
@@ -125,10 +125,10 @@ pub fn capacity(geometry: &Geometry) -> u64 {
 
 /// Stores `body` in every copy (not yet durable, not yet committed): its whole lines,
 /// then the bytes of its last line.
-pub fn write<R: Region, A: PmAccess>(pm: &mut Pm<R, A>, geometry: &Geometry, body: &[u8]) {
+pub fn write<R: Region, A: PmAccess>(pm: &Pm<R, A>, geometry: &Geometry, lane: usize, body: &[u8]) {
     let whole = body.len() / LINE as usize * LINE as usize;
     for copy in 0..COPIES {
-        let at = geometry.log_offset(copy) + LINE;
+        let at = geometry.log_offset(lane, copy) + LINE;
         pm.store(at, &body[..whole]);
         if whole < body.len() {
             pm.store_part(at + whole as u64, &body[whole..]);
@@ -138,24 +138,25 @@ pub fn write<R: Region, A: PmAccess>(pm: &mut Pm<R, A>, geometry: &Geometry, bod
 
 /// Stores the commit mark of `body` in every copy; returns it, for [`clear`].
 pub fn mark<R: Region, A: PmAccess>(
-    pm: &mut Pm<R, A>,
+    pm: &Pm<R, A>,
     geometry: &Geometry,
+    lane: usize,
     seq: u64,
     body: &[u8],
 ) -> Line {
     let line = header(COMMITTED, seq, body);
     for copy in 0..COPIES {
-        pm.store_part(geometry.log_offset(copy), &line[..HEADER]);
+        pm.store_part(geometry.log_offset(lane, copy), &line[..HEADER]);
     }
     line
 }
 
 /// Marks the transaction of commit mark `line` complete in every copy: its state and
 /// checksum word only.
-pub fn clear<R: Region, A: PmAccess>(pm: &mut Pm<R, A>, geometry: &Geometry, line: Line) {
+pub fn clear<R: Region, A: PmAccess>(pm: &Pm<R, A>, geometry: &Geometry, lane: usize, line: Line) {
     let line = idle(line);
     for copy in 0..COPIES {
-        pm.store_part(geometry.log_offset(copy), &line[..8]);
+        pm.store_part(geometry.log_offset(lane, copy), &line[..8]);
     }
 }
 
@@ -171,10 +172,10 @@ fn idle(mut line: Line) -> Line {
 }
 
 /// Stores an idle header for sequence number `seq` in every copy (recovery is done).
-pub fn reset<R: Region, A: PmAccess>(pm: &mut Pm<R, A>, geometry: &Geometry, seq: u64) {
+pub fn reset<R: Region, A: PmAccess>(pm: &Pm<R, A>, geometry: &Geometry, lane: usize, seq: u64) {
     let line = header(IDLE, seq, &[]);
     for copy in 0..COPIES {
-        pm.store_part(geometry.log_offset(copy), &line[..HEADER]);
+        pm.store_part(geometry.log_offset(lane, copy), &line[..HEADER]);
     }
 }
 
@@ -189,11 +190,11 @@ pub enum Found {
     Lost,
 }
 
-pub fn find<R: Region, A: PmAccess>(pm: &Pm<R, A>, geometry: &Geometry) -> Found {
+pub fn find<R: Region, A: PmAccess>(pm: &Pm<R, A>, geometry: &Geometry, lane: usize) -> Found {
     let mut seq = 0;
     let mut marks = Vec::new();
     for copy in 0..COPIES {
-        let at = geometry.log_offset(copy);
+        let at = geometry.log_offset(lane, copy);
         let line = pm.line(at);
         let word = |i: usize| u32::from_le_bytes(line[i..i + 4].try_into().expect("4"));
         let long = |i: usize| u64::from_le_bytes(line[i..i + 8].try_into().expect("8"));
@@ -209,7 +210,7 @@ pub fn find<R: Region, A: PmAccess>(pm: &Pm<R, A>, geometry: &Geometry) -> Found
         return Found::Idle(seq);
     };
     for copy in 0..COPIES {
-        let body = pm.bytes(geometry.log_offset(copy) + LINE, len);
+        let body = pm.bytes(geometry.log_offset(lane, copy) + LINE, len);
         if checksum::full(&[body]) == sum {
             return Found::Committed(parse(body), seq);
         }

@@ -14,11 +14,12 @@ pub struct Pm<R, A> {
 }
 
 impl<R: Region, A: PmAccess> Pm<R, A> {
-    /// The `len` bytes at `at`, borrowed while no store can happen (stores need `&mut`).
+    /// The `len` bytes at `at`. Threads share a pool: the caller reads only bytes no other
+    /// thread stores meanwhile (its own objects, its lane, parity under its column lock).
     pub fn bytes(&self, at: u64, len: u64) -> &[u8] {
         assert!(at + len <= self.region.len() as u64, "a read past the pool");
-        // SAFETY: in bounds (checked); the region lives as long as `self`, and every store
-        // takes `&mut self`, so nothing writes these bytes while the slice lives.
+        // SAFETY: in bounds (checked); the region lives as long as `self`; no thread stores
+        // these bytes while the slice lives (the pool's locks and lanes, object isolation).
         unsafe { std::slice::from_raw_parts(self.region.base().add(at as usize), len as usize) }
     }
 
@@ -27,29 +28,42 @@ impl<R: Region, A: PmAccess> Pm<R, A> {
     }
 
     /// Stores whole lines `bytes` at line-aligned `at`; durable after the next fence.
-    pub fn store(&mut self, at: u64, bytes: &[u8]) {
+    pub fn store(&self, at: u64, bytes: &[u8]) {
         assert!(at.is_multiple_of(LINE) && (bytes.len() as u64).is_multiple_of(LINE));
         assert!(
             at + bytes.len() as u64 <= self.region.len() as u64,
             "a store past the pool"
         );
-        // SAFETY: line-aligned (region bases are page-aligned), in bounds, and `&mut self`
-        // makes this the only writer.
+        // SAFETY: line-aligned (region bases are page-aligned), in bounds; the pool's locks,
+        // lanes and object isolation make this the lines' only writer.
         unsafe { self.access.store(self.region.base(), at as usize, bytes) }
     }
 
     /// Stores `bytes` at `at`, all in one line.
-    pub fn store_part(&mut self, at: u64, bytes: &[u8]) {
+    pub fn store_part(&self, at: u64, bytes: &[u8]) {
         assert!(
             at % LINE + bytes.len() as u64 <= LINE && at < self.region.len() as u64,
             "a partial store crosses a line or the pool's end"
         );
-        // SAFETY: inside one line of the region (checked); `&mut self` makes this the only
-        // writer.
+        // SAFETY: inside one line of the region (checked); the only writer, as in `store`.
         unsafe {
             self.access
                 .store_part(self.region.base(), at as usize, bytes)
         }
+    }
+
+    /// XORs `mask` into the words at `at` (in one line) atomically: parity that threads
+    /// holding its column shared update at once.
+    pub fn xor_part(&self, at: u64, mask: &[u8]) {
+        assert!(
+            at.is_multiple_of(8) && at % LINE + mask.len() as u64 <= LINE,
+            "an XOR of whole words in one line"
+        );
+        assert!(at < self.region.len() as u64, "an XOR past the pool");
+        // SAFETY: whole words inside one line of the region (checked); other threads
+        // write them only through `xor_part` (column locks shared) or hold the column
+        // exclusively.
+        unsafe { self.access.xor_part(self.region.base(), at as usize, mask) }
     }
 
     pub fn fence(&self) {

@@ -2,18 +2,20 @@
 //! scrubbing.
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use persim_ringbuf::{PmAccess, Region};
 
 use crate::alloc::{Bitmaps, Overlay};
 use crate::checksum;
+use crate::columns::Columns;
 use crate::error::{OpenError, TxError};
+use crate::lanes::Lanes;
 use crate::layout::{Geometry, Meta, Zone, LINE, OBJ_HEADER, PAGE, UNIT};
 use crate::log::{self, Found};
 use crate::parity;
 use crate::pm::Pm;
 use crate::repair;
-use crate::tx::Scratch;
 
 /// The type number of the zones' bitmap objects.
 pub const BITMAP_TYPE: u32 = u32::MAX;
@@ -81,16 +83,18 @@ impl ScrubReport {
     }
 }
 
-/// A Pangolin pool on a PM region, written through `A`.
+/// A Pangolin pool on a PM region, written through `A`. Threads share it (`&Pool`), each
+/// running its own transactions; what they open they isolate themselves, as with
+/// libpmemobj (a lock per object or structure).
 pub struct Pool<R, A> {
     pub(crate) pm: Pm<R, A>,
     pub(crate) meta: Meta,
     pub(crate) bitmaps: Bitmaps,
-    pub(crate) seq: u64,
+    pub(crate) lanes: Lanes,
+    pub(crate) columns: Columns,
     /// Repairs since the pool was opened: objects rebuilt from parity, metadata copies
     /// and parity pages rewritten.
-    repairs: u64,
-    pub(crate) scratch: Scratch,
+    repairs: AtomicU64,
     /// Per zone, what `locate` needs, worked out once: every `pgl_get` locates.
     zones: Vec<ZoneBounds>,
     zones_start: u64,
@@ -115,7 +119,7 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
     ) -> Result<Self, OpenError> {
         geometry.pool_len = region.len() as u64;
         geometry.validate()?;
-        let mut pm = Pm { region, access };
+        let pm = Pm { region, access };
         let zero = vec![0; PAGE as usize];
         for page in 0..geometry.pool_len / PAGE {
             pm.store(page * PAGE, &zero);
@@ -127,6 +131,7 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
             maps.push(vec![0; zone.bitmap_len() as usize], 0);
             let mut overlay = Overlay::new();
             maps.mark(&mut overlay, 0, 0, zone.bitmap_units(), true);
+            let mut shared = maps.lock();
             if index == 0 && root_size > 0 {
                 let units = (OBJ_HEADER + root_size).div_ceil(UNIT);
                 if zone.bitmap_units() + units > zone.units() || root_size > u64::from(u32::MAX) {
@@ -134,10 +139,11 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
                 }
                 maps.mark(&mut overlay, 0, zone.bitmap_units(), units, true);
                 root = zone.base + zone.bitmap_units() * UNIT;
-                write_object(&mut pm, root, 0, &vec![0; root_size as usize]);
+                write_object(&pm, root, 0, &vec![0; root_size as usize]);
             }
-            maps.apply(&overlay, &[]);
-            write_object(&mut pm, zone.base, BITMAP_TYPE, &maps.data[0]);
+            maps.apply(&mut shared, &overlay, &[]);
+            drop(shared);
+            write_object(&pm, zone.base, BITMAP_TYPE, &maps.bytes(0));
             for within in (0..zone.chunk).step_by(LINE as usize) {
                 let (at, line) = parity::recompute_line(&pm, &zone, zone.base + within);
                 pm.store(at, &line);
@@ -153,20 +159,20 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
     /// Opens the pool in `region`: repairs a damaged metadata copy, completes a committed
     /// transaction that a crash interrupted, and loads the allocation bitmaps (verified).
     pub fn open(region: R, access: A) -> Result<Self, OpenError> {
-        let mut pm = Pm { region, access };
-        let (meta, rewritten) = check_metadata(&mut pm)?;
+        let pm = Pm { region, access };
+        let (meta, rewritten) = check_metadata(&pm)?;
         if meta.geometry.pool_len != pm.region.len() as u64 {
             return Err(OpenError::WrongLength(meta.geometry.pool_len));
         }
         meta.geometry.validate()?;
-        let seq = recover(&mut pm, &meta.geometry)?;
+        let seqs = recover(&pm, &meta.geometry)?;
         let mut pool = Pool {
             pm,
             meta,
             bitmaps: Bitmaps::default(),
-            seq,
-            repairs: rewritten,
-            scratch: Scratch::default(),
+            lanes: Lanes::new(&seqs),
+            columns: Columns::new(&meta.geometry),
+            repairs: AtomicU64::new(rewritten),
             zones: (0..meta.geometry.zone_count())
                 .map(|index| {
                     let zone = meta.geometry.zone(index);
@@ -212,7 +218,7 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
     /// metadata copy, a bitmap): objects rebuilt from parity, metadata copies and parity
     /// pages rewritten.
     pub fn repairs(&self) -> u64 {
-        self.repairs
+        self.repairs.load(Ordering::Relaxed)
     }
 
     pub(crate) fn header(&self, oid: u64) -> Header {
@@ -296,6 +302,17 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
         ))
     }
 
+    /// The zone index, parity row start and parity byte of data byte `at` (every line a
+    /// commit writes): from the bounds worked out at open, with one division.
+    #[inline]
+    pub(crate) fn parity_place(&self, at: u64) -> (usize, u64, u64) {
+        let index = ((at - self.zones_start) / self.zone_size) as usize;
+        let zone = &self.zones[index];
+        debug_assert!((zone.base..zone.data_end).contains(&at), "data bytes only");
+        let within = (at - zone.base) % self.meta.geometry.chunk_size;
+        (index, zone.data_end, zone.data_end + within)
+    }
+
     /// Bytes the object at `oid` may span, from the bitmaps.
     fn extent_bytes(&self, oid: u64) -> u64 {
         let (index, zone) = self.meta.geometry.zone_of(oid).expect("an object's zone");
@@ -314,7 +331,7 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
     }
 
     /// Checks object `oid` against its checksum and rebuilds it from parity if it fails.
-    pub(crate) fn verify(&mut self, oid: u64) -> Result<(), TxError> {
+    pub(crate) fn verify(&self, oid: u64) -> Result<(), TxError> {
         // The units its header claims, if committed as one object, suffice to check it (as
         // in `get`); else the whole extent is measured.
         let (index, zone) = self.meta.geometry.zone_of(oid).expect("an object's zone");
@@ -330,7 +347,7 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
         self.repair(oid, extent)
     }
 
-    fn verify_bitmap(&mut self, zone: &Zone) -> Result<(), TxError> {
+    fn verify_bitmap(&self, zone: &Zone) -> Result<(), TxError> {
         let extent = zone.bitmap_units() * UNIT;
         if self.intact(zone.base, extent) {
             return Ok(());
@@ -338,20 +355,25 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
         self.repair(zone.base, extent)
     }
 
-    /// Rebuilds the object from parity (see `repair`), writing back what changes.
-    fn repair(&mut self, oid: u64, extent: u64) -> Result<(), TxError> {
-        let (_, zone) = self.meta.geometry.zone_of(oid).expect("an object's zone");
+    /// Rebuilds the object from parity (see `repair`), writing back what changes, with
+    /// its zone's columns held exclusive (no commit midway between data and parity).
+    fn repair(&self, oid: u64, extent: u64) -> Result<(), TxError> {
+        let (index, zone) = self.meta.geometry.zone_of(oid).expect("an object's zone");
+        let columns = self.columns.of_zone(index);
+        columns.clone().for_each(|id| self.columns.lock(id, true));
         let current = self.pm.bytes(oid, extent).to_vec();
         let syndrome = parity::syndrome(&self.pm, &zone, oid, extent);
         let within = (oid - zone.base) % zone.chunk;
-        let repaired = repair::find(&current, &syndrome, within, zone.chunk)
-            .ok_or(TxError::Unrepairable(oid))?;
-        self.write_repaired(oid, &current, &repaired);
-        Ok(())
+        let repaired = repair::find(&current, &syndrome, within, zone.chunk);
+        if let Some(repaired) = &repaired {
+            self.write_repaired(oid, &current, repaired);
+        }
+        columns.for_each(|id| self.columns.unlock(id, true));
+        repaired.map(|_| ()).ok_or(TxError::Unrepairable(oid))
     }
 
     /// Stores the lines of the object at `oid` that differ between `current` and `repaired`.
-    fn write_repaired(&mut self, oid: u64, current: &[u8], repaired: &[u8]) {
+    fn write_repaired(&self, oid: u64, current: &[u8], repaired: &[u8]) {
         let end = oid + current.len() as u64;
         for line in (oid / LINE * LINE..end).step_by(LINE as usize) {
             let mut bytes = self.pm.line(line);
@@ -370,16 +392,17 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
             }
         }
         self.pm.fence();
-        self.repairs += 1;
+        self.repairs.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Verifies everything: both metadata copies, every object (repairing from parity what
-    /// fails its checksum), then every parity page against the verified data.
+    /// fails its checksum), then every parity page against the verified data. No
+    /// transaction may run meanwhile (`&mut`).
     pub fn scrub(&mut self) -> ScrubReport {
         let mut report = ScrubReport::default();
-        if let Ok((_, rewritten)) = check_metadata(&mut self.pm) {
+        if let Ok((_, rewritten)) = check_metadata(&self.pm) {
             report.metadata_rewritten = rewritten;
-            self.repairs += rewritten;
+            *self.repairs.get_mut() += rewritten;
         }
         for index in 0..self.meta.geometry.zone_count() {
             let zone = self.meta.geometry.zone(index);
@@ -406,7 +429,7 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
                     let bytes = parity::rebuild_page(&self.pm, &zone, page);
                     self.pm.store(page, &bytes);
                     report.parity_rewritten += 1;
-                    self.repairs += 1;
+                    *self.repairs.get_mut() += 1;
                 }
                 self.pm.fence();
             }
@@ -427,7 +450,7 @@ fn object_intact(object: &[u8]) -> bool {
 }
 
 /// Stores a new object (header and data, whole lines) at `oid`; not yet durable.
-fn write_object<R: Region, A: PmAccess>(pm: &mut Pm<R, A>, oid: u64, type_num: u32, data: &[u8]) {
+fn write_object<R: Region, A: PmAccess>(pm: &Pm<R, A>, oid: u64, type_num: u32, data: &[u8]) {
     let mut bytes = encode_object(type_num, data);
     bytes.resize(bytes.len().div_ceil(LINE as usize) * LINE as usize, 0);
     pm.store(oid, &bytes);
@@ -450,7 +473,7 @@ pub(crate) fn encode_object(type_num: u32, data: &[u8]) -> Vec<u8> {
 
 /// Reads both metadata copies and rewrites a damaged one from the other; returns the
 /// metadata and how many copies were rewritten.
-fn check_metadata<R: Region, A: PmAccess>(pm: &mut Pm<R, A>) -> Result<(Meta, u64), OpenError> {
+fn check_metadata<R: Region, A: PmAccess>(pm: &Pm<R, A>) -> Result<(Meta, u64), OpenError> {
     let copies = [Meta::decode(&pm.line(0)), Meta::decode(&pm.line(PAGE))];
     let meta = match (&copies[0], &copies[1]) {
         (Ok(meta), _) | (Err(_), Ok(meta)) => *meta,
@@ -472,19 +495,31 @@ fn check_metadata<R: Region, A: PmAccess>(pm: &mut Pm<R, A>) -> Result<(Meta, u6
     Ok((meta, rewritten))
 }
 
-/// Completes a committed transaction: replays its redo log, recomputes the parity of every
-/// line it wrote, then clears the commit mark. Returns the log's sequence number.
+/// Completes the transactions committed in every lane: replays their redo logs (they
+/// touch disjoint bytes: objects are isolated, bitmap changes commit one at a time),
+/// recomputes the parity of every line they wrote, then clears their commit marks.
+/// Returns each lane's sequence number.
 fn recover<R: Region, A: PmAccess>(
-    pm: &mut Pm<R, A>,
+    pm: &Pm<R, A>,
     geometry: &Geometry,
-) -> Result<u64, OpenError> {
-    let (runs, seq) = match log::find(pm, geometry) {
-        Found::Idle(seq) => return Ok(seq),
-        Found::Lost => return Err(OpenError::LogLost),
-        Found::Committed(runs, seq) => (runs, seq),
-    };
+) -> Result<Vec<u64>, OpenError> {
+    let mut seqs = Vec::new();
+    let mut committed = Vec::new();
+    for lane in 0..geometry.lanes as usize {
+        match log::find(pm, geometry, lane) {
+            Found::Idle(seq) => seqs.push(seq),
+            Found::Lost => return Err(OpenError::LogLost),
+            Found::Committed(runs, seq) => {
+                seqs.push(seq);
+                committed.push((lane, runs));
+            }
+        }
+    }
+    if committed.is_empty() {
+        return Ok(seqs);
+    }
     let mut touched = BTreeSet::new();
-    for (at, bytes) in &runs {
+    for (at, bytes) in committed.iter().flat_map(|(_, runs)| runs) {
         let end = at + bytes.len() as u64;
         for line in (at / LINE * LINE..end).step_by(LINE as usize) {
             let mut new = pm.line(line);
@@ -506,7 +541,9 @@ fn recover<R: Region, A: PmAccess>(
         pm.store(at, &line);
     }
     pm.fence();
-    log::reset(pm, geometry, seq);
+    for (lane, _) in &committed {
+        log::reset(pm, geometry, *lane, seqs[*lane]);
+    }
     pm.fence();
-    Ok(seq)
+    Ok(seqs)
 }

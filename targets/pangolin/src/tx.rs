@@ -4,14 +4,17 @@
 //! Commit: check every micro-buffer's canaries; compute the new checksums incrementally;
 //! gather the new bytes as whole lines; write the redo log to both copies; fence; write
 //! the commit mark; fence; write the lines back and XOR each line's change into its parity
-//! line; fence; clear the mark; fence.
+//! line; fence; clear the mark; fence. Each commit holds a log lane; one that changes
+//! bitmaps holds the allocator's lock too; parity goes through column locks (`columns`).
 
 use persim_ringbuf::{PmAccess, Region};
 
-use crate::alloc::Overlay;
+use crate::alloc::{Overlay, Shared};
 use crate::buffer::MicroBuffer;
 use crate::checksum;
+use crate::columns::EXCLUSIVE_BYTES;
 use crate::error::TxError;
+use crate::lanes::Lane;
 use crate::layout::{LINE, OBJ_HEADER, UNIT};
 use crate::log;
 use crate::pm::Line;
@@ -33,7 +36,18 @@ pub struct TxState {
 }
 
 impl TxState {
-    /// Forgets the transaction, keeping its memory for the next one.
+    /// An empty state (`const`: the C ABI keeps one per thread from its start).
+    pub const fn new() -> Self {
+        TxState {
+            buffers: Vec::new(),
+            buffered: 0,
+            spare: Vec::new(),
+            overlay: Overlay::new(),
+        }
+    }
+
+    /// Forgets the transaction, keeping its memory for the next one (its pool's
+    /// [`Pool::tx_abort`] also ends its reservations).
     pub fn clear(&mut self) {
         self.spare.extend(self.buffers.drain(..).map(|(_, b)| b));
         self.buffered = 0;
@@ -84,16 +98,17 @@ pub fn unit_bit(oid: u64) -> u64 {
     1 << (oid / UNIT % 64)
 }
 
-/// An open transaction on a pool; dropping it without [`Tx::commit`] aborts it.
+/// An open transaction on a pool, of the thread that runs it; dropping it without
+/// [`Tx::commit`] aborts it.
 pub struct Tx<'p, R: Region, A: PmAccess> {
-    pool: &'p mut Pool<R, A>,
+    pool: &'p Pool<R, A>,
     state: TxState,
     done: bool,
 }
 
 impl<R: Region, A: PmAccess> Pool<R, A> {
     /// Begins a transaction (`pgl_tx_begin`).
-    pub fn begin(&mut self) -> Tx<'_, R, A> {
+    pub fn begin(&self) -> Tx<'_, R, A> {
         self.pm.access.append_boundary();
         Tx {
             pool: self,
@@ -104,19 +119,14 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
 
     /// Opens object `oid` for a single-object atomic update (`pgl_open`); `pgl_commit` is
     /// [`Tx::commit`].
-    pub fn open_one(&mut self, oid: u64) -> Result<Tx<'_, R, A>, TxError> {
+    pub fn open_one(&self, oid: u64) -> Result<Tx<'_, R, A>, TxError> {
         let mut tx = self.begin();
         tx.open(oid)?;
         Ok(tx)
     }
 
     /// Allocates an object of `size` zeroed bytes and type `type_num` (`pgl_tx_alloc`).
-    pub fn tx_alloc(
-        &mut self,
-        state: &mut TxState,
-        size: u64,
-        type_num: u32,
-    ) -> Result<u64, TxError> {
+    pub fn tx_alloc(&self, state: &mut TxState, size: u64, type_num: u32) -> Result<u64, TxError> {
         let units = (OBJ_HEADER + size).div_ceil(UNIT);
         if type_num == BITMAP_TYPE {
             return Err(TxError::ReservedType);
@@ -125,14 +135,14 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
             return Err(TxError::OutOfSpace(size));
         }
         let geometry = self.meta.geometry;
+        let mut shared = self.bitmaps.lock();
         for index in 0..geometry.zone_count() {
             let zone = geometry.zone(index);
-            if let Some(unit) = self
-                .bitmaps
-                .find(&state.overlay, index, zone.units(), units)
-            {
+            let found =
                 self.bitmaps
-                    .mark(&mut state.overlay, index, unit, units, true);
+                    .reserve(&mut shared, &mut state.overlay, index, zone.units(), units);
+            if let Some(unit) = found {
+                drop(shared);
                 let oid = zone.base + unit * UNIT;
                 state.make(oid, Err(size), type_num, 0);
                 return Ok(oid);
@@ -142,7 +152,7 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
     }
 
     /// Frees object `oid` when the transaction commits (`pgl_tx_free`).
-    pub fn tx_free(&mut self, state: &mut TxState, oid: u64) -> Result<(), TxError> {
+    pub fn tx_free(&self, state: &mut TxState, oid: u64) -> Result<(), TxError> {
         let (index, unit) = self.locate(oid, &state.overlay)?;
         let known = state.position(oid);
         if known.is_none_or(|k| !state.buffers[k].1.new) {
@@ -162,11 +172,7 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
 
     /// The micro-buffer of `oid`, made on first use from the verified (and, if needed,
     /// repaired) object.
-    fn buffer<'s>(
-        &mut self,
-        state: &'s mut TxState,
-        oid: u64,
-    ) -> Result<&'s mut MicroBuffer, TxError> {
+    fn buffer<'s>(&self, state: &'s mut TxState, oid: u64) -> Result<&'s mut MicroBuffer, TxError> {
         let k = match state.position(oid) {
             Some(k) => k,
             None => {
@@ -182,7 +188,7 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
 
     /// Opens `oid` for writing its whole data (`pgl_tx_open`); returns the micro-buffer.
     pub fn tx_open<'s>(
-        &mut self,
+        &self,
         state: &'s mut TxState,
         oid: u64,
     ) -> Result<&'s mut MicroBuffer, TxError> {
@@ -193,7 +199,7 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
 
     /// Opens `oid` for writing data `offset..offset + len` (`pgl_tx_add_range`).
     pub fn tx_add_range<'s>(
-        &mut self,
+        &self,
         state: &'s mut TxState,
         oid: u64,
         offset: u64,
@@ -214,17 +220,34 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
 
     /// Commits `state` (`pgl_tx_commit`): durable when this returns `Ok`; on `Err` nothing
     /// was written. `state` is cleared either way, for the next transaction.
-    pub fn tx_commit(&mut self, state: &mut TxState) -> Result<(), TxError> {
-        let mut lines = Lines(std::mem::take(&mut self.scratch.lines));
-        let result = self.commit_inner(state, &mut lines);
+    pub fn tx_commit(&self, state: &mut TxState) -> Result<(), TxError> {
+        let mut lane = self.lanes.claim();
+        let lane = &mut *lane;
+        let mut lines = Lines(std::mem::take(&mut lane.scratch.lines));
+        let result = self.commit_inner(state, lane, &mut lines);
         lines.0.clear();
-        self.scratch.lines = lines.0;
+        lane.scratch.lines = lines.0;
+        if result.is_err() {
+            self.bitmaps.abandon(&state.overlay);
+        }
         state.clear();
         self.pm.access.append_boundary();
         result
     }
 
-    fn commit_inner(&mut self, state: &mut TxState, lines: &mut Lines) -> Result<(), TxError> {
+    /// Aborts `state`'s transaction (`pgl_tx_end` without a commit): ends its
+    /// reservations and clears it.
+    pub fn tx_abort(&self, state: &mut TxState) {
+        self.bitmaps.abandon(&state.overlay);
+        state.clear();
+    }
+
+    fn commit_inner(
+        &self,
+        state: &mut TxState,
+        lane: &mut Lane,
+        lines: &mut Lines,
+    ) -> Result<(), TxError> {
         // In pool order, so that the lines gathered mostly ascend.
         state.buffers.sort_unstable_by_key(|(oid, _)| *oid);
         for (oid, buffer) in &state.buffers {
@@ -236,60 +259,95 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
         for (oid, buffer) in &mut state.buffers {
             self.gather_object(lines, *oid, buffer);
         }
-        let sums = self.gather_bitmaps(lines, &mut state.overlay);
+        // Held until the new bitmaps are applied: bitmap changes commit one at a time.
+        let mut shared = (!state.overlay.is_empty()).then(|| self.bitmaps.lock());
+        let sums = match &shared {
+            Some(shared) => self.gather_bitmaps(lines, shared, &mut state.overlay),
+            None => Vec::new(),
+        };
         // Each line's changed bytes, found once for the log, the write-back and parity.
         lines.0.retain_mut(|(_, old, new, span)| {
             changed_span(old, new).inspect(|s| *span = *s).is_some()
         });
         if lines.0.is_empty() {
-            self.bitmaps.apply(&state.overlay, &sums);
+            if let Some(shared) = &mut shared {
+                self.bitmaps.apply(shared, &state.overlay, &sums);
+            }
             return Ok(());
         }
-        let body = lines.log_body(std::mem::take(&mut self.scratch.body));
+        let body = lines.log_body(std::mem::take(&mut lane.scratch.body));
         if body.len() as u64 > log::capacity(&self.meta.geometry) {
             return Err(TxError::LogFull(body.len() as u64));
         }
         let geometry = self.meta.geometry;
-        let seq = self.seq + 1;
-        log::write(&mut self.pm, &geometry, &body);
+        let seq = lane.seq + 1;
+        log::write(&self.pm, &geometry, lane.index, &body);
         self.pm.fence();
-        let mark = log::mark(&mut self.pm, &geometry, seq, &body);
+        let mark = log::mark(&self.pm, &geometry, lane.index, seq, &body);
         self.pm.fence();
         // Few lines a commit: a vector searched from the end beats a map.
-        // Per parity line, its new bytes and the span of the changes XORed in.
-        let mut parity = std::mem::take(&mut self.scratch.parity);
+        // Per parity line, the XOR of the changes and their span; per column, its bytes.
+        let mut parity = std::mem::take(&mut lane.scratch.parity);
+        let mut columns = std::mem::take(&mut lane.scratch.columns);
         parity.clear();
+        columns.clear();
         for &(at, ref old, ref new, (first, last)) in &lines.0 {
-            let (_, zone) = geometry.zone_of(at).expect("objects are in zones");
-            let parity_at = zone.parity_of(at);
+            let (index, parity_base, parity_at) = self.parity_place(at);
             let k = match parity.iter().rposition(|(p, ..)| *p == parity_at) {
                 Some(k) => k,
                 None => {
-                    parity.push((parity_at, self.pm.line(parity_at), (first, last)));
+                    let column = self.columns.id(index, parity_base, parity_at);
+                    parity.push((parity_at, [0; LINE as usize], (first, last), column));
                     parity.len() - 1
                 }
             };
-            let (_, line, span) = &mut parity[k];
+            let (_, mask, span, column) = &mut parity[k];
             *span = (span.0.min(first), span.1.max(last));
-            for (p, (o, n)) in line.iter_mut().zip(old.iter().zip(new)) {
+            for (p, (o, n)) in mask.iter_mut().zip(old.iter().zip(new)) {
                 *p ^= o ^ n;
             }
+            match columns.iter().rposition(|(c, _)| c == column) {
+                Some(c) => columns[c].1 += last - first + 1,
+                None => columns.push((*column, last - first + 1)),
+            }
         }
-        // Only the changed bytes of each line (and of its parity line) are stored.
+        // In ascending order, so that commits and repairs never wait on each other.
+        columns.sort_unstable();
+        for &(column, bytes) in &columns {
+            self.columns.lock(column, bytes >= EXCLUSIVE_BYTES);
+        }
+        // Only the changed bytes of each line are stored, and XORed into parity: in place
+        // with atomic XORs of the changed words, or, under an exclusive lock, stored.
         for (at, _, new, (first, last)) in &lines.0 {
             self.pm.store_part(at + *first as u64, &new[*first..=*last]);
         }
-        for (at, line, (first, last)) in &parity {
-            self.pm
-                .store_part(at + *first as u64, &line[*first..=*last]);
+        for &(at, ref mask, (first, last), column) in &parity {
+            let bytes = columns[columns
+                .binary_search_by_key(&column, |c| c.0)
+                .expect("locked")]
+            .1;
+            if bytes >= EXCLUSIVE_BYTES {
+                let mut line = self.pm.line(at);
+                line.iter_mut().zip(mask).for_each(|(p, m)| *p ^= m);
+                self.pm.store_part(at + first as u64, &line[first..=last]);
+            } else {
+                let (from, to) = (first / 8 * 8, last / 8 * 8 + 8);
+                self.pm.xor_part(at + from as u64, &mask[from..to]);
+            }
         }
-        self.scratch.parity = parity;
-        self.scratch.body = body;
+        for &(column, bytes) in &columns {
+            self.columns.unlock(column, bytes >= EXCLUSIVE_BYTES);
+        }
+        lane.scratch.parity = parity;
+        lane.scratch.columns = columns;
+        lane.scratch.body = body;
         self.pm.fence();
-        log::clear(&mut self.pm, &geometry, mark);
+        log::clear(&self.pm, &geometry, lane.index, mark);
         self.pm.fence();
-        self.seq = seq;
-        self.bitmaps.apply(&state.overlay, &sums);
+        lane.seq = seq;
+        if let Some(shared) = &mut shared {
+            self.bitmaps.apply(shared, &state.overlay, &sums);
+        }
         Ok(())
     }
 
@@ -307,8 +365,8 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
             lines.put(&self.pm, oid + OBJ_HEADER, buffer.data());
             return;
         }
-        buffer.merged();
-        let ranges = &buffer.modified;
+        buffer.merge();
+        let ranges = buffer.ranges();
         for &(start, end) in ranges {
             let old = self.pm.bytes(oid + OBJ_HEADER + start, end - start);
             let new = &buffer.data()[start as usize..end as usize];
@@ -317,26 +375,40 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
         }
         // The checksum's line first, so that the object's lines go in ascending order.
         lines.put(&self.pm, oid + 8, &header.sum.to_le_bytes());
+        // A map opens a whole node to change a few of its words: a line's piece that did
+        // not change costs a comparison, not a line gathered and compared word by word.
+        let data = oid + OBJ_HEADER;
         for &(start, end) in ranges {
-            let new = &buffer.data()[start as usize..end as usize];
-            lines.put(&self.pm, oid + OBJ_HEADER + start, new);
+            let mut from = start;
+            while from < end {
+                let to = end.min(from + LINE - (data + from) % LINE);
+                let new = &buffer.data()[from as usize..to as usize];
+                if self.pm.bytes(data + from, to - from) != new {
+                    lines.put(&self.pm, data + from, new);
+                }
+                from = to;
+            }
         }
     }
 
     /// Adds the changed bytes of every zone's bitmap object and its new checksum; returns
     /// the new checksums.
-    fn gather_bitmaps(&self, lines: &mut Lines, overlay: &mut Overlay) -> Vec<(usize, u32)> {
+    fn gather_bitmaps(
+        &self,
+        lines: &mut Lines,
+        shared: &Shared,
+        overlay: &mut Overlay,
+    ) -> Vec<(usize, u32)> {
         // Per zone changed, ascending: its new checksum.
         let mut sums: Vec<(usize, u32)> = Vec::new();
-        for &((zone, index), new) in overlay.sorted() {
-            let old = self.bitmaps.data[zone][index as usize];
+        for ((zone, index), old, new) in self.bitmaps.changes(overlay) {
             if old == new {
                 continue;
             }
             let base = self.meta.geometry.zone(zone).base;
-            let size = self.bitmaps.data[zone].len() as u64;
+            let size = self.bitmaps.len(zone);
             if sums.last().is_none_or(|(z, _)| *z != zone) {
-                sums.push((zone, self.bitmaps.sums[zone]));
+                sums.push((zone, shared.sums[zone]));
             }
             let sum = &mut sums.last_mut().expect("just pushed").1;
             let (at, len) = Header::stream(size, index);
@@ -364,7 +436,10 @@ type ChangedLine = (u64, Line, Line, (usize, usize));
 pub(crate) struct Scratch {
     lines: Vec<ChangedLine>,
     body: Vec<u8>,
-    parity: Vec<(u64, Line, (usize, usize))>,
+    /// Per parity line: its offset, the XOR of the changes, their span, its column.
+    parity: Vec<(u64, Line, (usize, usize), usize)>,
+    /// The columns locked and the bytes XORed into each.
+    columns: Vec<(usize, usize)>,
 }
 
 impl Lines {
@@ -471,6 +546,7 @@ impl<R: Region, A: PmAccess> Drop for Tx<'_, R, A> {
     /// Aborting: nothing reached PM; the checkpoint closes the transaction in a trace.
     fn drop(&mut self) {
         if !self.done {
+            self.pool.tx_abort(&mut self.state);
             self.pool.pm.access.append_boundary();
         }
     }

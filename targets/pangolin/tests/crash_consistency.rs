@@ -98,7 +98,7 @@ struct Run {
 fn record(style: TraceStyle, txs: &[Vec<Step>]) -> Run {
     let region = format(small()).into_region();
     let initial = region.as_slice().to_vec();
-    let mut pool = Pool::open(region, Tracing::new(style, true)).unwrap();
+    let pool = Pool::open(region, Tracing::new(style, true)).unwrap();
     assert!(
         pool.access().take().is_empty(),
         "opening a clean pool writes nothing"

@@ -48,7 +48,7 @@ fn a_flipped_bit_in_any_object_byte_is_detected_and_repaired() {
             let region = damaged(&image, |bytes| {
                 bytes[(oid + byte) as usize] ^= 1 << (byte % 8)
             });
-            let mut pool = Pool::open(region, Eadr).unwrap();
+            let pool = Pool::open(region, Eadr).unwrap();
             let mut tx = pool.begin();
             let read = tx.open(oid).map(|data| data.to_vec());
             drop(tx);

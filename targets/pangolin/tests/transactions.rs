@@ -12,7 +12,7 @@ use proptest::prelude::*;
 
 #[test]
 fn committed_transactions_survive_a_reopen_and_aborted_ones_leave_nothing() {
-    let mut pool = format(small());
+    let pool = format(small());
     let root = pool.root();
     let mut tx = pool.begin();
     let a = tx.alloc(100, 7).unwrap();
@@ -23,7 +23,7 @@ fn committed_transactions_survive_a_reopen_and_aborted_ones_leave_nothing() {
     tx.commit().unwrap();
     let before = contents(&pool);
     let image = pool.into_region();
-    let mut pool = Pool::open(image, Eadr).unwrap();
+    let pool = Pool::open(image, Eadr).unwrap();
     assert_eq!(contents(&pool), before);
     assert_eq!(&pool.get(root).unwrap()[..8], &a.to_le_bytes());
 
@@ -52,7 +52,7 @@ fn committed_transactions_survive_a_reopen_and_aborted_ones_leave_nothing() {
 
 #[test]
 fn a_freed_object_is_gone_and_its_space_reused() {
-    let mut pool = format(small());
+    let pool = format(small());
     let mut tx = pool.begin();
     let a = tx.alloc(300, 1).unwrap();
     tx.commit().unwrap();
@@ -71,7 +71,7 @@ fn a_freed_object_is_gone_and_its_space_reused() {
 
 #[test]
 fn bad_requests_are_refused_with_what_to_do() {
-    let mut pool = format(small());
+    let pool = format(small());
     let root = pool.root();
     let mut tx = pool.begin();
     assert!(matches!(
@@ -107,7 +107,7 @@ fn bad_requests_are_refused_with_what_to_do() {
 #[test]
 fn an_overrun_of_a_micro_buffer_aborts_the_transaction() {
     for end in [false, true] {
-        let mut pool = format(small());
+        let pool = format(small());
         let root = pool.root();
         let before = contents(&pool);
         let mut tx = pool.begin();
@@ -174,7 +174,7 @@ proptest! {
     /// updated incrementally match, parity matches the data).
     #[test]
     fn the_pool_follows_a_model(txs in proptest::collection::vec(proptest::collection::vec(op(), 1..5), 1..12)) {
-        let mut pool = format(wide());
+        let pool = format(wide());
         let mut model: Contents = contents(&pool);
         for ops in txs {
             let mut next = model.clone();

@@ -112,6 +112,8 @@ impl Command {
         let job = match verb.as_str() {
             "format" => {
                 let mut geometry = Geometry::new(options.number("--size")?);
+                // One thread: one log lane.
+                geometry.lanes = 1;
                 geometry.chunk_size = options
                     .optional_number("--chunk-size")?
                     .unwrap_or(geometry.chunk_size);

@@ -6,7 +6,9 @@
  * -> pgl_tx_add_range (which also returns the object's micro-buffer: write there, never
  * to PM), pmemobj_direct -> pgl_get. An object id is its offset in the pool; 0 is none.
  *
- * A thread has at most one transaction. Errors return NULL, 0 or -1; pgl_errormsg() says
+ * Threads share a pool: each has at most one transaction, its own, and they commit at once
+ * on different log lanes. As with libpmemobj, a thread locks the objects it changes (its
+ * own locks); pgl_scrub and pgl_close_pool need the pool to themselves. Errors return NULL, 0 or -1; pgl_errormsg() says
  * what went wrong and what to do. PGL_ACCESS names the PM access (clwb, clflushopt,
  * clflush, nt-sse2, nt-avx2, nt-avx512, eadr); the default is the cheapest flush.
  */
@@ -26,7 +28,8 @@ typedef uint64_t pgl_oid;
  * one, completing a transaction a crash interrupted. */
 PGLpool *pgl_create_pool(const char *path, uint64_t size, uint64_t root_size);
 /* pgl_create_pool with the zones' shape: chunk rows of chunk_size bytes (a multiple of
- * 4096), rows per zone (the last one the parity), two redo-log copies of log_size bytes. */
+ * 4096), rows per zone (the last one the parity), one log lane of two redo-log copies of
+ * log_size bytes (threads commit in turn; pgl_create_pool makes 4 lanes). */
 PGLpool *pgl_create_pool_geometry(const char *path, uint64_t size, uint64_t chunk_size,
 				  uint64_t rows, uint64_t log_size, uint64_t root_size);
 PGLpool *pgl_open_pool(const char *path);

@@ -1,6 +1,6 @@
 //! libpangolin, Pangolin's C ABI (`include/pangolin.h`): libpmemobj's transaction calls as
-//! `pgl_*` functions over a persim-pangolin pool in a mapped file. A thread has at most one transaction, kept per thread as
-//! libpmemobj keeps its own; pools are not shared between threads yet.
+//! `pgl_*` functions over a persim-pangolin pool in a mapped file, which threads share. A
+//! thread has at most one transaction, kept per thread as libpmemobj keeps its own.
 //!
 //! Errors return NULL, 0 or -1 and leave a message for `pgl_errormsg`.
 
@@ -26,6 +26,11 @@ impl PmAccess for AnyAccess {
     unsafe fn store_part(&self, base: *mut u8, offset: usize, src: &[u8]) {
         // SAFETY: forwarded from our caller.
         unsafe { self.0.store_part(base, offset, src) }
+    }
+
+    unsafe fn xor_part(&self, base: *mut u8, offset: usize, mask: &[u8]) {
+        // SAFETY: forwarded from our caller.
+        unsafe { self.0.xor_part(base, offset, mask) }
     }
 
     fn fence(&self) {
@@ -57,23 +62,38 @@ fn access() -> Result<AnyAccess, String> {
         .map_err(|e| e.to_string())
 }
 
-/// An open pool (`PGLpool` in C).
+/// An open pool (`PGLpool` in C), shared by the threads that use it: each thread's
+/// transaction is its own (`TX`).
 pub struct PglPool {
     pool: Pool<MappedRegion, AnyAccess>,
-    /// The memory of the last transaction's state, for the next one.
-    spare: TxState,
 }
 
 /// Where the thread's transaction is.
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Phase {
-    Open(TxState),
+    None,
+    Open,
     Committed,
     Aborted,
 }
 
+/// A thread's transaction: its pool, phase and state, whose memory stays for the next
+/// one (no state moves in or out per transaction).
+struct Thread {
+    pool: *mut PglPool,
+    phase: Phase,
+    state: TxState,
+}
+
 thread_local! {
     /// The thread's transaction and its pool.
-    static TX: RefCell<Option<(*mut PglPool, Phase)>> = const { RefCell::new(None) };
+    static TX: RefCell<Thread> = const {
+        RefCell::new(Thread {
+            pool: ptr::null_mut(),
+            phase: Phase::None,
+            state: TxState::new(),
+        })
+    };
     static ERROR: RefCell<CString> = RefCell::new(CString::default());
     /// A copy of the open transaction's `TxState::buffered` (stale bits are harmless):
     /// `pgl_get` of an object whose bit is clear reads PM without reaching `TX`.
@@ -138,7 +158,8 @@ pub unsafe extern "C" fn pgl_create_pool(
 }
 
 /// `pgl_create_pool` with the zones' shape: chunk rows of `chunk_size` bytes, `rows` a zone
-/// (the last one parity), two log copies of `log_size` bytes.
+/// (the last one parity), one log lane of two copies of `log_size` bytes (threads commit
+/// in turn; `pgl_create_pool` has 4 lanes).
 ///
 /// # Safety
 /// `path` is a NUL-terminated string.
@@ -156,6 +177,8 @@ pub unsafe extern "C" fn pgl_create_pool_geometry(
         chunk_size,
         rows,
         log_size,
+        // One lane (a lane is two log copies): a pool of maps for one thread.
+        lanes: 1,
     };
     // SAFETY: forwarded from the caller.
     unsafe { create(path, geometry, root_size) }
@@ -169,10 +192,7 @@ unsafe fn create(path: *const c_char, geometry: Geometry, root_size: u64) -> *mu
         Pool::format(region, access()?, geometry, root_size).map_err(|e| e.to_string())
     });
     match pool {
-        Ok(pool) => Box::into_raw(Box::new(PglPool {
-            pool,
-            spare: TxState::default(),
-        })),
+        Ok(pool) => Box::into_raw(Box::new(PglPool { pool })),
         Err(e) => fail(e, ptr::null_mut()),
     }
 }
@@ -187,16 +207,13 @@ pub unsafe extern "C" fn pgl_open_pool(path: *const c_char) -> *mut PglPool {
     let pool = unsafe { map(path, None) }
         .and_then(|region| Pool::open(region, access()?).map_err(|e| e.to_string()));
     match pool {
-        Ok(pool) => Box::into_raw(Box::new(PglPool {
-            pool,
-            spare: TxState::default(),
-        })),
+        Ok(pool) => Box::into_raw(Box::new(PglPool { pool })),
         Err(e) => fail(e, ptr::null_mut()),
     }
 }
 
 /// # Safety
-/// `pool` came from `pgl_create_pool`/`pgl_open_pool` and no transaction uses it.
+/// `pool` came from `pgl_create_pool`/`pgl_open_pool` and no thread uses it.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pgl_close_pool(pool: *mut PglPool) {
     if !pool.is_null() {
@@ -217,7 +234,7 @@ pub unsafe extern "C" fn pgl_root(pool: *mut PglPool) -> u64 {
 /// objects lost (0: the pool is whole), or -1.
 ///
 /// # Safety
-/// `pool` is an open pool with no transaction.
+/// `pool` is an open pool that no other thread uses meanwhile.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pgl_scrub(pool: *mut PglPool) -> c_int {
     // SAFETY: the caller passes an open pool.
@@ -279,16 +296,14 @@ pub unsafe extern "C" fn pgl_type_num(pool: *mut PglPool, oid: u64) -> i64 {
 pub unsafe extern "C" fn pgl_tx_begin(pool: *mut PglPool) -> c_int {
     TX.with(|tx| {
         let mut tx = tx.borrow_mut();
-        if tx.is_some() {
+        if tx.phase != Phase::None {
             return fail(
                 "a transaction is open on this thread; end it with pgl_tx_end first",
                 -1,
             );
         }
-        // SAFETY: the caller passes an open pool.
-        let state = std::mem::take(&mut unsafe { &mut *pool }.spare);
-        BUFFERED.set(state.buffered());
-        *tx = Some((pool, Phase::Open(state)));
+        BUFFERED.set(tx.state.buffered());
+        (tx.pool, tx.phase) = (pool, Phase::Open);
         0
     })
 }
@@ -296,13 +311,18 @@ pub unsafe extern "C" fn pgl_tx_begin(pool: *mut PglPool) -> c_int {
 /// Runs `f` on the thread's open transaction, or fails with `none`.
 fn with_tx<T>(
     none: T,
-    f: impl FnOnce(&mut Pool<MappedRegion, AnyAccess>, &mut TxState) -> Result<T, String>,
+    f: impl FnOnce(&Pool<MappedRegion, AnyAccess>, &mut TxState) -> Result<T, String>,
 ) -> T {
     TX.with(|tx| match &mut *tx.borrow_mut() {
-        Some((pool, Phase::Open(state))) => {
-            // SAFETY: pgl_tx_begin's caller passed an open pool, open until pgl_tx_end.
-            let pool = unsafe { &mut **pool };
-            let out = f(&mut pool.pool, state).unwrap_or_else(|e| fail(e, none));
+        Thread {
+            pool,
+            phase: Phase::Open,
+            state,
+        } => {
+            // SAFETY: pgl_tx_begin's caller passed an open pool, open until pgl_tx_end;
+            // threads share it (`&`).
+            let pool = unsafe { &**pool };
+            let out = f(&pool.pool, state).unwrap_or_else(|e| fail(e, none));
             BUFFERED.set(state.buffered());
             out
         }
@@ -362,16 +382,32 @@ pub extern "C" fn pgl_tx_add_range(oid: u64, offset: u64, len: u64) -> *mut c_vo
 /// `pool` is an open pool.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pgl_get(pool: *mut PglPool, oid: u64) -> *const c_void {
-    let buffered = (BUFFERED.get() & unit_bit(oid) != 0)
-        .then(|| {
-            TX.with(|tx| match &mut *tx.borrow_mut() {
-                Some((p, Phase::Open(state))) if *p == pool => {
-                    state.buffer(oid).map(|b| b.data_ptr().cast_const())
-                }
-                _ => None,
-            })
-        })
-        .flatten();
+    // Most calls read an object the transaction has no buffer of: answered here, the
+    // rest (and errors) out of line, so that this path sets up no frame for them.
+    if BUFFERED.get() & unit_bit(oid) == 0 {
+        // SAFETY: the caller passes an open pool.
+        if let Ok(data) = unsafe { &*pool }.pool.direct(oid) {
+            return data.cast();
+        }
+    }
+    // SAFETY: forwarded from the caller.
+    unsafe { get_buffered(pool, oid) }
+}
+
+/// `pgl_get` of an object the transaction may hold a buffer of, or of no object.
+///
+/// # Safety
+/// `pool` is an open pool.
+#[inline(never)]
+unsafe fn get_buffered(pool: *mut PglPool, oid: u64) -> *const c_void {
+    let buffered = TX.with(|tx| match &mut *tx.borrow_mut() {
+        Thread {
+            pool: p,
+            phase: Phase::Open,
+            state,
+        } if *p == pool => state.buffer(oid).map(|b| b.data_ptr().cast_const()),
+        _ => None,
+    });
     if let Some(data) = buffered {
         return data.cast();
     }
@@ -386,20 +422,22 @@ pub unsafe extern "C" fn pgl_get(pool: *mut PglPool, oid: u64) -> *const c_void 
 #[unsafe(no_mangle)]
 pub extern "C" fn pgl_tx_commit() -> c_int {
     TX.with(|tx| match &mut *tx.borrow_mut() {
-        Some((pool, phase @ Phase::Open(_))) => {
-            let Phase::Open(mut state) = std::mem::replace(phase, Phase::Aborted) else {
-                unreachable!("matched Open")
-            };
+        Thread {
+            pool,
+            phase: phase @ Phase::Open,
+            state,
+        } => {
             // SAFETY: as in `with_tx`.
-            let pool = unsafe { &mut **pool };
-            let committed = pool.pool.tx_commit(&mut state);
-            pool.spare = state;
-            match committed {
+            let pool = unsafe { &**pool };
+            match pool.pool.tx_commit(state) {
                 Ok(()) => {
                     *phase = Phase::Committed;
                     0
                 }
-                Err(e) => fail(e, -1),
+                Err(e) => {
+                    *phase = Phase::Aborted;
+                    fail(e, -1)
+                }
             }
         }
         _ => fail(
@@ -413,17 +451,21 @@ pub extern "C" fn pgl_tx_commit() -> c_int {
 /// committed, -1 if not.
 #[unsafe(no_mangle)]
 pub extern "C" fn pgl_tx_end() -> c_int {
-    TX.with(|tx| match tx.borrow_mut().take() {
-        Some((_, Phase::Committed)) => 0,
-        Some((pool, phase)) => {
-            if let Phase::Open(mut state) = phase {
-                state.clear();
-                // SAFETY: as in `with_tx`.
-                unsafe { &mut *pool }.spare = state;
+    TX.with(|tx| {
+        let mut tx = tx.borrow_mut();
+        let phase = std::mem::replace(&mut tx.phase, Phase::None);
+        match phase {
+            Phase::Committed => 0,
+            Phase::Open | Phase::Aborted => {
+                if phase == Phase::Open {
+                    // SAFETY: as in `with_tx`.
+                    let pool = unsafe { &*tx.pool };
+                    pool.pool.tx_abort(&mut tx.state);
+                }
+                fail("the transaction was not committed; it was aborted", -1)
             }
-            fail("the transaction was not committed; it was aborted", -1)
+            Phase::None => fail("no transaction is open on this thread", -1),
         }
-        None => fail("no transaction is open on this thread", -1),
     })
 }
 
@@ -451,6 +493,6 @@ pub unsafe extern "C" fn pgl_open(pool: *mut PglPool, oid: u64) -> *mut c_void {
 #[unsafe(no_mangle)]
 pub extern "C" fn pgl_commit() -> c_int {
     let committed = pgl_tx_commit();
-    TX.with(|tx| tx.borrow_mut().take());
+    TX.with(|tx| tx.borrow_mut().phase = Phase::None);
     committed
 }

@@ -2,7 +2,7 @@
 //! include/pangolin.h and linked with libpangolin.so, run on a pool file, then
 //! run again on the file with a page lost.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The directory holding libpangolin.so as built for this test: `deps`, beside the
@@ -12,8 +12,8 @@ fn library_dir() -> PathBuf {
     exe.parent().expect("target/<profile>/deps").to_path_buf()
 }
 
-#[test]
-fn a_c_program_builds_reopens_and_updates_a_list() {
+/// Compiles tests/c/`name`.c into `dir` against libpangolin; returns the program.
+fn compile(name: &str, dir: &Path) -> PathBuf {
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let lib = library_dir();
     assert!(
@@ -21,12 +21,11 @@ fn a_c_program_builds_reopens_and_updates_a_list() {
         "no libpangolin.so in {}",
         lib.display()
     );
-    let dir = tempfile::tempdir().unwrap();
-    let program = dir.path().join("list");
+    let program = dir.join(name);
     let status = Command::new("cc")
-        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-o"])
+        .args(["-std=c11", "-pthread", "-Wall", "-Wextra", "-Werror", "-o"])
         .arg(&program)
-        .arg(manifest.join("tests/c/list.c"))
+        .arg(manifest.join(format!("tests/c/{name}.c")))
         .arg("-I")
         .arg(manifest.join("include"))
         .arg("-L")
@@ -36,6 +35,27 @@ fn a_c_program_builds_reopens_and_updates_a_list() {
         .status()
         .expect("cc runs");
     assert!(status.success(), "cc failed");
+    program
+}
+
+#[test]
+fn two_pthreads_run_their_own_transactions_on_one_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = compile("threads", dir.path());
+    let output = Command::new(&program)
+        .arg(dir.path().join("pool"))
+        .env("PGL_ACCESS", "eadr")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "threads failed: {stderr}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "ok\n");
+}
+
+#[test]
+fn a_c_program_builds_reopens_and_updates_a_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = compile("list", dir.path());
     let pool = dir.path().join("pool");
     let output = Command::new(&program)
         .arg(&pool)
@@ -45,7 +65,7 @@ fn a_c_program_builds_reopens_and_updates_a_list() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "list failed: {stderr}");
     assert_eq!(String::from_utf8_lossy(&output.stdout), "ok\n");
-    // The first page of the first zone (after two metadata pages and two 1 MiB log copies)
+    // The first page of the first zone (after two metadata pages and four lanes of two 256 KiB log copies)
     // holds the bitmap, the root and the list: lose it, as a poisoned page reads.
     let mut bytes = std::fs::read(&pool).unwrap();
     let zone = 2 * 4096 + 2 * (1 << 20);

@@ -17,6 +17,7 @@ pub fn small() -> (Geometry, usize) {
         chunk_size: PAGE,
         rows: 4,
         log_size: 2 * PAGE,
+        lanes: 1,
     };
     (geometry, 14 * PAGE as usize)
 }
@@ -28,6 +29,7 @@ pub fn wide() -> (Geometry, usize) {
         chunk_size: 2 * PAGE,
         rows: 5,
         log_size: 8 * PAGE,
+        lanes: 1,
     };
     (geometry, 38 * PAGE as usize)
 }
@@ -71,7 +73,7 @@ pub const SMALL_SIZES: [u64; 7] = [100, 3000, 700, 5000, 64, 1500, 3000];
 /// A pool with objects of `sizes` (the third freed again, leaving stale data in free
 /// space): the state the fault tests damage.
 pub fn populated(shape: (Geometry, usize), sizes: &[u64]) -> Pool<HeapRegion, Eadr> {
-    let mut pool = format(shape);
+    let pool = format(shape);
     let mut oids = Vec::new();
     for (i, &size) in sizes.iter().enumerate() {
         let mut tx = pool.begin();

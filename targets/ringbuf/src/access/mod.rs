@@ -52,12 +52,52 @@ pub trait PmAccess: Send + Sync {
         unsafe { self.store(base, start, &line) }
     }
 
+    /// XORs `mask` into the bytes at `base + offset` (8-aligned, a multiple of 8 long, in
+    /// one line) a word at a time with atomic XORs, so that threads updating the same words
+    /// lose none of each other's changes (parity shared by several writers). Durable after
+    /// the next fence. By default the words are XORed in the cache, then the line is
+    /// flushed by an empty `store_part`: types whose `store_part` reads and rewrites the
+    /// line (non-temporal ones) override this.
+    ///
+    /// # Safety
+    ///
+    /// `base` is line-aligned, `offset .. offset + mask.len()` lies in one line, 8-aligned,
+    /// valid for reads and writes, and written by others only through this method.
+    #[inline(always)]
+    unsafe fn xor_part(&self, base: *mut u8, offset: usize, mask: &[u8]) {
+        // SAFETY: the caller guarantees the words.
+        unsafe {
+            xor_words(base.add(offset), mask);
+            self.store_part(base, offset, &[]);
+        }
+    }
+
     /// Makes every earlier store durable before any later one.
     fn fence(&self);
 
     /// Called when an append begins and once it is durable. Only tracing uses it.
     #[inline(always)]
     fn append_boundary(&self) {}
+}
+
+/// XORs `mask` into the 8-aligned words at `dst` with atomic XORs.
+///
+/// # Safety
+///
+/// `dst` is 8-aligned and `dst .. dst + mask.len()` is valid for reads and writes, written
+/// concurrently only by atomic operations.
+#[inline(always)]
+pub(crate) unsafe fn xor_words(dst: *mut u8, mask: &[u8]) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    for (k, word) in mask.chunks_exact(8).enumerate() {
+        let word = u64::from_ne_bytes(word.try_into().expect("8 bytes"));
+        if word != 0 {
+            // SAFETY: aligned and valid (the caller's promise); the word is only written
+            // atomically while this runs.
+            unsafe { AtomicU64::from_ptr(dst.add(8 * k).cast()) }
+                .fetch_xor(word, Ordering::Relaxed);
+        }
+    }
 }
 
 /// Calls `store_line(offset, line)` for each line of `src` in order, the last one padded
@@ -290,6 +330,51 @@ mod tests {
                 .collect();
             let want: Vec<(u64, usize)> = want;
             assert_eq!(seen, want, "{style:?}");
+        }
+    }
+
+    /// An XOR changes only its words, in every access kind this CPU has; tracing records
+    /// the words' new bytes, and a flush of their line where the style flushes.
+    #[test]
+    #[cfg(feature = "trace")]
+    fn an_xor_changes_only_its_words() {
+        struct Check;
+        impl AccessVisitor for Check {
+            type Output = ();
+            fn visit<A: PmAccess + 'static>(self, access: A) {
+                let mut line = Aligned([7; 2 * LINE]);
+                // SAFETY: bytes 72..88 lie in the second line of `line`, which is ours.
+                unsafe { access.xor_part(line.0.as_mut_ptr(), 72, &[3; 16]) };
+                let mut want = [7; 2 * LINE];
+                want[72..88].fill(7 ^ 3);
+                assert_eq!(line.0, want);
+            }
+        }
+        for kind in AccessKind::ALL.into_iter().filter(|k| k.is_supported()) {
+            dispatch(kind, Check).unwrap();
+        }
+        for (style, flush) in [
+            (TraceStyle::Clwb, Some(persim_trace::FlushKind::Clwb)),
+            (TraceStyle::Eadr, None),
+            (
+                TraceStyle::NonTemporal,
+                Some(persim_trace::FlushKind::Clflush),
+            ),
+        ] {
+            let access = Tracing::new(style, false);
+            let mut line = Aligned([7; 2 * LINE]);
+            // SAFETY: as above.
+            unsafe { access.xor_part(line.0.as_mut_ptr(), 72, &[1; 8]) };
+            let trace = access.take();
+            assert!(
+                matches!(&trace[0].op, persim_trace::Op::Write { addr: 72, data, nt: false } if data == &[6; 8]),
+                "{style:?}: {trace:?}"
+            );
+            let flushed = trace.get(1).map(|e| match e.op {
+                persim_trace::Op::Flush { kind, addr: 64 } => kind,
+                ref op => panic!("{op:?}"),
+            });
+            assert_eq!(flushed, flush, "{style:?}");
         }
     }
 

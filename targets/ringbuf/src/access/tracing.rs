@@ -121,6 +121,33 @@ impl PmAccess for Tracing {
         }
     }
 
+    unsafe fn xor_part(&self, base: *mut u8, offset: usize, mask: &[u8]) {
+        // Under the lock, so that the bytes recorded are what the words hold in trace
+        // order. Atomic XORs go through the cache even when the style's stores do not.
+        let mut entries = self.lock();
+        // SAFETY: the caller guarantees the words.
+        let data = unsafe {
+            super::xor_words(base.add(offset), mask);
+            std::slice::from_raw_parts(base.add(offset), mask.len()).to_vec()
+        };
+        let addr = offset as u64;
+        entries.push(
+            Op::Write {
+                addr,
+                data,
+                nt: false,
+            }
+            .into(),
+        );
+        let kind = match self.style {
+            TraceStyle::Eadr => return,
+            TraceStyle::Clwb => FlushKind::Clwb,
+            TraceStyle::NonTemporal => FlushKind::Clflush,
+        };
+        let addr = addr / LINE as u64 * LINE as u64;
+        entries.push(Op::Flush { kind, addr }.into());
+    }
+
     fn fence(&self) {
         std::sync::atomic::fence(Ordering::SeqCst);
         let kind = match self.style {

@@ -146,6 +146,15 @@ unsafe fn store_and_flush(dst: *mut u8, src: &[u8], flush: impl Fn(*mut u8)) {
 
 impl PmAccess for NtSse2 {
     #[inline(always)]
+    unsafe fn xor_part(&self, base: *mut u8, offset: usize, mask: &[u8]) {
+        // Atomic XORs go through the cache: flushed, not streamed.
+        // SAFETY: the caller guarantees the words; `clflush` is part of x86-64.
+        unsafe {
+            super::xor_words(base.add(offset), mask);
+            _mm_clflush(base.add(offset / LINE * LINE));
+        }
+    }
+    #[inline(always)]
     unsafe fn store(&self, base: *mut u8, offset: usize, src: &[u8]) {
         // SAFETY: SSE2 is part of x86-64; the destination is the caller's promise.
         unsafe { store_nt_sse2(base.add(offset), src) }
@@ -158,6 +167,15 @@ impl PmAccess for NtSse2 {
 
 impl PmAccess for NtAvx2 {
     #[inline(always)]
+    unsafe fn xor_part(&self, base: *mut u8, offset: usize, mask: &[u8]) {
+        // Atomic XORs go through the cache: flushed, not streamed.
+        // SAFETY: the caller guarantees the words; `clflush` is part of x86-64.
+        unsafe {
+            super::xor_words(base.add(offset), mask);
+            _mm_clflush(base.add(offset / LINE * LINE));
+        }
+    }
+    #[inline(always)]
     unsafe fn store(&self, base: *mut u8, offset: usize, src: &[u8]) {
         // SAFETY: `self` exists only if the CPU has AVX2; the destination is the caller's.
         unsafe { store_nt_avx2(base.add(offset), src) }
@@ -169,6 +187,15 @@ impl PmAccess for NtAvx2 {
 }
 
 impl PmAccess for NtAvx512 {
+    #[inline(always)]
+    unsafe fn xor_part(&self, base: *mut u8, offset: usize, mask: &[u8]) {
+        // Atomic XORs go through the cache: flushed, not streamed.
+        // SAFETY: the caller guarantees the words; `clflush` is part of x86-64.
+        unsafe {
+            super::xor_words(base.add(offset), mask);
+            _mm_clflush(base.add(offset / LINE * LINE));
+        }
+    }
     #[inline(always)]
     unsafe fn store(&self, base: *mut u8, offset: usize, src: &[u8]) {
         // SAFETY: `self` exists only if the CPU has AVX-512F; the destination is the caller's.

@@ -120,6 +120,15 @@ int main(int argc, char **argv)
 		fprintf(stderr, "the aborted transaction ended as committed\n");
 		return 1;
 	}
+	/* The thread has no transaction now: each call says so, and a second begin fails. */
+	if (pgl_tx_commit() == 0 || pgl_tx_end() == 0 || !strstr(pgl_errormsg(), "no transaction")) {
+		fprintf(stderr, "a commit or end without a transaction succeeded\n");
+		return 1;
+	}
+	if (pgl_tx_begin(pool) || pgl_tx_begin(pool) == 0 || pgl_tx_end() == 0) {
+		fprintf(stderr, "a second begin succeeded, or the first was not aborted\n");
+		return 1;
+	}
 	seen = pgl_get(pool, head);
 	if (seen->value != 100) {
 		fprintf(stderr, "the head holds %llu, not 100\n", (unsigned long long)seen->value);
