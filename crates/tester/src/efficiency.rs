@@ -398,7 +398,7 @@ pub fn guest_table(results: &GuestResults) -> String {
     );
     let _ = writeln!(
         out,
-        "{:<18} {:>4} {:>9} {:>13} {:>13} {:>11} {:>7} {:>7} {:>12} {:>8}",
+        "{:<18} {:>4} {:>9} {:>13} {:>13} {:>11} {:>7} {:>7} {:>12} {:>8} {:>9} {:>9} {:>9}",
         "stack",
         "jobs",
         "MiB",
@@ -408,12 +408,18 @@ pub fn guest_table(results: &GuestResults) -> String {
         "PM ampl",
         "NVMe ampl",
         "guest s/GiB",
-        "host s"
+        "host s",
+        "clat µs",
+        "p99 µs",
+        "sync µs"
     );
+    // fio's latencies, in the guest's time; `-` where fio had none
+    let us = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.1}"));
     for p in &results.points {
+        let clat = p.fio.write_clat.as_ref();
         let _ = writeln!(
             out,
-            "{:<18} {:>4} {:>9.1} {:>13.3e} {:>13.3e} {:>11.0} {:>7.2} {:>7.2} {:>12.1} {:>8.1}",
+            "{:<18} {:>4} {:>9.1} {:>13.3e} {:>13.3e} {:>11.0} {:>7.2} {:>7.2} {:>12.1} {:>8.1} {:>9} {:>9} {:>9}",
             p.stack,
             p.jobs,
             p.app_bytes as f64 / (1 << 20) as f64,
@@ -423,7 +429,10 @@ pub fn guest_table(results: &GuestResults) -> String {
             p.pm_amplification,
             p.nvme_amplification,
             p.guest_cpu_s_per_gib,
-            p.host_seconds
+            p.host_seconds,
+            us(clat.map(|l| l.mean_us)),
+            us(clat.and_then(|l| l.p99_us)),
+            us(p.fio.sync_lat.as_ref().map(|l| l.mean_us))
         );
     }
     out
@@ -432,6 +441,7 @@ pub fn guest_table(results: &GuestResults) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use persim_efficiency::fio::Latency;
 
     #[test]
     fn a_guest_has_as_many_vcpus_as_jobs_up_to_four() {
@@ -463,6 +473,12 @@ mod tests {
                 runtime_s: 1.0,
                 write_iops: 64.0,
                 writes: 64,
+                write_clat: Some(Latency {
+                    mean_us: 12.5,
+                    p50_us: Some(10.0),
+                    p99_us: None,
+                }),
+                sync_lat: None,
             },
             counts: CountsRecord {
                 kernel_instructions: 1,
@@ -500,6 +516,20 @@ mod tests {
         assert!(amplification.contains("ext4-dax PM"), "{amplification}");
         assert!(amplification.contains("ext4-nvme NVMe"));
         assert!(!amplification.contains("ext4-dax NVMe"));
+    }
+
+    /// fio's write latency per point, `-` for what fio did not report.
+    #[test]
+    fn the_table_gives_fios_latencies() {
+        let results = GuestResults {
+            job: guest_job(&[]).unwrap(),
+            device: None,
+            points: vec![point("ext4-dax", 1, 0)],
+        };
+        let table = guest_table(&results);
+        let row = table.lines().last().unwrap();
+        assert!(table.contains("clat µs"), "{table}");
+        assert!(row.ends_with("12.5         -         -"), "{row}");
     }
 
     #[test]
