@@ -273,7 +273,8 @@ pub fn parse_output(json: &str) -> Result<FioResult, String> {
             .filter(|_| jobs.len() == 1)
             .unwrap_or(1);
     }
-    let stats = |dir: &str, key: &str| -> Vec<&Value> { jobs.iter().map(|j| &j[dir][key]).collect() };
+    let stats =
+        |dir: &str, key: &str| -> Vec<&Value> { jobs.iter().map(|j| &j[dir][key]).collect() };
     result.write_clat = latency(&stats("write", "clat_ns"));
     result.sync_lat = latency(&stats("sync", "lat_ns"));
     Ok(result)

@@ -72,7 +72,10 @@ fn separate_jobs_merge_their_mean_latency_by_count() {
         / 1000.0;
     let r = parse_output(text).unwrap();
     let write = r.write_clat.unwrap();
-    assert!((write.mean_us - weighted).abs() < 1e-9, "{write:?} {weighted}");
+    assert!(
+        (write.mean_us - weighted).abs() < 1e-9,
+        "{write:?} {weighted}"
+    );
     assert_ne!(clat(0, "mean"), clat(1, "mean"));
     assert_eq!((write.p50_us, write.p99_us), (None, None));
     assert_eq!(r.sync_lat, None);
