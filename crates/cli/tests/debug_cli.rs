@@ -214,6 +214,7 @@ fn debug_at_shows_what_reads_explored_at_a_failure_point() {
             checkpoint: None,
             images: Vec::new(),
             incomplete: false,
+            space: None,
             reads: Some(PointReads {
                 fully_persisted: "ab".repeat(32),
                 known: true,

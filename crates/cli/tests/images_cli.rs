@@ -76,6 +76,33 @@ fn options_change_the_model() {
 }
 
 #[test]
+fn a_sampled_global_prefix_point_says_how_many_images_it_stands_for() {
+    let trace = example("nt-mixed.trace");
+    let args = [
+        "images",
+        trace.to_str().unwrap(),
+        "--strategy",
+        "global-prefix",
+        "--max-images",
+        "3",
+    ];
+    let v = json(&[&args[..], &["--json"]].concat());
+    assert_eq!(v["failure_points"][0]["incomplete"], true);
+    assert_eq!(
+        v["failure_points"][0]["space"], 6,
+        "the fence's images uncapped"
+    );
+    assert_eq!(v["failure_points"][1]["space"], 2);
+    let out = persim().args(args).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("(sampled from 6: more than --max-images)"),
+        "{text}"
+    );
+    assert!(text.contains("the strategy chooses 8 images"), "{text}");
+}
+
+#[test]
 fn initial_contents_and_hash_level() {
     let dir = tempfile::tempdir().unwrap();
     let initial = dir.path().join("initial.img");

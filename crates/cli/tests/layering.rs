@@ -103,6 +103,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "persim-pangolin-capi",
         &["persim-pangolin", "persim-ringbuf"],
     ),
+    // ZIL-PMEM's reader of an OpenZFS pool's PM log is the engine's.
+    ("zil-pmem-dump", &["persim-zil-pmem"]),
     // The reader of dm-dpwc's PM format (targets/dpwc/reader) stands alone.
     ("dpwc-reader", &[]),
 ];

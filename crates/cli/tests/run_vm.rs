@@ -1140,10 +1140,9 @@ fn zil_pmem_writes(trace: &Path) -> (usize, usize) {
     (count(&guid), count(&magic))
 }
 
-/// How many ZIL-PMEM entry headers of vm/zfs-pmem.toml's pool the PM of a trace holds at
-/// its end, each checked against the Rust engine's format: its CRC32C over the 120 bytes of
-/// fields, and the body's (the kernel computes them with SSE4.2's crc32 when it can).
-fn zil_pmem_entries_checked(trace: &Path) -> usize {
+/// The ZIL-PMEM entries of vm/zfs-pmem.toml's pool that the PM of a trace holds at its
+/// end, each a header (124 bytes) and its body.
+fn zil_pmem_entries(trace: &Path) -> Vec<(Vec<u8>, Vec<u8>)> {
     let guid = ZFS_PMEM_POOL_GUID.to_le_bytes();
     let (_, entries) = persim_trace::read_all(trace).unwrap();
     let mut pm = std::collections::HashMap::new();
@@ -1163,27 +1162,33 @@ fn zil_pmem_entries_checked(trace: &Path) -> usize {
             .map(|a| pm.get(&a).copied())
             .collect::<Option<Vec<u8>>>()
     };
-    let u32_at = |b: &[u8], i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
-    let mut checked = 0;
-    for at in headers {
+    headers
+        .into_iter()
         // Later stores (a freed chunk's zeroed header, a reused chunk) replace some.
-        let Some(header) = bytes(at, 124).filter(|h| h[8..16] == guid) else {
-            continue;
-        };
+        .filter_map(|at| bytes(at, 124).filter(|h| h[8..16] == guid).map(|h| (at, h)))
+        .map(|(at, header)| {
+            let len = u32::from_le_bytes(header[56..60].try_into().unwrap());
+            let body = bytes(at + 256, u64::from(len)).unwrap();
+            (header, body)
+        })
+        .collect()
+}
+
+/// How many ZIL-PMEM entry headers of vm/zfs-pmem.toml's pool the PM of a trace holds at
+/// its end, each checked against the Rust engine's format: its CRC32C over the 120 bytes of
+/// fields, and the body's (the kernel computes them with SSE4.2's crc32 when it can).
+fn zil_pmem_entries_checked(trace: &Path) -> usize {
+    let u32_at = |b: &[u8], i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
+    let entries = zil_pmem_entries(trace);
+    for (header, body) in &entries {
         assert_eq!(
             crc32c::crc32c(&header[..120]),
-            u32_at(&header, 120),
-            "header at {at:#x}"
+            u32_at(header, 120),
+            "header"
         );
-        let body = bytes(at + 256, u64::from(u32_at(&header, 56))).unwrap();
-        assert_eq!(
-            crc32c::crc32c(&body),
-            u32_at(&header, 60),
-            "body at {at:#x}"
-        );
-        checked += 1;
+        assert_eq!(crc32c::crc32c(body), u32_at(header, 60), "body");
     }
-    checked
+    entries.len()
 }
 
 /// ZIL-PMEM's OpenZFS (vm/zfs-pmem.toml) on the pool that asks for it: the fsync'd
@@ -1300,6 +1305,119 @@ fn zil_pmem_replays_every_logged_call_after_a_crash_before_txg_sync() {
         "{entries} ZIL-PMEM entry headers written to PM"
     );
     assert_eq!(blocks, 0, "a stock ZIL block was written");
+}
+
+/// zil-pmem-dump's reader (`persim_zil_pmem::openzfs`) predicts the kernel's replay of
+/// every crash image: on a frozen pool (tests/data/zil-pmem-dump.toml), each image's
+/// region, scanned as the import scans it, with the txg from the NVMe image's uberblocks,
+/// gives as many entries replayed (and not) as the kernel's replay line in that image's
+/// state, and "no replay" exactly where the reader finds no entry to replay.
+#[test]
+fn zil_pmem_dump_predicts_the_kernels_replay_of_every_crash_image() {
+    let Some(config) =
+        zfs_pmem_ready("zil_pmem_dump_predicts_the_kernels_replay_of_every_crash_image")
+    else {
+        return;
+    };
+    use persim_zil_pmem::openzfs::{last_synced_txg, PoolLog};
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let test = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/zil-pmem-dump.toml");
+    let strategy = ["--strategy", "program-order"];
+    let run = run_on_vm(&config, test.to_str().unwrap(), &out, &strategy);
+    assert_eq!(run.status.code(), Some(0), "{}", report(&out));
+    let images = dir.path().join("images");
+    let trace = out.join("trace.ptrace");
+    let (trace, images_arg) = (trace.to_str().unwrap(), images.to_str().unwrap());
+    let made = persim(&[
+        "images",
+        trace,
+        strategy[0],
+        strategy[1],
+        "--out",
+        images_arg,
+    ]);
+    assert!(made.status.success(), "{made:?}");
+    let blk_len = std::fs::metadata(out.join("trace.ptrace.blk-initial"))
+        .unwrap()
+        .len() as usize;
+    let (mut checked, mut replaying) = (0, 0);
+    for state in std::fs::read_dir(out.join("states")).unwrap() {
+        let path = state.unwrap().path();
+        let saved: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(saved["outcome"], "state", "{}: {saved}", path.display());
+        let dump = saved["dump"].as_str().unwrap();
+        let kernel = kernel_replay_counts(dump);
+        let hash = path.file_stem().unwrap().to_str().unwrap();
+        let image = std::fs::read(images.join(format!("{hash}.img"))).unwrap();
+        let (pm, blk) = image.split_at(image.len() - blk_len);
+        let synced = last_synced_txg(blk).expect("an intact uberblock");
+        let predicted: Vec<(usize, usize)> = (PoolLog::find(pm).unwrap().predict(synced))
+            .iter()
+            .map(|r| (r.replayed.len(), r.lost.len()))
+            .collect();
+        assert_eq!(predicted, kernel, "image {hash}: kernel said {dump:?}");
+        checked += 1;
+        replaying += usize::from(!kernel.is_empty());
+    }
+    assert!(
+        checked >= 3 && replaying >= 2,
+        "{checked} images, {replaying} replaying"
+    );
+}
+
+/// The (replayed, not replayed) counts of each ZIL-PMEM replay line in `text` ("N entries
+/// replayed from PM, M not replayed").
+fn kernel_replay_counts(text: &str) -> Vec<(usize, usize)> {
+    let number = |s: &str| s.trim().parse::<usize>().unwrap();
+    (text.lines())
+        .filter_map(|l| l.split_once(" entries replayed from PM, "))
+        .map(|(n, rest)| (number(n), number(rest.trim_end_matches(" not replayed"))))
+        .collect()
+}
+
+/// A clone in a frozen pool (tests/data/zil-pmem-clone.toml): `cp --reflink=always` (FICLONE)
+/// is logged as a TX_CLONE_RANGE entry on PM carrying the source's block pointers, never a
+/// stock ZIL block, and replayed from PM: the clone has the source's bytes, and still after
+/// the source's removal is replayed too. The claim at import holds a BRT reference on the
+/// block until the log is freed: with the source kept, one reference is left (128 KiB
+/// saved); a claim that took none would leave none once the log is freed, and a log freed
+/// without dropping it two.
+#[test]
+fn zil_pmem_replays_a_clone_from_pm_its_blocks_held_until_replay() {
+    if zfs_pmem_ready("zil_pmem_replays_a_clone_from_pm_its_blocks_held_until_replay").is_none() {
+        return;
+    }
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/zfs-pmem-reflink.toml");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("clone");
+    let test = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/zil-pmem-clone.toml");
+    let run = run_on_vm(&config, test.to_str().unwrap(), &out, &[]);
+    let r = report(&out);
+    assert_eq!(run.status.code(), Some(0), "{r}");
+    let checkpoints = r["checkpoints"].as_array().unwrap();
+    assert_eq!(checkpoints.len(), 2, "{r}");
+    let cloned = last_final_state(&out, &checkpoints[0]);
+    let md5 = cloned["f"].as_str().unwrap();
+    assert_eq!(md5.len(), 32, "{cloned}");
+    assert_eq!(cloned["g"], md5, "{cloned}");
+    assert_eq!(cloned["saved"], 131_072, "{cloned}");
+    let removed = last_final_state(&out, &checkpoints[1]);
+    assert_eq!(removed["f"], "", "{removed}");
+    assert_eq!(removed["g"], md5, "{removed}");
+    assert_eq!(removed["saved"], 0, "{removed}");
+    const TX_CLONE_RANGE: u64 = 24;
+    let trace = out.join("trace.ptrace");
+    let clones = zil_pmem_entries(&trace)
+        .iter()
+        .filter(|(_, body)| u64::from_le_bytes(body[..8].try_into().unwrap()) == TX_CLONE_RANGE)
+        .count();
+    assert_eq!(clones, 1, "TX_CLONE_RANGE entries on PM");
+    assert_eq!(
+        zil_pmem_writes(&trace).1,
+        0,
+        "a stock ZIL block was written"
+    );
 }
 
 /// The one final state of a checkpoint interval of a run in `out`: its dump (or `state`

@@ -279,6 +279,10 @@ pub struct Generated {
     pub failure_points: u64,
     /// Failure points where a sample was taken.
     pub incomplete: u64,
+    /// How many images the strategy chooses at all failure points together, uncapped and
+    /// before images equal in content are merged (saturating; `None`: a sampled point's
+    /// set could not be counted).
+    pub space: Option<u128>,
     /// The distinct images by hash (hex).
     pub images: BTreeMap<String, ImageRecord>,
     /// Where they were stored, if they were.
@@ -354,6 +358,7 @@ pub fn generate_images(
         images: BTreeMap::new(),
         points: 0,
         incomplete: 0,
+        space: Some(0),
         index_saved: Instant::now(),
         budget,
         refused: None,
@@ -391,6 +396,7 @@ pub fn generate_images(
         entries,
         failure_points: materialiser.points,
         incomplete: materialiser.incomplete,
+        space: materialiser.space,
         images: materialiser.images,
         store: materialiser.store.map(|s| s.dir().to_path_buf()),
         took: began.elapsed(),
@@ -473,6 +479,7 @@ struct Materialiser<'a> {
     images: BTreeMap<String, ImageRecord>,
     points: u64,
     incomplete: u64,
+    space: Option<u128>,
     index_saved: Instant,
     budget: MemoryBudget,
     /// Why the generation stopped at a failure point for lack of memory.
@@ -547,6 +554,10 @@ impl Sink for Materialiser<'_> {
         }
         self.points += 1;
         self.incomplete += u64::from(crash.incomplete);
+        self.space = self
+            .space
+            .zip(crash.space)
+            .map(|(a, b)| a.saturating_add(b));
         let guided = matches!(
             view.config().strategy,
             Strategy::GlobalPrefix | Strategy::Reads | Strategy::SingleLine
@@ -557,6 +568,7 @@ impl Sink for Materialiser<'_> {
             checkpoint: view.point.checkpoint,
             images: hashes,
             incomplete: crash.incomplete,
+            space: crash.space,
             reads,
             runtime_lines: match guided {
                 true => view.runtime_lines().collect(),
@@ -592,12 +604,17 @@ impl Materialiser<'_> {
                 return (view.crash_images_guided(changes, true), None);
             }
             Guidance::FullyPersistedToGuide if !view.has_explorable_lines(durable) => {
-                return (CrashImages::default(), None)
+                let none = CrashImages {
+                    space: Some(0),
+                    ..CrashImages::default()
+                };
+                return (none, None);
             }
             Guidance::FullyPersisted | Guidance::FullyPersistedToGuide => {
                 let only = CrashImages {
                     images: vec![view.fully_persisted()],
                     incomplete: false,
+                    space: Some(1),
                 };
                 return (only, None);
             }

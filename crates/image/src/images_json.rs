@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! {"failure_points": [{"index", "kind", "checkpoint", "images": [hash…], "incomplete",
+//!                      "space"?,
 //!                      "reads"?: {"fully_persisted", "known", "explored", "skipped",
 //!                                 "from_previous", "nt_prefixes", "nt_images"},
 //!                      "runtime_lines"?: [line…], "outside_program_lines"?: [line…],
@@ -30,6 +31,10 @@ pub struct PointRecord {
     pub images: Vec<String>,
     /// More images than the cap: a seeded sample was taken.
     pub incomplete: bool,
+    /// How many images the strategy chooses here, uncapped and before images equal in
+    /// content are merged (saturating; absent where a sampled set cannot be counted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub space: Option<u128>,
     /// `reads`: the fully persisted image and which dirty lines were explored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reads: Option<PointReads>,
@@ -210,6 +215,7 @@ mod tests {
             checkpoint,
             images: vec![format!("{index:064x}")],
             incomplete: index == 9,
+            space: Some(if index == 9 { 1 << 100 } else { 1 }),
             reads: None,
             runtime_lines: if index == 9 { vec![0x40] } else { Vec::new() },
             outside_program_lines: Vec::new(),

@@ -10,8 +10,8 @@ use persim_image::{generate_images, GenerateOptions};
 use persim_model::Strategy;
 
 /// The fence's point after 16 lines of NT stores of `fill` over a zeroed PM and one NT
-/// store of 1 to line 0: (its distinct images, whether it was sampled).
-fn fence_point(fill: &str) -> (usize, bool) {
+/// store of 1 to line 0: (its distinct images, whether it was sampled, its uncapped count).
+fn fence_point(fill: &str) -> (usize, bool, Option<u128>) {
     let tmp = tempfile::tempdir().unwrap();
     let trace = tmp.path().join("t.trace");
     let mut text = String::from("# persim-trace pm-size=0x10000\n");
@@ -38,14 +38,17 @@ fn fence_point(fill: &str) -> (usize, bool) {
     let mut images = fence.images.clone();
     images.sort();
     images.dedup();
-    (images.len(), fence.incomplete)
+    (images.len(), fence.incomplete, fence.space)
 }
 
 #[test]
 fn lines_that_rewrite_durable_bytes_do_not_multiply_the_images() {
-    // Zeros over zeros: only line 0 changes anything (stored or not).
-    assert_eq!(fence_point("0000000000000000"), (2, false));
-    // The twin: the same stores of ones are explored, and 17 lines need more than 64.
-    let (images, sampled) = fence_point("ffffffffffffffff");
+    // Zeros over zeros: only line 0 changes anything (stored or not); the count is of
+    // choices (line 0 lost or kept at the first cut, everything at the last).
+    assert_eq!(fence_point("0000000000000000"), (2, false, Some(3)));
+    // The twin: the same stores of ones are explored, and 17 lines need more than 64: the
+    // sample says it stands for every subset of them.
+    let (images, sampled, space) = fence_point("ffffffffffffffff");
     assert!(sampled && images > 2, "{images} images, sampled {sampled}");
+    assert_eq!(space, Some(1 << 17));
 }

@@ -72,13 +72,14 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ("slog_replay_volume", "FAIL", "FAIL"),
     ("suid_write_zil_replay", "PASS", "PASS"),
     ("zvol_misc_zil", "PASS", "PASS"),
-    ("block_cloning_replay", "PASS", "FAIL"),
-    ("block_cloning_replay_encrypted", "PASS", "FAIL"),
+    ("block_cloning_replay", "PASS", "PASS"),
+    ("block_cloning_replay_encrypted", "PASS", "PASS"),
     ("longname_003_pos", "FAIL", "FAIL"),
     ("slog_001_pos", "PASS", "PASS"),
     ("slog_002_pos", "PASS", "PASS"),
     ("slog_003_pos", "PASS", "PASS"),
     ("slog_004_pos", "PASS", "PASS"),
+    ("slog_005_pos", "PASS", "PASS"),
 ];
 
 #[derive(Clone, Copy, PartialEq, Debug)]

@@ -23,7 +23,9 @@ impl MicroBuffer {
             size: 0,
             type_num,
             sum,
-            modified: Vec::new(),
+            // Room for a few ranges: a buffer made for an allocation and reused for an
+            // update would otherwise allocate on its first `touch`.
+            modified: Vec::with_capacity(4),
             new,
         };
         buffer.reuse(oid, data, type_num, sum, new);

@@ -95,6 +95,17 @@ pub fn update(sum: u32, len: u64, at: u64, old: &[u8], new: &[u8]) -> u32 {
     ((b as u32) << 16) | a as u32
 }
 
+/// [`update`] for one byte `at` changed from `old` to `new`: `A` gains the change `d`,
+/// `B` gains `(len − at)·d`, with none of `update`'s loops (a commit mark's state, a
+/// bitmap byte).
+pub fn update_byte(sum: u32, len: u64, at: u64, old: u8, new: u8) -> u32 {
+    debug_assert!(at < len);
+    let d = (u64::from(new) + MOD - u64::from(old)) % MOD;
+    let a = (u64::from(sum & 0xffff) + d) % MOD;
+    let b = (u64::from(sum >> 16) + (len - at) % MOD * d) % MOD;
+    ((b as u32) << 16) | a as u32
+}
+
 fn le_word(bytes: &[u8]) -> u64 {
     u64::from_le_bytes(bytes.try_into().expect("8 bytes"))
 }
@@ -157,6 +168,20 @@ mod tests {
             changed[at..end].copy_from_slice(&patch[..end - at]);
             let sum = update(full(&[&stream]), stream.len() as u64, at as u64, &stream[at..end], &changed[at..end]);
             prop_assert_eq!(sum, full(&[&changed]));
+        }
+
+        #[test]
+        fn updating_a_byte_equals_updating_its_range(
+            stream in proptest::collection::vec(any::<u8>(), 1..6000),
+            at in any::<prop::sample::Index>(),
+            new in any::<u8>(),
+        ) {
+            let at = at.index(stream.len());
+            let (len, sum) = (stream.len() as u64, full(&[&stream]));
+            prop_assert_eq!(
+                update_byte(sum, len, at as u64, stream[at], new),
+                update(sum, len, at as u64, &stream[at..=at], &[new])
+            );
         }
     }
 }

@@ -108,6 +108,9 @@ fn header(state: u32, seq: u64, body: &[u8]) -> Line {
     line
 }
 
+/// Bytes of the stream the header's checksum covers: the state and bytes 8..32.
+const STATE_STREAM: u64 = 4 + HEADER as u64 - 8;
+
 /// Sets the header's state and its checksum (over the state and bytes 8..32).
 fn set_state(line: &mut Line, state: u32) {
     line[0..4].copy_from_slice(&state.to_le_bytes());
@@ -149,11 +152,22 @@ pub fn mark<R: Region, A: PmAccess>(
 
 /// Marks the transaction of commit mark `line` complete in every copy: its state and
 /// checksum word only.
-pub fn clear<R: Region, A: PmAccess>(pm: &mut Pm<R, A>, geometry: &Geometry, mut line: Line) {
-    set_state(&mut line, IDLE);
+pub fn clear<R: Region, A: PmAccess>(pm: &mut Pm<R, A>, geometry: &Geometry, line: Line) {
+    let line = idle(line);
     for copy in 0..COPIES {
         pm.store_part(geometry.log_offset(copy), &line[..8]);
     }
+}
+
+/// Commit mark `line` made idle: the states differ only in the first byte of the
+/// header's checksummed stream, so its checksum is updated for that byte, not summed again.
+fn idle(mut line: Line) -> Line {
+    const _: () = assert!(COMMITTED >> 8 == IDLE >> 8, "states differ in byte 0 only");
+    let sum = u32::from_le_bytes(line[4..8].try_into().expect("4"));
+    let sum = checksum::update_byte(sum, STATE_STREAM, 0, COMMITTED as u8, IDLE as u8);
+    line[0..4].copy_from_slice(&IDLE.to_le_bytes());
+    line[4..8].copy_from_slice(&sum.to_le_bytes());
+    line
 }
 
 /// Stores an idle header for sequence number `seq` in every copy (recovery is done).
@@ -235,5 +249,11 @@ mod tests {
         let body = body(&runs);
         assert_eq!(body.len(), 24 + 72 + 16, "entries of 8 + 16, 8 + 64, 8 + 8");
         assert_eq!(parse(&body), runs);
+    }
+
+    #[test]
+    fn a_cleared_mark_is_the_idle_header_of_its_transaction() {
+        let body = body(&vec![(64, vec![5; 40])]);
+        assert_eq!(idle(header(COMMITTED, 9, &body)), header(IDLE, 9, &body));
     }
 }

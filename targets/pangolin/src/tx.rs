@@ -340,7 +340,7 @@ impl<R: Region, A: PmAccess> Pool<R, A> {
             }
             let sum = &mut sums.last_mut().expect("just pushed").1;
             let (at, len) = Header::stream(size, index);
-            *sum = checksum::update(*sum, len, at, &[old], &[new]);
+            *sum = checksum::update_byte(*sum, len, at, old, new);
             lines.put(&self.pm, base + OBJ_HEADER + index, &[new]);
         }
         for &(zone, sum) in &sums {

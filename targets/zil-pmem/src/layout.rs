@@ -24,7 +24,7 @@ const MAGIC: [u8; 8] = *b"ZILPMEM\0";
 pub const FORMAT_VERSION: u32 = 1;
 const SUPERBLOCK_LEN: usize = 40;
 /// Bytes of the header that the checksum covers; the checksum follows, then zeros.
-const HEADER_FIELDS: usize = 120;
+pub(crate) const HEADER_FIELDS: usize = 120;
 
 /// Bytes an entry with a body of `body_len` bytes occupies in a chunk.
 pub const fn entry_len(body_len: usize) -> usize {

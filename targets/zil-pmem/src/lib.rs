@@ -38,6 +38,7 @@ mod header;
 pub mod kv;
 mod layout;
 mod log;
+pub mod openzfs;
 
 pub use claim::{Claim, ClaimedEntry, Entry};
 pub use error::{AppendError, ClaimError, OpenError, ReplayError, ReplayStop};

@@ -184,10 +184,10 @@ impl<W: Write> PointSink for Table<W> {
             p.kind.to_string(),
             p.checkpoint.map_or("-".to_string(), |c| c.to_string()),
             p.images.len(),
-            if p.incomplete {
-                "  (sampled: more than --max-images)"
-            } else {
-                ""
+            match (p.incomplete, p.space) {
+                (false, _) => String::new(),
+                (true, Some(n)) => format!("  (sampled from {}: more than --max-images)", count(n)),
+                (true, None) => "  (sampled: more than --max-images)".to_string(),
             }
         )
     }
@@ -201,10 +201,13 @@ impl<W: Write> Table<W> {
             s.entries,
             s.failure_points,
             s.images.len(),
-            if s.incomplete > 0 {
-                format!(", {} failure points sampled", s.incomplete)
-            } else {
-                String::new()
+            match (s.incomplete, s.space) {
+                (0, _) => String::new(),
+                (n, Some(space)) => format!(
+                    ", {n} failure points sampled (uncapped, the strategy chooses {} images)",
+                    count(space)
+                ),
+                (n, None) => format!(", {n} failure points sampled"),
             },
             s.took.as_secs_f64()
         )?;
@@ -216,5 +219,15 @@ impl<W: Write> Table<W> {
             )?;
         }
         Ok(())
+    }
+}
+
+/// An image count for people: exact up to a trillion, then in powers of ten; "≥ 2^128"
+/// where the count saturated.
+fn count(n: u128) -> String {
+    match n {
+        u128::MAX => "≥ 2^128".to_string(),
+        n if n < 1_000_000_000_000 => n.to_string(),
+        n => format!("{:.2e}", n as f64),
     }
 }

@@ -144,6 +144,40 @@ impl CutSpace {
         }
     }
 
+    /// How many distinct choices a walk of the whole space meets (saturating), without
+    /// enumerating them: `None` where windows end before the next barrier (persistent
+    /// caches) or every length in them is taken. At each cut the lines whose window is
+    /// open take either end, 2^open choices; a choice already met at an earlier cut was
+    /// met at the previous one, which it shares exactly when no following line moved in
+    /// between and every line that moved takes its whole sequence.
+    pub fn count(&self) -> Option<u128> {
+        if self.hi_is_next || self.pick != Pick::Endpoints {
+            return None;
+        }
+        let pow2 = |k: u32| 1u128.checked_shl(k).unwrap_or(u128::MAX);
+        let mut sweep = self.sweep();
+        let mut total = 0u128;
+        let mut moved: Vec<u32> = Vec::new();
+        for cut in 0..sweep.cuts() {
+            let from = sweep.position;
+            sweep.advance_to(cut);
+            moved.clear();
+            moved.extend(&self.order[from..sweep.position]);
+            let open = |i: usize| sweep.radix(i) > 1;
+            let choices = pow2((0..self.lens.len()).filter(|&i| open(i)).count() as u32);
+            let shared = if cut == 0 || moved.iter().any(|&l| self.follows[l as usize]) {
+                0
+            } else {
+                moved.sort_unstable();
+                moved.dedup();
+                let fixed = moved.iter().filter(|&&l| open(l as usize)).count() as u32;
+                choices >> fixed
+            };
+            total = total.saturating_add(choices - shared);
+        }
+        Some(total)
+    }
+
     pub fn sweep(&self) -> Sweep<'_> {
         Sweep {
             space: self,
@@ -232,5 +266,61 @@ impl Space for Sweep<'_> {
 
     fn everything(&self) -> Vec<u32> {
         self.space.lens.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::CacheMode;
+    use crate::pending::PmPending;
+    use crate::strategy::space::enumerate;
+    use crate::SplitMix64;
+
+    /// Random stores of 1–16 bytes into a few lines.
+    fn pending(seed: u64) -> PmPending {
+        let mut rng = SplitMix64(seed);
+        let mut pending = PmPending::default();
+        for entry in 0..rng.below(12) + 1 {
+            let addr = rng.below(5) * 64 + rng.below(7) * 8;
+            let len = rng.below(16) as usize + 1;
+            let nt = rng.below(4) == 0;
+            pending.store(CacheMode::Volatile, addr, &vec![1; len], nt, entry);
+        }
+        pending
+    }
+
+    #[test]
+    fn count_is_the_number_of_distinct_choices_enumerated() {
+        for seed in 0..300 {
+            let pending = pending(seed);
+            let lines = pending.dirty_lines();
+            let mut rng = SplitMix64(!seed);
+            let explore: Vec<bool> = lines.iter().map(|_| rng.below(3) != 0).collect();
+            let guided = CutSpace::guided(&lines, &explore, false);
+            for space in [
+                CutSpace::volatile_global_prefix(&lines),
+                CutSpace::volatile_global_prefix(&lines).exploring(&explore),
+                guided,
+            ] {
+                let all = enumerate(&mut space.sweep(), 1 << 20).unwrap();
+                assert_eq!(space.count(), Some(all.len() as u128), "seed {seed}");
+            }
+        }
+    }
+
+    #[test]
+    fn count_saturates_and_declines_windows_it_cannot_count() {
+        let mut pending = PmPending::default();
+        for line in 0..130 {
+            pending.store(CacheMode::Volatile, line * 64, &[1], false, line);
+        }
+        let lines = pending.dirty_lines();
+        assert_eq!(
+            CutSpace::volatile_global_prefix(&lines).count(),
+            Some(u128::MAX)
+        );
+        assert_eq!(CutSpace::volatile_exhaustive(&lines).count(), None);
+        assert_eq!(CutSpace::persistent(&lines, Pick::Endpoints).count(), None);
     }
 }

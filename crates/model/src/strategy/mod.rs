@@ -42,12 +42,17 @@ pub struct CrashImages {
     pub images: Vec<CrashImage>,
     /// The set was larger than the cap, so `images` is a seeded sample of it.
     pub incomplete: bool,
+    /// How many images the whole set holds (`images.len()` unless sampled; `None`: a
+    /// sampled set this strategy cannot count), saturating.
+    pub space: Option<u128>,
 }
 
 /// The choices of one side (PM or block device).
 struct Side {
     picks: Vec<(Vec<u32>, Choice)>,
     incomplete: bool,
+    /// How many picks the whole space holds (`None`: sampled and not countable).
+    space: Option<u128>,
 }
 
 /// Chooses the crash images at a failure point of `kind` for the given pending state:
@@ -76,6 +81,10 @@ pub fn choose(
         )
     };
     let incomplete = pm.incomplete || block.as_ref().is_some_and(|b| b.incomplete);
+    let space = match &block {
+        Some(b) => pm.space.zip(b.space).map(|(p, b)| p.saturating_mul(b)),
+        None => pm.space,
+    };
     let block_picks: Vec<(Vec<u32>, Option<Choice>)> = match block {
         Some(side) => side.picks.into_iter().map(|(v, c)| (v, Some(c))).collect(),
         None => vec![(Vec::new(), None)],
@@ -91,7 +100,11 @@ pub fn choose(
             });
         }
     }
-    CrashImages { images, incomplete }
+    CrashImages {
+        images,
+        incomplete,
+        space,
+    }
 }
 
 fn pm_side(
@@ -146,6 +159,9 @@ fn pm_side(
         _ => exhaustive_label(c, number, of, seed),
     };
     let mut side = run(|| space.sweep(), cap, seed, label);
+    if side.incomplete && config.strategy == Strategy::GlobalPrefix {
+        side.space = space.count();
+    }
     if config.strategy == Strategy::Reads {
         let windows = CutSpace::nt_windows(lines, persistent);
         add_nt_prefixes(&mut side, &windows, &addrs, &guided.nt_prefixes, cap);
@@ -184,6 +200,7 @@ fn add_nt_prefixes(
                 }
                 if side.picks.len() >= cap {
                     side.incomplete = true;
+                    side.space = None;
                     return;
                 }
                 let choice = Choice::NtPrefix {
@@ -192,6 +209,7 @@ fn add_nt_prefixes(
                     others_durable,
                 };
                 side.picks.push((values, choice));
+                side.space = side.space.map(|n| n + 1);
             }
         }
     }
@@ -242,7 +260,12 @@ fn run<S: Space>(
             (c.values.clone(), choice)
         })
         .collect();
-    Side { picks, incomplete }
+    let space = (!incomplete).then_some(of as u128);
+    Side {
+        picks,
+        incomplete,
+        space,
+    }
 }
 
 fn exhaustive_label(c: &Candidate, number: usize, of: usize, seed: u64) -> Choice {
@@ -261,9 +284,11 @@ fn ends(everything: Vec<u32>) -> Side {
     if everything.iter().any(|&v| v != 0) {
         picks.push((everything, Choice::Everything));
     }
+    let space = Some(picks.len() as u128);
     Side {
         picks,
         incomplete: false,
+        space,
     }
 }
 

@@ -65,5 +65,10 @@ pub(super) fn single_line(
         }
         picks.truncate(cap);
     }
-    Side { picks, incomplete }
+    let space = (!incomplete).then_some(picks.len() as u128);
+    Side {
+        picks,
+        incomplete,
+        space,
+    }
 }

@@ -5,6 +5,7 @@
 mod claim;
 mod concurrency;
 mod damage;
+mod openzfs;
 mod refuse;
 
 use persim_ringbuf::{Eadr, HeapRegion};
