@@ -255,7 +255,7 @@ unpack_zfs_tests() {
 # crates/cli/tests/dpwc_mutants.rs runs; make rebuilds only what changed.
 build_dpwc_mutants() {
     local n
-    for n in 1 2 3 4 5 6 7 8 9; do
+    for n in 1 2 3 4 5 6 7 8 9 10; do
         DPWC_MUTANT=$n bash "$(dirname "$0")/build-kmods.sh"
     done
 }

@@ -105,6 +105,8 @@ impl FioJob {
         }
         args.push(format!("--numjobs={jobs}"));
         args.extend(self.0.iter().map(|(k, v)| format!("--{k}={v}")));
+        // one report over all jobs, whose latency percentiles count every job's I/O
+        args.push("--group_reporting".to_owned());
         args.push("--output-format=json".to_owned());
         args
     }
@@ -169,6 +171,48 @@ pub struct FioResult {
     pub write_iops: f64,
     /// Writes fio issued and saw complete (`write.total_ios`).
     pub writes: u64,
+    /// The writes' completion latency (`write.clat_ns`): submission to completion of each
+    /// write call. `None` in results recorded before Persim read it.
+    #[serde(default)]
+    pub write_clat: Option<Latency>,
+    /// The latency of the syncs fio issued (`fsync=N`, `sync.lat_ns`); `None` without any.
+    #[serde(default)]
+    pub sync_lat: Option<Latency>,
+}
+
+/// A latency over all jobs' I/Os of one kind, microseconds (in guest-virtual time when
+/// the guest's clock counts instructions).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Latency {
+    pub mean_us: f64,
+    /// Median and 99th percentile: only from one report for all jobs (fio's
+    /// `group_reporting`, or one job); `None` when jobs reported apart.
+    pub p50_us: Option<f64>,
+    pub p99_us: Option<f64>,
+}
+
+/// The latency `stats` (fio's `{N, mean, percentile}` in ns) of each job, merged: the
+/// mean weighted by I/O count; `None` when no job has an I/O.
+fn latency(stats: &[&Value]) -> Option<Latency> {
+    let n = |s: &Value| s["N"].as_f64().unwrap_or(0.0);
+    let total: f64 = stats.iter().map(|s| n(s)).sum();
+    if total == 0.0 {
+        return None;
+    }
+    let mean_ns: f64 = stats
+        .iter()
+        .map(|s| n(s) * s["mean"].as_f64().unwrap_or(0.0))
+        .sum::<f64>()
+        / total;
+    let percentile = |p: &str| match stats {
+        [one] => one["percentile"][p].as_f64().map(|ns| ns / 1000.0),
+        _ => None,
+    };
+    Some(Latency {
+        mean_us: mean_ns / 1000.0,
+        p50_us: percentile("50.000000"),
+        p99_us: percentile("99.000000"),
+    })
 }
 
 impl FioResult {
@@ -205,6 +249,8 @@ pub fn parse_output(json: &str) -> Result<FioResult, String> {
         runtime_s: 0.0,
         write_iops: 0.0,
         writes: 0,
+        write_clat: None,
+        sync_lat: None,
     };
     for job in jobs {
         let error = job["error"].as_i64().unwrap_or(0);
@@ -227,6 +273,10 @@ pub fn parse_output(json: &str) -> Result<FioResult, String> {
             .filter(|_| jobs.len() == 1)
             .unwrap_or(1);
     }
+    let stats =
+        |dir: &str, key: &str| -> Vec<&Value> { jobs.iter().map(|j| &j[dir][key]).collect() };
+    result.write_clat = latency(&stats("write", "clat_ns"));
+    result.sync_lat = latency(&stats("sync", "lat_ns"));
     Ok(result)
 }
 
@@ -248,6 +298,7 @@ mod tests {
             ["--name=persim", "--directory=/mnt/x", "--numjobs=4"]
         );
         assert!(args.contains(&"--bs=4k".to_owned()));
+        assert!(args.contains(&"--group_reporting".to_owned()));
         assert_eq!(args.last().unwrap(), "--output-format=json");
     }
 

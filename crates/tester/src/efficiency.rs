@@ -60,6 +60,9 @@ pub struct GuestSeriesOptions {
     /// fio writes this device of the guest directly instead of a directory on the stack's
     /// file system (the raw baseline).
     pub device: Option<PathBuf>,
+    /// Guest time counts instructions (QEMU `-icount`), so that timer ticks do not grow
+    /// with the host's load and fio's times are guest-virtual ones.
+    pub icount: bool,
     pub out: PathBuf,
 }
 
@@ -73,6 +76,9 @@ pub struct GuestPoint {
     /// jobs run at once and contend for the stack's locks as on a real machine.
     #[serde(default)]
     pub cpus: u32,
+    /// Guest time counted instructions (`--icount`).
+    #[serde(default)]
+    pub icount: bool,
     pub fio: FioResult,
     pub counts: CountsRecord,
     /// Bytes fio wrote (its `io_bytes`), the denominator of every per-GiB figure.
@@ -147,11 +153,11 @@ pub fn run_guest_series(
     std::fs::create_dir_all(&points_dir)
         .map_err(|e| format!("cannot create {}: {e}", points_dir.display()))?;
     let settings = options.out.join("guest-series.json");
-    // the fio options, and the device when there is one
-    let job_json = match &options.device {
-        None => serde_json::to_string_pretty(&options.job),
-        Some(device) => serde_json::to_string_pretty(
-            &serde_json::json!({ "job": options.job, "device": device }),
+    // the fio options, and the device and the guest's clock when they are not the defaults
+    let job_json = match (&options.device, options.icount) {
+        (None, false) => serde_json::to_string_pretty(&options.job),
+        (device, icount) => serde_json::to_string_pretty(
+            &serde_json::json!({ "job": options.job, "device": device, "icount": icount }),
         ),
     }
     .map_err(|e| e.to_string())?;
@@ -179,7 +185,7 @@ pub fn run_guest_series(
             if let Some(point) = std::fs::read_to_string(&path)
                 .ok()
                 .and_then(|t| serde_json::from_str::<GuestPoint>(&t).ok())
-                .filter(|p| p.cpus == cpus)
+                .filter(|p| p.cpus == cpus && p.icount == options.icount)
             {
                 progress(GuestProgress::Resumed(&point));
                 results.points.push(point);
@@ -245,12 +251,8 @@ fn measure(
          head -n 1 /proc/stat; echo {JSON_MARK}; cat {GUEST_JSON}; exit $rc",
         args(&[])
     );
-    let options = RecordOptions {
-        count: true,
-        cpus,
-        ..RecordOptions::default()
-    };
-    let mut vm = TracingVm::new(&machine, options).map_err(|e| e.to_string())?;
+    let record = record_options(cpus, options.icount);
+    let mut vm = TracingVm::new(&machine, record).map_err(|e| e.to_string())?;
     let summary = vm
         .record(&setup, &command, counts_path)
         .map_err(|e| format!("{}: {e}", machine.config.name))?;
@@ -286,6 +288,7 @@ fn measure(
         stack: machine.config.name.clone(),
         jobs,
         cpus,
+        icount: options.icount,
         app_bytes,
         kernel_instructions_per_gib: per_gib(counts.kernel_instructions as f64),
         user_instructions_per_gib: per_gib(counts.user_instructions as f64),
@@ -298,6 +301,17 @@ fn measure(
         counts: counts.into(),
         fio,
     })
+}
+
+/// A counting guest's recording: `cpus` vCPUs, its time counting instructions with
+/// `icount` (the vm crate's reproducible mode, QEMU `-icount`).
+fn record_options(cpus: u32, icount: bool) -> RecordOptions {
+    RecordOptions {
+        count: true,
+        cpus,
+        reproducible: icount,
+        ..RecordOptions::default()
+    }
 }
 
 /// The guest's /proc/stat before and after fio, and fio's JSON, from the run's output.
@@ -390,15 +404,19 @@ pub fn guest_table(results: &GuestResults) -> String {
     let device = results.device.as_ref().map_or(String::new(), |d| {
         format!(", writing {} directly", d.display())
     });
+    let clock = match results.points.iter().any(|p| p.icount) {
+        true => ", guest time counting instructions: fio's times are guest-virtual",
+        false => "",
+    };
     let mut out = format!(
-        "fio in Persim's guest (TCG, as many vCPUs as jobs, up to {MAX_GUEST_CPUS}{device}): {}\n\
+        "fio in Persim's guest (TCG, as many vCPUs as jobs, up to {MAX_GUEST_CPUS}{device}{clock}): {}\n\
          Instructions and bytes are counted by the plugin and hold on any host; guest CPU \
          s/GiB is TCG's, meaningless in absolute terms.\n\n",
         job.join(" ")
     );
     let _ = writeln!(
         out,
-        "{:<18} {:>4} {:>9} {:>13} {:>13} {:>11} {:>7} {:>7} {:>12} {:>8}",
+        "{:<18} {:>4} {:>9} {:>13} {:>13} {:>11} {:>7} {:>7} {:>12} {:>8} {:>9} {:>9} {:>9}",
         "stack",
         "jobs",
         "MiB",
@@ -408,12 +426,18 @@ pub fn guest_table(results: &GuestResults) -> String {
         "PM ampl",
         "NVMe ampl",
         "guest s/GiB",
-        "host s"
+        "host s",
+        "clat µs",
+        "p99 µs",
+        "sync µs"
     );
+    // fio's latencies, in the guest's time; `-` where fio had none
+    let us = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.1}"));
     for p in &results.points {
+        let clat = p.fio.write_clat.as_ref();
         let _ = writeln!(
             out,
-            "{:<18} {:>4} {:>9.1} {:>13.3e} {:>13.3e} {:>11.0} {:>7.2} {:>7.2} {:>12.1} {:>8.1}",
+            "{:<18} {:>4} {:>9.1} {:>13.3e} {:>13.3e} {:>11.0} {:>7.2} {:>7.2} {:>12.1} {:>8.1} {:>9} {:>9} {:>9}",
             p.stack,
             p.jobs,
             p.app_bytes as f64 / (1 << 20) as f64,
@@ -423,7 +447,10 @@ pub fn guest_table(results: &GuestResults) -> String {
             p.pm_amplification,
             p.nvme_amplification,
             p.guest_cpu_s_per_gib,
-            p.host_seconds
+            p.host_seconds,
+            us(clat.map(|l| l.mean_us)),
+            us(clat.and_then(|l| l.p99_us)),
+            us(p.fio.sync_lat.as_ref().map(|l| l.mean_us))
         );
     }
     out
@@ -432,6 +459,7 @@ pub fn guest_table(results: &GuestResults) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use persim_efficiency::fio::Latency;
 
     #[test]
     fn a_guest_has_as_many_vcpus_as_jobs_up_to_four() {
@@ -455,6 +483,7 @@ mod tests {
             stack: stack.into(),
             jobs,
             cpus: 2,
+            icount: false,
             fio: FioResult {
                 fio_version: "fio-3.33".into(),
                 jobs,
@@ -463,6 +492,12 @@ mod tests {
                 runtime_s: 1.0,
                 write_iops: 64.0,
                 writes: 64,
+                write_clat: Some(Latency {
+                    mean_us: 12.5,
+                    p50_us: Some(10.0),
+                    p99_us: None,
+                }),
+                sync_lat: None,
             },
             counts: CountsRecord {
                 kernel_instructions: 1,
@@ -500,6 +535,30 @@ mod tests {
         assert!(amplification.contains("ext4-dax PM"), "{amplification}");
         assert!(amplification.contains("ext4-nvme NVMe"));
         assert!(!amplification.contains("ext4-dax NVMe"));
+    }
+
+    /// `--icount` reaches the recording as its reproducible mode, which is what gives
+    /// QEMU `-icount` (persim_vm's TracingVm); without it guest time follows the host's.
+    #[test]
+    fn icount_makes_the_counting_guest_reproducible() {
+        let counted = record_options(2, true);
+        assert!(counted.count && counted.reproducible, "{counted:?}");
+        assert_eq!(counted.cpus, 2);
+        assert!(!record_options(1, false).reproducible);
+    }
+
+    /// fio's write latency per point, `-` for what fio did not report.
+    #[test]
+    fn the_table_gives_fios_latencies() {
+        let results = GuestResults {
+            job: guest_job(&[]).unwrap(),
+            device: None,
+            points: vec![point("ext4-dax", 1, 0)],
+        };
+        let table = guest_table(&results);
+        let row = table.lines().last().unwrap();
+        assert!(table.contains("clat µs"), "{table}");
+        assert!(row.ends_with("12.5         -         -"), "{row}");
     }
 
     #[test]

@@ -1491,6 +1491,60 @@ fn dpwc_mutant_9_serves_a_superseded_entry() {
     );
 }
 
+/// Four writers, each of 16 blocks of its own, through one writer slot on a log of 30
+/// entries with writeback held off to the full log: the slot's holder sleeps for
+/// writeback, so the others wait for the slot. `@WAIT@` waits for the writers; then
+/// `writers done N`, `read back` when the target reads as /tmp/data, and the status.
+const DPWC_SLOT_WAITERS: &str = "create format generations=2 chunks=1 chunk_kib=64 slots=1 high_watermark=100
+for j in 0 1 2 3; do
+    (dd if=/tmp/data of=/dev/mapper/dpwc bs=4096 skip=$((j * 16)) seek=$((j * 16)) count=16 oflag=direct status=none && touch /tmp/done$j) &
+done
+@WAIT@
+echo writers done $(ls /tmp | grep -c '^done')
+dd if=/dev/mapper/dpwc bs=4096 count=64 iflag=direct status=none | cmp -s - /tmp/data && echo read back
+status";
+
+/// [`DPWC_SLOT_WAITERS`] waiting for the writers with `wait`, or for at most `seconds`
+/// of the guest's clock (a lost writer never finishes).
+fn dpwc_slot_waiters(seconds: Option<u32>) -> String {
+    let wait = match seconds {
+        None => "wait".to_owned(),
+        Some(s) => format!(
+            "end=$(($(date +%s) + {s}))
+while [ $(ls /tmp | grep -c '^done') -lt 4 ] && [ $(date +%s) -lt $end ]; do sleep 1; done"
+        ),
+    };
+    DPWC_SLOT_WAITERS.replace("@WAIT@", &wait)
+}
+
+/// Writers beyond the slots (docs/design/dpwc.md, "Why it is crash-consistent": a writer
+/// takes a free slot without a lock, or sleeps until one is freed): all four complete,
+/// after waiting for the full log, and every block reads back.
+#[test]
+fn dpwc_writers_beyond_the_slots_wait_for_one_and_all_complete() {
+    let test = "dpwc_writers_beyond_the_slots_wait_for_one_and_all_complete";
+    let Some((output, counters)) = dpwc_run(test, "dm-dpwc", &dpwc_slot_waiters(None)) else {
+        return;
+    };
+    assert!(output.contains("writers done 4"), "{output}");
+    assert!(output.contains("read back"), "{output}");
+    assert_eq!(counters["acked"], 64, "{output}");
+    assert!(counters["throttled"] >= 1, "{output}");
+}
+
+/// Mutant 10 (a freed slot wakes no one) fails the test above: the writers that slept
+/// for the slot sleep on (40 s of the guest's clock, while the others finished), and
+/// not all four finish.
+#[test]
+fn dpwc_mutant_10_loses_a_writer_waiting_for_a_slot() {
+    let test = "dpwc_mutant_10_loses_a_writer_waiting_for_a_slot";
+    let Some((output, counters)) = dpwc_mutant_run(test, 10, &dpwc_slot_waiters(Some(40))) else {
+        return;
+    };
+    assert!(!output.contains("writers done 4"), "{output}");
+    assert!(counters["acked"] < 64, "{output}");
+}
+
 /// Mutant 4 (recovery without the CRC checks) fails the corrupted-entry step of
 /// `dpwc_writes_through_pm_replays_its_log_and_refuses_tables_that_misread_it`: the corrupted
 /// entry is replayed, not counted, and the origin's block is overwritten with the corrupted

@@ -11,13 +11,6 @@
 #include "dpwc.h"
 
 #ifdef CONFIG_X86_64
-#include <asm/cpufeature.h>
-
-bool dpwc_crc_insn(void)
-{
-	return boot_cpu_has(X86_FEATURE_XMM4_2);
-}
-
 /* The CRC-32C state @crc over the 8 bytes of @w, by one crc32 instruction. */
 static __always_inline u64 dpwc_crc_word(u64 crc, u64 w)
 {

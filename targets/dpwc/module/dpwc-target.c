@@ -178,21 +178,43 @@ static struct dpwc_entry *dpwc_reserve(struct dpwc *dc, struct dpwc_slot *slot,
 	return e;
 }
 
-/* Takes a writer slot: at most nr_slots writers copy to PM at once. */
-static struct dpwc_slot *dpwc_take_slot(struct dpwc *dc)
+/* A free slot, now taken by the caller, or NULL when all are busy. */
+static struct dpwc_slot *dpwc_try_slot(struct dpwc *dc)
 {
 	u32 s;
 
-	down(&dc->slot_sem);
-	for (s = 0; test_and_set_bit(s, dc->slot_busy); s = (s + 1) % dc->nr_slots)
-		;
-	return &dc->slots[s];
+	for (s = find_first_zero_bit(dc->slot_busy, dc->nr_slots); s < dc->nr_slots;
+	     s = find_next_zero_bit(dc->slot_busy, dc->nr_slots, s + 1))
+		if (!test_and_set_bit_lock(s, dc->slot_busy))
+			return &dc->slots[s];
+	return NULL;
 }
 
+/*
+ * Takes a writer slot: at most nr_slots writers copy to PM at once. A free one is
+ * taken by one atomic bit operation, with no lock (a semaphore's cost a spinlock
+ * to take and another to give back); only when all are busy does the writer sleep.
+ */
+static struct dpwc_slot *dpwc_take_slot(struct dpwc *dc)
+{
+	struct dpwc_slot *slot = dpwc_try_slot(dc);
+
+	if (!slot)
+		wait_event(dc->slot_wait, (slot = dpwc_try_slot(dc)));
+	return slot;
+}
+
+/*
+ * The barrier orders the freed bit before the check for sleepers, which pairs
+ * with the one in prepare_to_wait(): a writer either sees the bit free or is
+ * seen waiting and woken.
+ */
 static void dpwc_put_slot(struct dpwc *dc, struct dpwc_slot *slot)
 {
-	clear_bit(slot - dc->slots, dc->slot_busy);
-	up(&dc->slot_sem);
+	clear_bit_unlock(slot - dc->slots, dc->slot_busy);
+	smp_mb__after_atomic();
+	if (DPWC_MUTANT != 10 && waitqueue_active(&dc->slot_wait))
+		wake_up(&dc->slot_wait);
 }
 
 /* Appends a write or discard to the log, queues its writeback, acknowledges it. */
@@ -605,7 +627,7 @@ static int dpwc_setup(struct dm_target *ti, struct dpwc *dc, struct dpwc_options
 	}
 	for (s = 0; s < dc->nr_slots; s++)
 		dc->slots[s].gen = -1;
-	sema_init(&dc->slot_sem, dc->nr_slots);
+	init_waitqueue_head(&dc->slot_wait);
 	if (opt->format) {
 		dpwc_format(dc);
 		return 0;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * DPWC: a write cache on persistent memory for a block device, as a device-mapper
- * target. The on-PM layout (version 3) and the write protocol are described in
+ * target. The on-PM layout (version 4) and the write protocol are described in
  * docs/design/dpwc.md; this header is their C side.
  */
 #ifndef DPWC_H
@@ -14,11 +14,13 @@
 #include <linux/mutex.h>
 #include <linux/pfn_t.h>
 #include <linux/rbtree.h>
-#include <linux/semaphore.h>
 #include <linux/spinlock.h>
 #include <linux/types.h>
 #include <linux/wait.h>
 #include <linux/workqueue.h>
+#ifdef CONFIG_X86_64
+#include <asm/cpufeature.h>
+#endif
 
 /*
  * Compile-time mutants of the write protocol, for Persim's tests (docs/design/dpwc.md):
@@ -32,7 +34,8 @@
  * 7 a damaged body ends the scan of its chunk (as one checksum for both did),
  * 8 writeback submits an entry while an earlier overlapping one is in flight,
  * 9 a read of cached blocks is served from the oldest overlapping entry first, so
- *   that data a newer entry supersedes wins.
+ *   that data a newer entry supersedes wins,
+ * 10 a writer that frees a slot wakes no one: a writer waiting for it sleeps on.
  */
 #ifndef DPWC_MUTANT
 #define DPWC_MUTANT 0
@@ -42,16 +45,18 @@
 
 #define DPWC_LINE 64
 #define DPWC_SB_MAGIC "DPWCSUP1"
-#define DPWC_VERSION 3
+#define DPWC_VERSION 4
 #define DPWC_META_OFFSET 4096
 #define DPWC_ENTRY_MAGIC "DPWE"
+/* The magic as the little-endian u32 of its bytes. */
+#define DPWC_ENTRY_MAGIC_LE 0x45575044
 #define DPWC_ENTRY_ALIGN 256
 #define DPWC_FLAG_DISCARD 1u
 #define DPWC_MAX_SLOTS 64
 /*
  * The words of the generation table check themselves (dpwc_seal()): a generation's
  * is its id, the HELD bit (replayed, kept for the user: it has damage) and 16 bits
- * of CRC; a chunk's `used` is its value and 32 bits of CRC.
+ * of CRC-32C; a chunk's `used` is its value and 32 bits of CRC-32C.
  */
 #define DPWC_GEN_WORD_BYTES 6
 #define DPWC_GEN_HELD_BIT (1ULL << 47)
@@ -71,7 +76,10 @@ struct dpwc_sb {
 	__le32 crc;
 } __packed;
 
-/* An entry's header; the data follows it in the chunk. */
+/*
+ * An entry's header; the data follows it in the chunk. Only its first line is
+ * written (dpwc_store_hdr()): the rest of the reserved bytes is whatever PM held.
+ */
 struct dpwc_entry_hdr {
 	u8 magic[4];
 	__le32 flags;
@@ -110,7 +118,6 @@ struct dpwc_slot {
 	int gen;
 	u32 chunk;
 	u32 offset;
-	struct dpwc_entry_hdr hdr;
 	/* The copy of a bio's data that its CRC and PM both get, see dpwc_append(). */
 	void *stage;
 };
@@ -174,7 +181,8 @@ struct dpwc {
 	u64 last_gen_id;
 	struct dpwc_slot slots[DPWC_MAX_SLOTS];
 	unsigned long slot_busy[BITS_TO_LONGS(DPWC_MAX_SLOTS)];
-	struct semaphore slot_sem;
+	/* Writers waiting for a slot, all slots being busy. */
+	wait_queue_head_t slot_wait;
 	/* Acknowledged entries in acknowledge order, the writeback queue. */
 	struct list_head pending;
 	/* The same entries by the sectors they write (an interval tree). */
@@ -223,15 +231,33 @@ static inline u32 dpwc_entry_bytes(u32 flags, u32 len)
  * non-temporal stores and takes the raw CRC state over the same loads.
  */
 u32 dpwc_crc(u32 crc, const void *p, size_t len);
-#ifdef CONFIG_X86_64
-bool dpwc_crc_insn(void);
-#else
+u32 dpwc_copy_crc(void *dst, const void *src, size_t len, u32 state);
+
 static inline bool dpwc_crc_insn(void)
 {
+#ifdef CONFIG_X86_64
+	return boot_cpu_has(X86_FEATURE_XMM4_2);
+#else
 	return false;
-}
 #endif
-u32 dpwc_copy_crc(void *dst, const void *src, size_t len, u32 state);
+}
+
+/*
+ * CRC-32C of the 4 little-endian bytes of @value, inline: one crc32 instruction
+ * per `used` word sealed, where a call to the library cost a table walk.
+ */
+static inline u32 dpwc_crc_u32(u32 value)
+{
+	__le32 v = cpu_to_le32(value);
+	u32 crc = ~0U;
+
+	if (!dpwc_crc_insn())
+		return dpwc_crc(0, &v, sizeof(v));
+#ifdef CONFIG_X86_64
+	asm("crc32l %1, %0" : "+r" (crc) : "rm" (value));
+#endif
+	return ~crc;
+}
 
 /* dpwc-log.c: the on-PM layout and the write protocol. */
 u64 dpwc_gen_meta(const struct dpwc_geometry *geo, u32 gen);

@@ -1,4 +1,4 @@
-//! Reads the on-PM format of dm-dpwc, the DPWC write cache (layout version 3, docs/design/dpwc.md):
+//! Reads the on-PM format of dm-dpwc, the DPWC write cache (layout version 4, docs/design/dpwc.md):
 //! the superblock, the generation table, the valid entries of every live generation as
 //! recovery walks them, and what recovery's replay writes to the origin.
 //!

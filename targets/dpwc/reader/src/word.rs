@@ -1,5 +1,5 @@
 //! The self-checking words of the generation table: a value and, in the bytes above it,
-//! the CRC of its bytes, stored by the module in one aligned 8-byte store (whole or absent
+//! the CRC-32C of its bytes, stored by the module in one aligned 8-byte store (whole or absent
 //! after a crash), so a word whose CRC fails was damaged after it was written.
 
 /// A generation's word: its id and [`crate::GEN_HELD_BIT`] in 6 bytes, 16 bits of CRC.
@@ -12,7 +12,7 @@ pub fn seal(value: u64, bytes: u32) -> u64 {
     if value == 0 {
         return 0;
     }
-    let crc = u64::from(crc32fast::hash(&value.to_le_bytes()[..bytes as usize]));
+    let crc = u64::from(crc32c::crc32c(&value.to_le_bytes()[..bytes as usize]));
     value | crc << (bytes * 8)
 }
 
@@ -26,10 +26,11 @@ pub fn unseal(word: u64, bytes: u32) -> Option<u64> {
 mod tests {
     use super::*;
 
-    /// The CRC is zlib's crc32 of the value's bytes: `zlib.crc32((4352).to_bytes(4, "little"))`.
+    /// The CRC is CRC-32C of the value's bytes (layout 3 had zlib's crc32, 0x3ca0165b),
+    /// as a bitwise CRC-32C of `(4352).to_bytes(4, "little")` gives it.
     #[test]
     fn a_word_is_its_value_and_the_crc_of_its_bytes() {
-        assert_eq!(seal(4352, USED_WORD_BYTES), 4352 | 0x3ca0_165b << 32);
+        assert_eq!(seal(4352, USED_WORD_BYTES), 4352 | 0x9d84_a433 << 32);
         assert_eq!(
             unseal(seal(4352, USED_WORD_BYTES), USED_WORD_BYTES),
             Some(4352)

@@ -394,3 +394,20 @@ fn a_flipped_bit_in_the_table_is_damage_not_a_shorter_log() {
     assert_eq!(cache.damaged(), 2);
     assert_eq!(keys(&cache), [(1, 1)]);
 }
+
+/// The module writes only an entry header's first line (layout 4): whatever its other
+/// lines hold from the chunk's earlier use neither damages the entry nor changes its replay.
+#[test]
+fn an_entry_header_past_its_first_line_is_not_read() {
+    let mut b = builder();
+    b.open_generation(0, 1);
+    let offset = b.append(0, 0, 1, write(10, &[6; 512])).unwrap();
+    let at = (b.superblock().chunk_offset(0, 0) + offset) as usize;
+    b.image_mut()[at + 64..at + HEADER_LEN].fill(0xa5);
+    let image = b.into_image();
+    let cache = Cache::parse(&image).unwrap();
+
+    assert_eq!(keys(&cache), [(1, 1)]);
+    assert_eq!(cache.corrupt().count(), 0);
+    assert_eq!(cache.replay().get(10), written(6));
+}
