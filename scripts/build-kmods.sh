@@ -20,6 +20,11 @@
 # /var/lib/persim/zfs/<zfs version>-pmem-<hash of the patches>/<release>/ and linked as
 # target/kmods/<release>/zfs-pmem. Its build tree, <zfs version>/<release>.pmem-build,
 # is configured once and kept: a changed series rebuilds only what it changes.
+# `build-kmods.sh --zfs-pmem-mutants [RELEASE...]` builds them with the series and then
+# targets/zil-pmem/openzfs/mutants/*.patch (the mutants the tests must catch, chosen by the
+# module parameter zil_pmem_mutant), in the same build tree, cached in
+# /var/lib/persim/zfs/<zfs version>-pmem-mutants-<hash of all the patches>/<release>/ and
+# linked as target/kmods/<release>/zfs-pmem-mutants.
 # ZFS_CACHED_ONLY=1 with --zfs or --zfs-pmem links the builds that are cached and builds
 # nothing (what setup.sh does without PERSIM_ZFS=1, so cached modules are tested).
 set -euo pipefail
@@ -200,15 +205,20 @@ patch_zfs_tree() {
 }
 
 # Builds spl.ko and zfs.ko with ZIL-PMEM's patches for release $1 unless cached, and links
-# the cache into target/kmods as zfs-pmem.
+# the cache into target/kmods as zfs-pmem; with $2 = mutants, with the mutants' patches
+# after them, as zfs-pmem-mutants.
 build_zfs_pmem() {
-    local release=$1 src version patches hash cache build
+    local release=$1 kind=pmem${2:+-$2} src version patches hash cache build
     src=$(zfs_source)
     version=${src##*/zfs-}
     patches=("$root"/targets/zil-pmem/openzfs/*.patch)
     [[ -f ${patches[0]} ]] || die "no patches in $root/targets/zil-pmem/openzfs"
+    if [[ -n ${2:-} ]]; then
+        patches+=("$root"/targets/zil-pmem/openzfs/"$2"/*.patch)
+        [[ -f ${patches[-1]} ]] || die "no patches in $root/targets/zil-pmem/openzfs/$2"
+    fi
     hash=$(cat "${patches[@]}" | sha256sum | cut -c1-16)
-    cache=$ZFS_DIR/$version-pmem-$hash/$release
+    cache=$ZFS_DIR/$version-$kind-$hash/$release
     build=$ZFS_DIR/$version/$release.pmem-build
     if [[ ! -f $cache/zfs.ko || ! -f $cache/spl.ko ]]; then
         not_cached "OpenZFS $version with ZIL-PMEM $hash for $release" && return
@@ -236,8 +246,8 @@ build_zfs_pmem() {
         exec 9>&-
     fi
     mkdir -p "$target/kmods/$release"
-    ln -sfn "$cache" "$target/kmods/$release/zfs-pmem"
-    echo "build-kmods.sh: $target/kmods/$release/zfs-pmem -> $cache (OpenZFS $version, ZIL-PMEM $hash)"
+    ln -sfn "$cache" "$target/kmods/$release/zfs-$kind"
+    echo "build-kmods.sh: $target/kmods/$release/zfs-$kind -> $cache (OpenZFS $version, ZIL-PMEM $hash)"
 }
 
 main() {
@@ -245,14 +255,15 @@ main() {
         default_release
         return
     fi
-    if [[ ${1:-} == --zfs || ${1:-} == --zfs-pmem ]]; then
-        local build=build_zfs
+    if [[ ${1:-} == --zfs || ${1:-} == --zfs-pmem || ${1:-} == --zfs-pmem-mutants ]]; then
+        local build=build_zfs kind=
         [[ $1 == --zfs ]] || build=build_zfs_pmem
+        [[ $1 != --zfs-pmem-mutants ]] || kind=mutants
         shift
         local releases=("$@") release
         ((${#releases[@]})) || mapfile -t releases < <(releases_with_headers)
         for release in "${releases[@]}"; do
-            "$build" "$release"
+            "$build" "$release" ${kind:+"$kind"}
         done
         return
     fi

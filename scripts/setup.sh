@@ -355,6 +355,7 @@ main() {
         # Link what an earlier PERSIM_ZFS=1 setup built, so its tests run; build nothing.
         ZFS_CACHED_ONLY=1 bash "$(dirname "$0")/build-kmods.sh" --zfs
         ZFS_CACHED_ONLY=1 bash "$(dirname "$0")/build-kmods.sh" --zfs-pmem
+        ZFS_CACHED_ONLY=1 bash "$(dirname "$0")/build-kmods.sh" --zfs-pmem-mutants
     fi
     bash "$(dirname "$0")/install.sh" /usr/local
     if ((main_job)); then run_main_job; fi

@@ -1307,6 +1307,37 @@ fn zil_pmem_replays_every_logged_call_after_a_crash_before_txg_sync() {
     assert_eq!(blocks, 0, "a stock ZIL block was written");
 }
 
+/// A crash during replay resumes it (tests/data/zil-pmem-replay-crash.toml): calls logged to
+/// PM alone on a frozen pool, which is exported; then the traced run is the import and mount
+/// that claim and replay them, its txgs reaching the disk and its chunks freed on PM. Every
+/// crash image of that run, imported and mounted again, resumes from the replayed sequence
+/// number the disk holds, so all of them give the whole replay's state, each call applied
+/// once: `g2` keeps the renamed file's 8 KiB and `g` the 100 bytes written after (a rename
+/// replayed twice would move the new `g` onto `g2`).
+#[test]
+fn zil_pmem_a_crash_during_replay_resumes_it() {
+    if zfs_pmem_ready("zil_pmem_a_crash_during_replay_resumes_it").is_none() {
+        return;
+    }
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/zfs-pmem-unmounted.toml");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("replay");
+    let test = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/zil-pmem-replay-crash.toml");
+    let run = run_on_vm(&config, test.to_str().unwrap(), &out, &[]);
+    let r = report(&out);
+    assert_eq!(run.status.code(), Some(0), "{r}");
+    let interval = &r["checkpoints"][0];
+    let images: usize = (interval["states"].as_array().unwrap().iter())
+        .map(|s| s["images"].as_array().unwrap().len())
+        .sum();
+    assert!(images >= 10, "{images} crash images: {interval}");
+    let dump = last_final_state(&out, interval);
+    assert_eq!(dump["/mnt/d/g2"]["size"], 8192, "{dump}");
+    assert_eq!(dump["/mnt/d/g"]["size"], 100, "{dump}");
+    assert_eq!(dump["/mnt/d/h"]["size"], 1000, "{dump}");
+    assert!(dump.get("/mnt/d/l").is_none(), "{dump}");
+}
+
 /// zil-pmem-dump's reader (`persim_zil_pmem::openzfs`) predicts the kernel's replay of
 /// every crash image: on a frozen pool (tests/data/zil-pmem-dump.toml), each image's
 /// region, scanned as the import scans it, with the txg from the NVMe image's uberblocks,
@@ -1508,21 +1539,14 @@ fn zil_pmem_maps_a_pmem_log_vdev_and_says_why_it_refuses_another() {
     assert_eq!(traced.status.code(), Some(0), "{stderr}");
 }
 
-/// A bit flipped in a ZIL-PMEM entry leaves the user to decide: on a frozen pool a file is
-/// created, written (4 KiB of `Q`) and a directory made, each synchronous, then the pool is
-/// exported; one bit of the write's data is flipped on /dev/pmem0. At import the mount is
-/// refused and nothing replayed, the kernel log names the damaged entry and the command that
-/// abandons the log, and `zpool events` has the damaged-log event. Setting the property the
-/// kernel names mounts the dataset with what precedes the damage (the file, empty) and not
-/// the later directory; the next import finds the log gone.
-#[test]
-fn zil_pmem_keeps_a_damaged_log_until_the_user_abandons_it() {
-    if zfs_pmem_ready("zil_pmem_keeps_a_damaged_log_until_the_user_abandons_it").is_none() {
-        return;
-    }
-    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/zfs-pmem-unmounted.toml");
-    let dir = tempfile::tempdir().unwrap();
-    let trace = dir.path().join("t.ptrace");
+/// The guest's output of the damaged-log scenario on `config` (tests/data/zfs-pmem-unmounted.toml
+/// or a mutant of it): on a frozen pool a file is created, written (4 KiB of `Q`) and a
+/// directory made, each synchronous, then the pool is exported; one bit of the write's data is
+/// flipped on /dev/pmem0. The import's mount must be refused (`MOUNTED-DAMAGED` otherwise);
+/// then the log is abandoned with the property the kernel names, the dataset mounted and
+/// what it holds printed (`ABANDONED a=<size> later=<0 or 1>`), and the pool imported again.
+fn damaged_log_output(config: &Path, dir: &Path) -> (Option<i32>, String) {
+    let trace = dir.join("t.ptrace");
     let import = "zpool import -N -d /dev -o cachefile=none pool";
     let cmd = format!(
         "zfs mount pool && fs-ops creat /mnt/base && sync && zpool freeze pool && \
@@ -1550,7 +1574,24 @@ fn zil_pmem_keeps_a_damaged_log_until_the_user_abandons_it() {
     ]);
     let out = String::from_utf8_lossy(&traced.stdout).into_owned()
         + &String::from_utf8_lossy(&traced.stderr);
-    assert_eq!(traced.status.code(), Some(0), "{out}");
+    (traced.status.code(), out)
+}
+
+/// A bit flipped in a ZIL-PMEM entry leaves the user to decide ([`damaged_log_output`]): at
+/// import the mount is refused and nothing replayed, the kernel log names the damaged entry
+/// (and the later one depending on it) and the command that abandons the log, and `zpool
+/// events` has the damaged-log event. Setting the property the kernel names mounts the
+/// dataset with what precedes the damage (the file, empty) and not the later directory; the
+/// next import finds the log gone.
+#[test]
+fn zil_pmem_keeps_a_damaged_log_until_the_user_abandons_it() {
+    if zfs_pmem_ready("zil_pmem_keeps_a_damaged_log_until_the_user_abandons_it").is_none() {
+        return;
+    }
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/zfs-pmem-unmounted.toml");
+    let dir = tempfile::tempdir().unwrap();
+    let (code, out) = damaged_log_output(&config, dir.path());
+    assert_eq!(code, Some(0), "{out}");
     for expected in [
         "cannot mount 'pool'",
         "is not replayed: its checksum does not match",
@@ -1563,6 +1604,160 @@ fn zil_pmem_keeps_a_damaged_log_until_the_user_abandons_it() {
         assert!(out.contains(expected), "no {expected:?} in {out}");
     }
     assert_eq!(out.matches("cannot be replayed").count(), 1, "{out}");
+}
+
+/// A configuration in `dir` extending `base` with ZIL-PMEM's mutant build
+/// (`build-kmods.sh --zfs-pmem-mutants`) and mutant `n` chosen by its module parameter; None
+/// (skipped) when that build is absent.
+fn zil_pmem_mutant(test: &str, base: &Path, n: u32, dir: &Path) -> Option<std::path::PathBuf> {
+    zfs_pmem_ready(test)?;
+    let config = persim_vm::VmConfig::load(base).unwrap();
+    let how = "build ZIL-PMEM's mutants with `scripts/build-kmods.sh --zfs-pmem-mutants` \
+               (docs/design/zil-pmem.md)";
+    let zfs = persim_vm::testing::optional_kmod_ready(test, &config, "zfs-pmem-mutants/zfs", how)?;
+    let modules = zfs.parent().unwrap().to_str().unwrap();
+    let path = dir.join(format!("zfs-pmem-mutant-{n}.toml"));
+    std::fs::write(
+        &path,
+        format!(
+            "extends = {:?}\nname = \"zfs-pmem-mutant-{n}\"\nkernel_args = \"zfs.zil_pmem_mutant={n}\"\n\
+             modules = [\"nfit\", \"nd_pmem\", \"nvme\", \"{modules}/spl.ko\", \"{modules}/zfs.ko\"]\n",
+            base.with_extension("").to_str().unwrap(),
+        ),
+    )
+    .unwrap();
+    Some(path)
+}
+
+/// The fence between an entry's body and its header (tests/data/zil-pmem-fence.toml: one
+/// mkdir on a frozen pool, `single-line`: each dirty line alone lost or alone persisted):
+/// with it every crash image recovers to before or after the call. Mutant 1, without it,
+/// leaves images whose header is durable and a line of the body not, which replay refuses as
+/// damage: the mount fails (`Invalid exchange`), a violation.
+#[test]
+fn zil_pmem_fences_the_body_before_the_header_and_mutant_1_is_caught() {
+    let test = "zil_pmem_fences_the_body_before_the_header_and_mutant_1_is_caught";
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let Some(real) = zfs_pmem_ready(test) else {
+        return;
+    };
+    let fence = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/zil-pmem-fence.toml");
+    let dir = tempfile::tempdir().unwrap();
+    let single_line = ["--strategy", "single-line"];
+    let run = |config: &Path, out: &Path| {
+        let code = run_on_vm(config, fence.to_str().unwrap(), out, &single_line);
+        (code.status.code(), report(out)["checkpoints"][0].clone())
+    };
+    let (code, interval) = run(&real, &dir.path().join("real"));
+    assert_eq!(code, Some(0), "{interval}");
+    let Some(mutant) = zil_pmem_mutant(test, &root.join("vm/zfs-pmem.toml"), 1, dir.path()) else {
+        return;
+    };
+    let (code, interval) = run(&mutant, &dir.path().join("mutant"));
+    assert_eq!(code, Some(1), "{interval}");
+    let errors = interval["errors"].as_array().unwrap();
+    assert!(
+        errors.iter().any(|e| e["outcome"] == "recovery-error"
+            && e["output"].as_str().unwrap().contains("Invalid exchange")),
+        "{interval}"
+    );
+}
+
+/// Mutant 2, no body checksum check at replay: the flipped bit of the damaged-log scenario
+/// is replayed and the dataset mounted.
+#[test]
+fn zil_pmem_mutant_without_the_checksum_check_at_replay_is_caught() {
+    let test = "zil_pmem_mutant_without_the_checksum_check_at_replay_is_caught";
+    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/zfs-pmem-unmounted.toml");
+    let dir = tempfile::tempdir().unwrap();
+    let Some(config) = zil_pmem_mutant(test, &base, 2, dir.path()) else {
+        return;
+    };
+    let (code, out) = damaged_log_output(&config, dir.path());
+    assert_ne!(code, Some(0), "{out}");
+    assert!(out.contains("MOUNTED-DAMAGED"), "{out}");
+}
+
+/// Mutant 3, replay that ignores dependencies: in the damaged-log scenario the directory
+/// made after the damaged write is replayed once the log is abandoned, and the check counts
+/// one entry lost instead of two.
+#[test]
+fn zil_pmem_mutant_replaying_without_dependencies_is_caught() {
+    let test = "zil_pmem_mutant_replaying_without_dependencies_is_caught";
+    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/zfs-pmem-unmounted.toml");
+    let dir = tempfile::tempdir().unwrap();
+    let Some(config) = zil_pmem_mutant(test, &base, 3, dir.path()) else {
+        return;
+    };
+    let (code, out) = damaged_log_output(&config, dir.path());
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("ABANDONED a=0 later=1"), "{out}");
+    assert!(out.contains("1 entries of its log"), "{out}");
+}
+
+/// The most loads from PM of any byte of a synchronous 4 KiB write's ZIL-PMEM entry (its
+/// data, 4 KiB of `Q`), traced with `--reads` on `config` through the write, an export and
+/// the import and mount that replay it on a frozen pool.
+fn most_loads_of_a_logged_byte(config: &Path, dir: &Path) -> usize {
+    let trace = dir.join("r.ptrace");
+    let cmd = "zfs mount pool && fs-ops creat /mnt/base && sync && zpool freeze pool && \
+               fs-ops creat /mnt/a && tr '\\0' Q </dev/zero | head -c 4096 >/tmp/q && \
+               dd if=/tmp/q of=/mnt/a bs=4096 conv=notrunc status=none && zpool export pool && \
+               zpool import -N -d /dev -o cachefile=none pool && zfs mount pool && \
+               cmp /tmp/q /mnt/a";
+    let traced = persim(&[
+        "trace",
+        "--vm",
+        config.to_str().unwrap(),
+        "--reads",
+        "--cmd",
+        cmd,
+        "-o",
+        trace.to_str().unwrap(),
+    ]);
+    assert_eq!(traced.status.code(), Some(0), "{traced:?}");
+    let (_, entries) = persim_trace::read_all(&trace).unwrap();
+    let mut loads = std::collections::HashMap::new();
+    for e in &entries {
+        if let persim_trace::Op::Write { addr, data, .. } = &e.op {
+            if data.len() >= 8 && data.iter().all(|&b| b == b'Q') {
+                loads.extend((*addr..addr + data.len() as u64).map(|a| (a, 0)));
+            }
+        }
+    }
+    assert!(loads.len() >= 4096, "{} bytes of Q stored", loads.len());
+    for e in &entries {
+        if let persim_trace::Op::Read { addr, size } = e.op {
+            for a in addr..addr + size {
+                if let Some(n) = loads.get_mut(&a) {
+                    *n += 1;
+                }
+            }
+        }
+    }
+    loads.into_values().max().unwrap()
+}
+
+/// Time of check vs time of use, black-box from the trace's loads: ZIL-PMEM copies an
+/// entry out of PM and checks and uses only the copy, once at claim, once when the mount
+/// checks the log and once when it replays it, so no byte of the entry is loaded from PM
+/// more than three times. Mutant 4 checks the entry in PM and applies the record from PM,
+/// loading its bytes again after the check, where a flip would be applied unseen.
+#[test]
+fn zil_pmem_applies_the_copy_it_verified_and_mutant_4_does_not() {
+    let test = "zil_pmem_applies_the_copy_it_verified_and_mutant_4_does_not";
+    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/zfs-pmem-unmounted.toml");
+    if zfs_pmem_ready(test).is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let real = most_loads_of_a_logged_byte(&base, dir.path());
+    assert!((1..=3).contains(&real), "{real} loads");
+    let Some(config) = zil_pmem_mutant(test, &base, 4, dir.path()) else {
+        return;
+    };
+    let mutant = most_loads_of_a_logged_byte(&config, dir.path());
+    assert!(mutant > 3, "{mutant} loads");
 }
 
 /// One extraction guest recovers several zfs-slog images in turn: between them the pool is
