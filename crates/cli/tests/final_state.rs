@@ -3,18 +3,12 @@
 
 mod common;
 
-use common::{persim, vm_ready};
+use common::{data, persim, vm_ready};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 fn json(path: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
-}
-
-fn data(file: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data")
-        .join(file)
 }
 
 fn source_tree(path: &str) -> String {

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{persim, run_on_vm, run_test, run_test_file, vm_ready};
+use common::{data, persim, run_on_vm, run_test, run_test_file, vm_ready};
 use serde_json::Value;
 use std::path::Path;
 
@@ -1285,7 +1285,7 @@ fn zil_pmem_replays_every_logged_call_after_a_crash_before_txg_sync() {
     };
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("replay");
-    let test = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/zil-pmem-replay.toml");
+    let test = data("zil-pmem-replay.toml");
     let run = run_on_vm(&config, test.to_str().unwrap(), &out, &[]);
     let r = report(&out);
     assert_eq!(run.status.code(), Some(0), "{r}");
@@ -1319,10 +1319,10 @@ fn zil_pmem_a_crash_during_replay_resumes_it() {
     if zfs_pmem_ready("zil_pmem_a_crash_during_replay_resumes_it").is_none() {
         return;
     }
-    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/zfs-pmem-unmounted.toml");
+    let config = data("zfs-pmem-unmounted.toml");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("replay");
-    let test = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/zil-pmem-replay-crash.toml");
+    let test = data("zil-pmem-replay-crash.toml");
     let run = run_on_vm(&config, test.to_str().unwrap(), &out, &[]);
     let r = report(&out);
     assert_eq!(run.status.code(), Some(0), "{r}");
@@ -1353,7 +1353,7 @@ fn zil_pmem_dump_predicts_the_kernels_replay_of_every_crash_image() {
     use persim_zil_pmem::openzfs::{last_synced_txg, PoolLog};
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let test = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/zil-pmem-dump.toml");
+    let test = data("zil-pmem-dump.toml");
     let strategy = ["--strategy", "program-order"];
     let run = run_on_vm(&config, test.to_str().unwrap(), &out, &strategy);
     assert_eq!(run.status.code(), Some(0), "{}", report(&out));
@@ -1419,10 +1419,10 @@ fn zil_pmem_replays_a_clone_from_pm_its_blocks_held_until_replay() {
     if zfs_pmem_ready("zil_pmem_replays_a_clone_from_pm_its_blocks_held_until_replay").is_none() {
         return;
     }
-    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/zfs-pmem-reflink.toml");
+    let config = data("zfs-pmem-reflink.toml");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("clone");
-    let test = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/zil-pmem-clone.toml");
+    let test = data("zil-pmem-clone.toml");
     let run = run_on_vm(&config, test.to_str().unwrap(), &out, &[]);
     let r = report(&out);
     assert_eq!(run.status.code(), Some(0), "{r}");
@@ -1484,7 +1484,7 @@ fn zil_pmem_replays_synchronous_zvol_writes_after_a_crash_before_txg_sync() {
     };
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("zvol");
-    let test = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/zil-pmem-zvol.toml");
+    let test = data("zil-pmem-zvol.toml");
     let run = run_on_vm(&config, test.to_str().unwrap(), &out, &[]);
     let r = report(&out);
     assert_eq!(run.status.code(), Some(0), "{r}");
@@ -1588,7 +1588,7 @@ fn zil_pmem_keeps_a_damaged_log_until_the_user_abandons_it() {
     if zfs_pmem_ready("zil_pmem_keeps_a_damaged_log_until_the_user_abandons_it").is_none() {
         return;
     }
-    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/zfs-pmem-unmounted.toml");
+    let config = data("zfs-pmem-unmounted.toml");
     let dir = tempfile::tempdir().unwrap();
     let (code, out) = damaged_log_output(&config, dir.path());
     assert_eq!(code, Some(0), "{out}");
@@ -1641,7 +1641,7 @@ fn zil_pmem_fences_the_body_before_the_header_and_mutant_1_is_caught() {
     let Some(real) = zfs_pmem_ready(test) else {
         return;
     };
-    let fence = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/zil-pmem-fence.toml");
+    let fence = data("zil-pmem-fence.toml");
     let dir = tempfile::tempdir().unwrap();
     let single_line = ["--strategy", "single-line"];
     let run = |config: &Path, out: &Path| {
@@ -1668,7 +1668,7 @@ fn zil_pmem_fences_the_body_before_the_header_and_mutant_1_is_caught() {
 #[test]
 fn zil_pmem_mutant_without_the_checksum_check_at_replay_is_caught() {
     let test = "zil_pmem_mutant_without_the_checksum_check_at_replay_is_caught";
-    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/zfs-pmem-unmounted.toml");
+    let base = data("zfs-pmem-unmounted.toml");
     let dir = tempfile::tempdir().unwrap();
     let Some(config) = zil_pmem_mutant(test, &base, 2, dir.path()) else {
         return;
@@ -1684,7 +1684,7 @@ fn zil_pmem_mutant_without_the_checksum_check_at_replay_is_caught() {
 #[test]
 fn zil_pmem_mutant_replaying_without_dependencies_is_caught() {
     let test = "zil_pmem_mutant_replaying_without_dependencies_is_caught";
-    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/zfs-pmem-unmounted.toml");
+    let base = data("zfs-pmem-unmounted.toml");
     let dir = tempfile::tempdir().unwrap();
     let Some(config) = zil_pmem_mutant(test, &base, 3, dir.path()) else {
         return;
@@ -1746,7 +1746,7 @@ fn most_loads_of_a_logged_byte(config: &Path, dir: &Path) -> usize {
 #[test]
 fn zil_pmem_applies_the_copy_it_verified_and_mutant_4_does_not() {
     let test = "zil_pmem_applies_the_copy_it_verified_and_mutant_4_does_not";
-    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/zfs-pmem-unmounted.toml");
+    let base = data("zfs-pmem-unmounted.toml");
     if zfs_pmem_ready(test).is_none() {
         return;
     }

@@ -3,6 +3,13 @@
 
 use assert_cmd::Command;
 
+/// A file of this crate's tests/data.
+pub fn data(file: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(file)
+}
+
 /// Runs the `persim` binary of this build with `args` and returns what it did.
 pub fn persim(args: &[&str]) -> std::process::Output {
     Command::cargo_bin("persim")
