@@ -389,9 +389,10 @@ impl Report {
             let _ = writeln!(
                 t,
                 "\nJournal: {} dirty lines a journal or log protects (jbd2: its blocks before \
-                 their commit, in-place writes it replays; XFS: log record bodies; libpmemobj: \
-                 ranges its undo or redo logs restore) followed the cut at {} failure points, \
-                 not explored (`--scope all` explores them)",
+                 their commit, in-place writes it replays; XFS: log record bodies; DPWC: \
+                 entries past their chunk's `used`; libpmemobj: ranges its undo or redo logs \
+                 restore) followed the cut at {} failure points, not explored (`--scope all` \
+                 explores them)",
                 protected.lines, protected.failure_points
             );
         }

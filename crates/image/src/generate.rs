@@ -3,6 +3,7 @@
 //! failure point to a [`PointSink`] as soon as it is done. `persim images` runs it alone;
 //! a run's images stage runs it into the run directory's store.
 
+use crate::dpwc_log::dpwc_layout;
 use crate::ext4_journal::journal_layout;
 use crate::images_json::{ImageRecord, PointReads, PointRecord, PointSink};
 use crate::pmemobj_pool::pmemobj_layout;
@@ -322,6 +323,7 @@ pub fn generate_images(
         scope: opts.scope,
         journal: None,
         xfs_log: None,
+        dpwc: None,
         pmemobj: None,
     };
     if config
@@ -341,6 +343,7 @@ pub fn generate_images(
     if opts.scope == Scope::Program {
         config.journal = journal_layout(&persisted, config.pm_size);
         config.xfs_log = xfs_log_layout(&persisted, config.pm_size);
+        config.dpwc = dpwc_layout(&persisted, config.pm_size);
         config.pmemobj = pmemobj_layout(&persisted, config.pm_size);
     }
     let store = opts.store.as_ref().map(ImageStore::open).transpose()?;

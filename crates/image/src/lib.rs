@@ -4,6 +4,7 @@
 //! failure points `images.json` lists). Design and measurements: docs/design/images.md.
 
 mod diff;
+mod dpwc_log;
 mod error;
 mod ext4_journal;
 mod fault;
@@ -18,6 +19,7 @@ mod store;
 mod tree;
 mod xfs_log;
 
+pub use dpwc_log::dpwc_layout;
 pub use error::ImageError;
 pub use ext4_journal::journal_layout;
 pub use fault::{plan_faults, Fault, FaultKind, UnknownFaultKind, PAGE};

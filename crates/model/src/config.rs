@@ -1,5 +1,6 @@
 //! How a replay is configured: cache mode, strategy, image cap and region sizes.
 
+use crate::dpwc_log::DpwcLayout;
 use crate::jbd2::JournalLayout;
 use crate::names::{unknown_name, Named, UnknownName};
 use crate::pmemobj_log::PmemobjLayout;
@@ -131,6 +132,9 @@ pub struct Config {
     /// An XFS file system's internal log in PM (version 5): under `Scope::Program` the
     /// record bodies follow the cut while its rules hold.
     pub xfs_log: Option<XfsLogLayout>,
+    /// A DPWC log on PM: under `Scope::Program` entry lines past their chunk's `used`
+    /// follow the cut while its rules hold.
+    pub dpwc: Option<DpwcLayout>,
     /// A libpmemobj pool's lanes in PM: under `Scope::Program` their logs' rules are
     /// checked.
     pub pmemobj: Option<PmemobjLayout>,
@@ -151,6 +155,7 @@ impl Config {
             scope: Scope::default(),
             journal: None,
             xfs_log: None,
+            dpwc: None,
             pmemobj: None,
         }
     }

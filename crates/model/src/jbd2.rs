@@ -90,9 +90,10 @@ pub enum LogKind {
     Jbd2,
     Xfs,
     Pmemobj,
+    Dpwc,
 }
 
-/// A broken jbd2, XFS log or libpmemobj log ordering rule, with the stores that break it.
+/// A broken jbd2, XFS log, DPWC log or libpmemobj log ordering rule, with the stores that break it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JournalViolation {
     #[serde(default)]
@@ -103,11 +104,12 @@ pub struct JournalViolation {
     /// written in place before the commit of its transaction was durable.
     pub rule: u8,
     /// The commit's sequence number (XFS: the record's block in the log; libpmemobj: the
-    /// lane).
+    /// lane; DPWC: the chunk, rule 2 the generation).
     pub sequence: u32,
     /// jbd2 rule 1: the journal lines not durable; rule 2: the line written in place.
     /// XFS rule 1: the line written in place; rule 2: the record's lines not durable.
     /// libpmemobj: the line written in place, then the log's lines not durable.
+    /// DPWC rule 1: the entry lines not durable; rule 2: the `used` lines not durable.
     pub lines: Vec<u64>,
 }
 
@@ -153,6 +155,20 @@ impl JournalViolation {
                     _ => "redo log with its checksum",
                 },
                 lines.get(1..).unwrap_or_default().join(", ") + &more
+            ),
+            (LogKind::Dpwc, 1) => format!(
+                "DPWC log rule 1 broken at entry {}: chunk {}'s used moved over entry lines \
+                 {}{more} that were not durable",
+                self.entry,
+                self.sequence,
+                lines.join(", ")
+            ),
+            (LogKind::Dpwc, _) => format!(
+                "DPWC log rule 2 broken at entry {}: generation {} opened while its used \
+                 counters (lines {}{more}) were not durable",
+                self.entry,
+                self.sequence,
+                lines.join(", ")
             ),
             (LogKind::Jbd2, 1) => format!(
                 "jbd2 rule 1 broken at entry {}: commit record of transaction {} written while \

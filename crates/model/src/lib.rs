@@ -4,6 +4,7 @@
 mod block;
 mod check;
 mod config;
+mod dpwc_log;
 mod guide;
 mod jbd2;
 mod mechanism;
@@ -22,6 +23,7 @@ mod xfs_log;
 
 pub use check::{check_crash_images, CheckReport, Violation};
 pub use config::{CacheMode, Config, Scope, Strategy};
+pub use dpwc_log::DpwcLayout;
 pub use guide::{Explored, ReadGuide};
 pub use jbd2::{JournalExtent, JournalLayout, JournalViolation, LogKind};
 pub use memory::{

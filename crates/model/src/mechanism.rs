@@ -1,8 +1,9 @@
 //! The consistency mechanisms a replay follows under `Scope::Program`, as the initial
-//! image's on-media format gives them: the file system's jbd2 journal or XFS log, and a
-//! libpmemobj pool's lane logs.
+//! image's on-media format gives them: a DPWC log, or the file system's jbd2 journal or
+//! XFS log; and a libpmemobj pool's lane logs.
 
 use crate::config::Config;
+use crate::dpwc_log::DpwcLog;
 use crate::jbd2::{Journal, JournalViolation};
 use crate::pending::{LineState, PmPending};
 use crate::pmemobj_log::PmemobjLogs;
@@ -12,17 +13,19 @@ use crate::xfs_log::XfsLog;
 pub enum Mechanism {
     Jbd2(Journal),
     Xfs(XfsLog),
+    Dpwc(DpwcLog),
     Pmemobj(PmemobjLogs),
 }
 
 impl Mechanism {
-    /// The mechanisms `config` names: the file system's (a jbd2 journal first), then the
-    /// pool's.
+    /// The mechanisms `config` names: a DPWC log (whose entries may hold a file system's
+    /// blocks) or the file system's (a jbd2 journal first), then the pool's.
     pub fn of(config: &Config) -> Vec<Mechanism> {
-        let fs = match (&config.journal, &config.xfs_log) {
-            (Some(journal), _) => Some(Mechanism::Jbd2(Journal::new(journal.clone()))),
-            (None, Some(log)) => Some(Mechanism::Xfs(XfsLog::new(log.clone()))),
-            (None, None) => None,
+        let fs = match (&config.dpwc, &config.journal, &config.xfs_log) {
+            (Some(log), _, _) => Some(Mechanism::Dpwc(DpwcLog::new(log.clone()))),
+            (None, Some(journal), _) => Some(Mechanism::Jbd2(Journal::new(journal.clone()))),
+            (None, None, Some(log)) => Some(Mechanism::Xfs(XfsLog::new(log.clone()))),
+            (None, None, None) => None,
         };
         let pool = config
             .pmemobj
@@ -35,6 +38,7 @@ impl Mechanism {
         match self {
             Mechanism::Jbd2(j) => j.store(addr, data, entry, pending),
             Mechanism::Xfs(x) => x.store(addr, data, entry, pending),
+            Mechanism::Dpwc(d) => d.store(addr, data, entry, pending),
             Mechanism::Pmemobj(p) => p.store(addr, data, entry, pending),
         }
     }
@@ -43,6 +47,7 @@ impl Mechanism {
         match self {
             Mechanism::Jbd2(j) => j.fenced(pending),
             Mechanism::Xfs(x) => x.fenced(pending),
+            Mechanism::Dpwc(d) => d.fenced(pending),
             // the logs' durability is asked of the pending state when an in-place store
             // needs it
             Mechanism::Pmemobj(_) => {}
@@ -53,6 +58,7 @@ impl Mechanism {
         match self {
             Mechanism::Jbd2(j) => j.holds_so_far(),
             Mechanism::Xfs(x) => x.holds_so_far(),
+            Mechanism::Dpwc(d) => d.holds_so_far(),
             Mechanism::Pmemobj(p) => p.holds_so_far(),
         }
     }
@@ -61,6 +67,7 @@ impl Mechanism {
         match self {
             Mechanism::Jbd2(j) => j.take_violations(),
             Mechanism::Xfs(x) => x.take_violations(),
+            Mechanism::Dpwc(d) => d.take_violations(),
             Mechanism::Pmemobj(p) => p.take_violations(),
         }
     }
@@ -69,6 +76,7 @@ impl Mechanism {
         match self {
             Mechanism::Jbd2(j) => j.protects(line.line),
             Mechanism::Xfs(x) => x.protects(line.line),
+            Mechanism::Dpwc(d) => d.protects(line.line),
             Mechanism::Pmemobj(p) => p.protects(line, pending),
         }
     }
