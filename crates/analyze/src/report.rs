@@ -390,9 +390,9 @@ impl Report {
                 t,
                 "\nJournal: {} dirty lines a journal or log protects (jbd2: its blocks before \
                  their commit, in-place writes it replays; XFS: log record bodies; DPWC: \
-                 entries past their chunk's `used`; libpmemobj: ranges its undo or redo logs \
-                 restore) followed the cut at {} failure points, not explored (`--scope all` \
-                 explores them)",
+                 entries past their chunk's `used`; dm-writecache: blocks not committed; \
+                 libpmemobj: ranges its undo or redo logs restore) followed the cut at {} \
+                 failure points, not explored (`--scope all` explores them)",
                 protected.lines, protected.failure_points
             );
         }

@@ -7,6 +7,7 @@ use crate::dpwc_log::dpwc_layout;
 use crate::ext4_journal::journal_layout;
 use crate::images_json::{ImageRecord, PointReads, PointRecord, PointSink};
 use crate::pmemobj_pool::pmemobj_layout;
+use crate::writecache::writecache_layout;
 use crate::xfs_log::xfs_log_layout;
 use crate::{Image, ImageError, ImageStore, DEFAULT_HASH_LEVEL};
 use persim_model::{
@@ -324,6 +325,7 @@ pub fn generate_images(
         journal: None,
         xfs_log: None,
         dpwc: None,
+        writecache: None,
         pmemobj: None,
     };
     if config
@@ -344,6 +346,7 @@ pub fn generate_images(
         config.journal = journal_layout(&persisted, config.pm_size);
         config.xfs_log = xfs_log_layout(&persisted, config.pm_size);
         config.dpwc = dpwc_layout(&persisted, config.pm_size);
+        config.writecache = writecache_layout(&persisted, config.pm_size);
         config.pmemobj = pmemobj_layout(&persisted, config.pm_size);
     }
     let store = opts.store.as_ref().map(ImageStore::open).transpose()?;

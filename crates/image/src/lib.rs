@@ -17,6 +17,7 @@ mod pmemobj_pool;
 mod reflink;
 mod store;
 mod tree;
+mod writecache;
 mod xfs_log;
 
 pub use dpwc_log::dpwc_layout;
@@ -34,4 +35,5 @@ pub use images_json::{
 };
 pub use pmemobj_pool::pmemobj_layout;
 pub use store::{ImageStore, Record};
+pub use writecache::writecache_layout;
 pub use xfs_log::xfs_log_layout;

@@ -4,6 +4,7 @@ use crate::dpwc_log::DpwcLayout;
 use crate::jbd2::JournalLayout;
 use crate::names::{unknown_name, Named, UnknownName};
 use crate::pmemobj_log::PmemobjLayout;
+use crate::writecache_log::WritecacheLayout;
 use crate::xfs_log::XfsLogLayout;
 use serde::{Deserialize, Serialize};
 use strum::{Display, EnumString, VariantNames};
@@ -135,6 +136,9 @@ pub struct Config {
     /// A DPWC log on PM: under `Scope::Program` entry lines past their chunk's `used`
     /// follow the cut while its rules hold.
     pub dpwc: Option<DpwcLayout>,
+    /// dm-writecache's cache on PM: under `Scope::Program` data of blocks no crash image
+    /// commits follows the cut while its rules hold.
+    pub writecache: Option<WritecacheLayout>,
     /// A libpmemobj pool's lanes in PM: under `Scope::Program` their logs' rules are
     /// checked.
     pub pmemobj: Option<PmemobjLayout>,
@@ -156,6 +160,7 @@ impl Config {
             journal: None,
             xfs_log: None,
             dpwc: None,
+            writecache: None,
             pmemobj: None,
         }
     }

@@ -91,9 +91,10 @@ pub enum LogKind {
     Xfs,
     Pmemobj,
     Dpwc,
+    Writecache,
 }
 
-/// A broken jbd2, XFS log, DPWC log or libpmemobj log ordering rule, with the stores that break it.
+/// A broken jbd2, XFS log, DPWC log, dm-writecache or libpmemobj log ordering rule, with the stores that break it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JournalViolation {
     #[serde(default)]
@@ -104,12 +105,14 @@ pub struct JournalViolation {
     /// written in place before the commit of its transaction was durable.
     pub rule: u8,
     /// The commit's sequence number (XFS: the record's block in the log; libpmemobj: the
-    /// lane; DPWC: the chunk, rule 2 the generation).
+    /// lane; DPWC: the chunk, rule 2 the generation; dm-writecache: rule 1 the new count,
+    /// rule 2 the block).
     pub sequence: u32,
     /// jbd2 rule 1: the journal lines not durable; rule 2: the line written in place.
     /// XFS rule 1: the line written in place; rule 2: the record's lines not durable.
     /// libpmemobj: the line written in place, then the log's lines not durable.
     /// DPWC rule 1: the entry lines not durable; rule 2: the `used` lines not durable.
+    /// dm-writecache rule 1: the block and entry lines not durable; rule 2: the line written.
     pub lines: Vec<u64>,
 }
 
@@ -169,6 +172,20 @@ impl JournalViolation {
                 self.entry,
                 self.sequence,
                 lines.join(", ")
+            ),
+            (LogKind::Writecache, 1) => format!(
+                "dm-writecache rule 1 broken at entry {}: the superblock's sequence count \
+                 moved to {} while lines {}{more} of the blocks it commits were not durable",
+                self.entry,
+                self.sequence,
+                lines.join(", ")
+            ),
+            (LogKind::Writecache, _) => format!(
+                "dm-writecache rule 2 broken at entry {}: line {} of committed block {} \
+                 written in place",
+                self.entry,
+                lines.join(", "),
+                self.sequence
             ),
             (LogKind::Jbd2, 1) => format!(
                 "jbd2 rule 1 broken at entry {}: commit record of transaction {} written while \

@@ -19,6 +19,7 @@ mod rng;
 mod runtime_data;
 mod strategy;
 mod unit;
+mod writecache_log;
 mod xfs_log;
 
 pub use check::{check_crash_images, CheckReport, Violation};
@@ -38,4 +39,5 @@ pub use replay::{FailureView, ModelError, Replay, Sink};
 pub use rng::SplitMix64;
 pub use strategy::{CrashImage, CrashImages};
 pub use unit::{Unit, LINE, WORD};
+pub use writecache_log::WritecacheLayout;
 pub use xfs_log::XfsLogLayout;

@@ -7,6 +7,7 @@ use crate::dpwc_log::DpwcLog;
 use crate::jbd2::{Journal, JournalViolation};
 use crate::pending::{LineState, PmPending};
 use crate::pmemobj_log::PmemobjLogs;
+use crate::writecache_log::WritecacheLog;
 use crate::xfs_log::XfsLog;
 
 #[derive(Debug)]
@@ -14,18 +15,26 @@ pub enum Mechanism {
     Jbd2(Journal),
     Xfs(XfsLog),
     Dpwc(DpwcLog),
+    Writecache(WritecacheLog),
     Pmemobj(PmemobjLogs),
 }
 
 impl Mechanism {
-    /// The mechanisms `config` names: a DPWC log (whose entries may hold a file system's
-    /// blocks) or the file system's (a jbd2 journal first), then the pool's.
+    /// The mechanisms `config` names: a block cache's (DPWC's log, dm-writecache's
+    /// metadata: their blocks may hold a file system's) or else the file system's (a jbd2
+    /// journal first), then the pool's.
     pub fn of(config: &Config) -> Vec<Mechanism> {
-        let fs = match (&config.dpwc, &config.journal, &config.xfs_log) {
-            (Some(log), _, _) => Some(Mechanism::Dpwc(DpwcLog::new(log.clone()))),
-            (None, Some(journal), _) => Some(Mechanism::Jbd2(Journal::new(journal.clone()))),
-            (None, None, Some(log)) => Some(Mechanism::Xfs(XfsLog::new(log.clone()))),
-            (None, None, None) => None,
+        let fs = if let Some(log) = &config.dpwc {
+            Some(Mechanism::Dpwc(DpwcLog::new(log.clone())))
+        } else if let Some(cache) = &config.writecache {
+            Some(Mechanism::Writecache(WritecacheLog::new(cache.clone())))
+        } else if let Some(journal) = &config.journal {
+            Some(Mechanism::Jbd2(Journal::new(journal.clone())))
+        } else {
+            config
+                .xfs_log
+                .clone()
+                .map(|log| Mechanism::Xfs(XfsLog::new(log)))
         };
         let pool = config
             .pmemobj
@@ -39,6 +48,7 @@ impl Mechanism {
             Mechanism::Jbd2(j) => j.store(addr, data, entry, pending),
             Mechanism::Xfs(x) => x.store(addr, data, entry, pending),
             Mechanism::Dpwc(d) => d.store(addr, data, entry, pending),
+            Mechanism::Writecache(w) => w.store(addr, data, entry, pending),
             Mechanism::Pmemobj(p) => p.store(addr, data, entry, pending),
         }
     }
@@ -48,6 +58,7 @@ impl Mechanism {
             Mechanism::Jbd2(j) => j.fenced(pending),
             Mechanism::Xfs(x) => x.fenced(pending),
             Mechanism::Dpwc(d) => d.fenced(pending),
+            Mechanism::Writecache(w) => w.fenced(pending),
             // the logs' durability is asked of the pending state when an in-place store
             // needs it
             Mechanism::Pmemobj(_) => {}
@@ -59,6 +70,7 @@ impl Mechanism {
             Mechanism::Jbd2(j) => j.holds_so_far(),
             Mechanism::Xfs(x) => x.holds_so_far(),
             Mechanism::Dpwc(d) => d.holds_so_far(),
+            Mechanism::Writecache(w) => w.holds_so_far(),
             Mechanism::Pmemobj(p) => p.holds_so_far(),
         }
     }
@@ -68,6 +80,7 @@ impl Mechanism {
             Mechanism::Jbd2(j) => j.take_violations(),
             Mechanism::Xfs(x) => x.take_violations(),
             Mechanism::Dpwc(d) => d.take_violations(),
+            Mechanism::Writecache(w) => w.take_violations(),
             Mechanism::Pmemobj(p) => p.take_violations(),
         }
     }
@@ -77,6 +90,7 @@ impl Mechanism {
             Mechanism::Jbd2(j) => j.protects(line.line),
             Mechanism::Xfs(x) => x.protects(line.line),
             Mechanism::Dpwc(d) => d.protects(line.line),
+            Mechanism::Writecache(w) => w.protects(line.line),
             Mechanism::Pmemobj(p) => p.protects(line, pending),
         }
     }
