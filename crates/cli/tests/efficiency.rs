@@ -384,6 +384,29 @@ fn a_guest_point_on_ext4_dax_counts_instructions_and_pm_bytes_consistently() {
     }
 }
 
+/// `--icount` with more than one job is refused before anything runs: with a vCPU per
+/// job, QEMU's round-robin instruction-counting guest aborted in the plugin's scoreboard
+/// lookup, and past that lookup its kernel panicked while booting (2026-11-29).
+#[test]
+fn icount_with_several_jobs_is_refused_before_anything_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let run = Command::cargo_bin("persim")
+        .unwrap()
+        .args(["efficiency", "run", "--icount", "--vm", "vm/ext4-dax.toml"])
+        .args(["--jobs", "1,2", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        stderr.contains("--icount with 2 jobs") && stderr.contains("--jobs 1"),
+        "{stderr}"
+    );
+    assert!(!out.exists(), "nothing written");
+}
+
 /// A loop device attached to a file; detached when dropped.
 struct LoopDevice(String);
 
