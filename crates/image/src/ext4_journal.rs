@@ -5,6 +5,7 @@
 //! Anything unexpected gives `None`: then nothing is pruned (docs/design/model.md,
 //! "Journals").
 
+use crate::layout_bytes::{be32, le16, le32, read};
 use crate::Image;
 use persim_model::{JournalExtent, JournalLayout};
 use std::ops::Range;
@@ -191,24 +192,4 @@ fn extents(
         }
     }
     Some(())
-}
-
-fn read(image: &Image, at: u64, len: usize) -> Vec<u8> {
-    let mut bytes = vec![0; len];
-    if at + len as u64 <= image.len() {
-        image.read(at, &mut bytes);
-    }
-    bytes
-}
-
-fn le16(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([b[at], b[at + 1]])
-}
-
-fn le32(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(b[at..at + 4].try_into().expect("four bytes"))
-}
-
-fn be32(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes(b[at..at + 4].try_into().expect("four bytes"))
 }

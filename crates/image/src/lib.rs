@@ -13,6 +13,7 @@ mod generate;
 mod hash_tree;
 mod image;
 mod images_json;
+mod layout_bytes;
 mod pmemobj_pool;
 mod reflink;
 mod store;

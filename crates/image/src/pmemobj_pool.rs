@@ -6,6 +6,7 @@
 //! pool file), so that a pool offset is a PM offset from the header; anything else gives
 //! `None` and no log is followed (docs/design/model.md, "libpmemobj logs").
 
+use crate::layout_bytes::read;
 use crate::Image;
 use persim_model::PmemobjLayout;
 
@@ -39,10 +40,4 @@ fn pool_at(image: &Image, pool: u64, end: u64) -> Option<PmemobjLayout> {
         lanes: pool + lanes,
         nlanes,
     })
-}
-
-fn read(image: &Image, at: u64, len: usize) -> Vec<u8> {
-    let mut bytes = vec![0; len];
-    image.read(at, &mut bytes);
-    bytes
 }

@@ -5,6 +5,7 @@
 //! block boundary. Anything else gives `None`, and nothing is pruned (docs/design/model.md,
 //! "dm-writecache").
 
+use crate::layout_bytes::{le32, le64, read};
 use crate::Image;
 use persim_model::WritecacheLayout;
 
@@ -47,22 +48,6 @@ pub fn writecache_layout(image: &Image, pm_size: u64) -> Option<WritecacheLayout
             .map(|entry| le64(entry, 8))
             .collect(),
     })
-}
-
-fn read(image: &Image, at: u64, len: usize) -> Vec<u8> {
-    let mut bytes = vec![0; len];
-    if at + len as u64 <= image.len() {
-        image.read(at, &mut bytes);
-    }
-    bytes
-}
-
-fn le32(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(b[at..at + 4].try_into().expect("four bytes"))
-}
-
-fn le64(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().expect("eight bytes"))
 }
 
 #[cfg(test)]

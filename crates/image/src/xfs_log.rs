@@ -4,6 +4,7 @@
 //! `sb_logblocks`. Only version 5 (CRCs on log records) is taken; anything else gives
 //! `None`, and nothing is pruned (docs/design/model.md, "XFS log").
 
+use crate::layout_bytes::{be16, be32, be64, read};
 use crate::Image;
 use persim_model::XfsLogLayout;
 
@@ -43,24 +44,4 @@ pub fn xfs_log_layout(image: &Image, pm_size: u64) -> Option<XfsLogLayout> {
         start,
         len,
     })
-}
-
-fn read(image: &Image, at: u64, len: usize) -> Vec<u8> {
-    let mut bytes = vec![0; len];
-    if at + len as u64 <= image.len() {
-        image.read(at, &mut bytes);
-    }
-    bytes
-}
-
-fn be16(b: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([b[at], b[at + 1]])
-}
-
-fn be32(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes(b[at..at + 4].try_into().expect("four bytes"))
-}
-
-fn be64(b: &[u8], at: usize) -> u64 {
-    u64::from_be_bytes(b[at..at + 8].try_into().expect("eight bytes"))
 }

@@ -14,6 +14,7 @@
 
 use crate::jbd2::{JournalViolation, LogKind};
 use crate::pending::PmPending;
+use crate::rule_log::RuleLog;
 use crate::unit::LINE;
 
 /// Where a DPWC log lies in PM, as its superblock gives it (`persim_image::dpwc_layout`),
@@ -96,8 +97,7 @@ pub struct DpwcLog {
     floor: Vec<u64>,
     /// Chunks whose `used` line may still be dirty.
     unsettled: Vec<u64>,
-    violations: Vec<JournalViolation>,
-    broken: bool,
+    rules: RuleLog,
 }
 
 impl DpwcLog {
@@ -110,28 +110,16 @@ impl DpwcLog {
             floor: used,
             unsettled: Vec::new(),
             layout,
-            violations: Vec::new(),
-            broken: false,
+            rules: RuleLog::new(LogKind::Dpwc),
         }
     }
 
     pub fn holds_so_far(&self) -> bool {
-        !self.broken
+        self.rules.holds()
     }
 
     pub fn take_violations(&mut self) -> Vec<JournalViolation> {
-        std::mem::take(&mut self.violations)
-    }
-
-    fn violated(&mut self, entry: u64, rule: u8, sequence: u64, lines: Vec<u64>) {
-        self.broken = true;
-        self.violations.push(JournalViolation {
-            log: LogKind::Dpwc,
-            entry,
-            rule,
-            sequence: u32::try_from(sequence).unwrap_or(u32::MAX),
-            lines,
-        });
+        self.rules.take()
     }
 
     /// A store of `data` at `addr` by entry `entry`, before the model takes it.
@@ -149,8 +137,8 @@ impl DpwcLog {
                     .chunk_lines(chunk, self.latest[i], value)
                     .filter(|&l| pending.is_dirty(l))
                     .collect();
-                if !dirty.is_empty() {
-                    self.violated(entry, 1, chunk, dirty);
+                if !dirty.is_empty() && self.rules.holds() {
+                    self.rules.broke(entry, 1, chunk, dirty);
                 }
                 self.latest[i] = value;
                 self.floor[i] = self.floor[i].max(value);
@@ -162,8 +150,8 @@ impl DpwcLog {
                     .map(|c| self.layout.used_line(c))
                     .filter(|&l| pending.is_dirty(l))
                     .collect();
-                if !dirty.is_empty() {
-                    self.violated(entry, 2, g, dirty);
+                if !dirty.is_empty() && self.rules.holds() {
+                    self.rules.broke(entry, 2, g, dirty);
                 }
             }
             _ => {}

@@ -94,7 +94,8 @@ pub enum LogKind {
     Writecache,
 }
 
-/// A broken jbd2, XFS log, DPWC log, dm-writecache or libpmemobj log ordering rule, with the stores that break it.
+/// A broken ordering rule of jbd2, the XFS log, DPWC's log, dm-writecache or libpmemobj's
+/// logs, with the stores that break it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JournalViolation {
     #[serde(default)]

@@ -16,6 +16,7 @@ mod pmemobj_log;
 mod program_pm;
 mod replay;
 mod rng;
+mod rule_log;
 mod runtime_data;
 mod strategy;
 mod unit;

@@ -15,6 +15,7 @@
 
 use crate::jbd2::{JournalViolation, LogKind};
 use crate::pending::PmPending;
+use crate::rule_log::RuleLog;
 use crate::unit::{LINE, WORD};
 use rustc_hash::FxHashSet;
 
@@ -87,8 +88,7 @@ pub struct WritecacheLog {
     /// Blocks whose entry's line, and whether the superblock's line, may be dirty.
     unsettled: Vec<u64>,
     sb_unsettled: bool,
-    violations: Vec<JournalViolation>,
-    broken: bool,
+    rules: RuleLog,
 }
 
 impl WritecacheLog {
@@ -115,37 +115,25 @@ impl WritecacheLog {
             uncommitted,
             unsettled: Vec::new(),
             sb_unsettled: false,
-            violations: Vec::new(),
-            broken: false,
+            rules: RuleLog::new(LogKind::Writecache),
         }
     }
 
     pub fn holds_so_far(&self) -> bool {
-        !self.broken
+        self.rules.holds()
     }
 
     pub fn take_violations(&mut self) -> Vec<JournalViolation> {
-        std::mem::take(&mut self.violations)
-    }
-
-    fn violated(&mut self, entry: u64, rule: u8, sequence: u64, lines: Vec<u64>) {
-        self.broken = true;
-        self.violations.push(JournalViolation {
-            log: LogKind::Writecache,
-            entry,
-            rule,
-            sequence: u32::try_from(sequence).unwrap_or(u32::MAX),
-            lines,
-        });
+        self.rules.take()
     }
 
     /// A store of `data` at `addr` by entry `entry`, before the model takes it.
     pub fn store(&mut self, addr: u64, data: &[u8], entry: u64, pending: &PmPending) {
         if let Some(block) = self.layout.block_of(addr) {
             let committed = self.entries[block as usize].latest < self.seq.latest;
-            if committed && !self.broken {
+            if committed && self.rules.holds() {
                 let line = addr & !(LINE - 1);
-                self.violated(entry, 2, block, vec![line]);
+                self.rules.broke(entry, 2, block, vec![line]);
             }
             return;
         }
@@ -191,10 +179,10 @@ impl WritecacheLog {
                     .filter(|&l| pending.is_dirty(l)),
             );
         }
-        if !dirty.is_empty() && !self.broken {
+        if !dirty.is_empty() && self.rules.holds() {
             dirty.sort_unstable();
             dirty.dedup();
-            self.violated(entry, 1, value, dirty);
+            self.rules.broke(entry, 1, value, dirty);
         }
         self.seq.latest = value;
         self.seq.bound = self.seq.bound.max(value);

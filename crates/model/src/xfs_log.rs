@@ -17,6 +17,7 @@
 
 use crate::jbd2::{JournalViolation, LogKind};
 use crate::pending::PmPending;
+use crate::rule_log::RuleLog;
 use crate::unit::LINE;
 use rustc_hash::FxHashMap;
 
@@ -109,8 +110,7 @@ pub struct XfsLog {
     owner: FxHashMap<u64, (usize, bool)>,
     /// Records not yet durable.
     pending: Vec<usize>,
-    violations: Vec<JournalViolation>,
-    broken: bool,
+    rules: RuleLog,
 }
 
 impl XfsLog {
@@ -121,28 +121,16 @@ impl XfsLog {
             records: Vec::new(),
             owner: FxHashMap::default(),
             pending: Vec::new(),
-            violations: Vec::new(),
-            broken: false,
+            rules: RuleLog::new(LogKind::Xfs),
         }
     }
 
     pub fn holds_so_far(&self) -> bool {
-        !self.broken
+        self.rules.holds()
     }
 
     pub fn take_violations(&mut self) -> Vec<JournalViolation> {
-        std::mem::take(&mut self.violations)
-    }
-
-    fn violated(&mut self, entry: u64, rule: u8, record: usize, lines: Vec<u64>) {
-        self.broken = true;
-        self.violations.push(JournalViolation {
-            log: LogKind::Xfs,
-            entry,
-            rule,
-            sequence: self.records[record].block,
-            lines,
-        });
+        self.rules.take()
     }
 
     /// A store of `data` at `addr` by entry `entry`, before the model takes it.
@@ -212,7 +200,8 @@ impl XfsLog {
                 .lines(layout)
                 .filter(|&l| pending.is_dirty(l))
                 .collect();
-            self.violated(entry, 2, r, lines);
+            let block = u64::from(self.records[r].block);
+            self.rules.broke(entry, 2, block, lines);
         }
     }
 
@@ -258,7 +247,8 @@ impl XfsLog {
                 .is_some_and(|ranges| ranges.iter().any(|&(s, e)| addr < e && addr + len > s))
         });
         if let Some(record) = hit {
-            self.violated(entry, 1, record, vec![addr & !(LINE - 1)]);
+            let block = u64::from(self.records[record].block);
+            self.rules.broke(entry, 1, block, vec![addr & !(LINE - 1)]);
         }
     }
 

@@ -53,10 +53,6 @@ fn replay(body: &str, used: [u64; 4], scope: Scope) -> Seen {
     seen
 }
 
-fn rules(seen: &Seen) -> Vec<u8> {
-    seen.0.iter().flat_map(|p| p.2.clone()).collect()
-}
-
 #[test]
 fn an_entry_durable_before_its_used_breaks_no_rule_and_follows_the_cut() {
     let body = format!("{}fence sfence\n{COMMIT}fence sfence\n", entry());
@@ -70,7 +66,7 @@ fn an_entry_durable_before_its_used_breaks_no_rule_and_follows_the_cut() {
             FailureKind::Checkpoint
         ]
     );
-    assert!(rules(&seen).is_empty(), "no rule broken");
+    assert!(seen.rules().is_empty(), "no rule broken");
     // at the first fence the entry's lines follow the cut; at the second, `used` is explored
     assert_eq!(seen.0[0].1, ENTRY_LINES);
     assert!(seen.0[1].1.is_empty());
@@ -88,7 +84,7 @@ fn an_entry_durable_before_its_used_breaks_no_rule_and_follows_the_cut() {
 fn a_used_moved_over_an_entry_not_yet_durable_breaks_rule_1() {
     let body = format!("{}{COMMIT}fence sfence\n", entry());
     let seen = replay(&body, [0; 4], Scope::Program);
-    assert_eq!(rules(&seen), [1]);
+    assert_eq!(seen.rules(), [1]);
     assert_eq!(
         seen.2[0].lines, ENTRY_LINES,
         "the witness: the entry's lines"
@@ -110,14 +106,14 @@ fn a_generation_opened_before_its_counters_are_reset_durably_breaks_rule_2() {
         [0; 4],
         Scope::Program,
     );
-    assert_eq!(rules(&seen), [2]);
+    assert_eq!(seen.rules(), [2]);
     assert_eq!(seen.2[0].lines, [0x1040, 0x1080]);
     // its twin fences the reset first
     let twin = format!("{reset}fence sfence\n{open}fence sfence\n");
-    assert!(rules(&replay(&twin, [0; 4], Scope::Program)).is_empty());
+    assert!(replay(&twin, [0; 4], Scope::Program).rules().is_empty());
     // freeing a generation (its word zeroed) is no opening
     let free = format!("{reset}ntwrite 0x1000 0000000000000000\nfence sfence\n");
-    assert!(rules(&replay(&free, [0; 4], Scope::Program)).is_empty());
+    assert!(replay(&free, [0; 4], Scope::Program).rules().is_empty());
 }
 
 #[test]
@@ -127,7 +123,7 @@ fn entry_lines_a_durable_used_may_still_cover_are_explored() {
     let reset = "ntwrite 0x1040 0000000000000000\n";
     let body = format!("{reset}{}fence sfence\n{}fence sfence\n", entry(), entry());
     let seen = replay(&body, [0x2000, 0, 0, 0], Scope::Program);
-    assert!(rules(&seen).is_empty());
+    assert!(seen.rules().is_empty());
     assert!(seen.0[0].1.is_empty(), "the old used covers them");
     assert_eq!(seen.0[1].1, ENTRY_LINES);
     // lines outside the chunks (the table) are never protected

@@ -83,7 +83,7 @@ fn a_correct_transaction_breaks_no_rule_and_its_protected_lines_follow_the_cut()
 fn a_commit_before_its_journal_block_is_durable_breaks_rule_1() {
     let body = format!("{DESCRIPTOR}{JOURNAL_COPY}{COMMIT}fence sfence\n{IN_PLACE}");
     let seen = replay(&body, Scope::Program);
-    let rules: Vec<u8> = seen.0.iter().flat_map(|p| p.2.clone()).collect();
+    let rules = seen.rules();
     assert_eq!(rules, [1]);
     assert!(
         seen.0.iter().all(|p| p.1.is_empty()),
@@ -95,7 +95,7 @@ fn a_commit_before_its_journal_block_is_durable_breaks_rule_1() {
 fn an_in_place_write_before_the_commit_is_durable_breaks_rule_2() {
     let body = format!("{DESCRIPTOR}{JOURNAL_COPY}fence sfence\n{COMMIT}{IN_PLACE}fence sfence\n");
     let seen = replay(&body, Scope::Program);
-    let rules: Vec<u8> = seen.0.iter().flat_map(|p| p.2.clone()).collect();
+    let rules = seen.rules();
     assert_eq!(rules, [2, 2]);
     assert!(seen.0.last().unwrap().1.is_empty());
 }

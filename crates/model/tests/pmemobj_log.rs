@@ -68,20 +68,16 @@ fn protected(seen: &Seen) -> Vec<Vec<u64>> {
     seen.0.iter().map(|p| p.1.clone()).collect()
 }
 
-fn rules(seen: &Seen) -> Vec<u8> {
-    seen.0.iter().flat_map(|p| p.2.clone()).collect()
-}
-
 #[test]
 fn a_snapshot_durable_before_its_range_is_written_breaks_no_rule() {
     let seen = replay(&format!("{UNDO_ENTRY}{UNDO_DURABLE}{IN_PLACE}"));
-    assert!(rules(&seen).is_empty());
+    assert!(seen.rules().is_empty());
 }
 
 #[test]
 fn a_range_written_before_its_snapshot_is_durable_breaks_rule_1_with_its_witness() {
     let seen = replay(&format!("{UNDO_ENTRY}{IN_PLACE}"));
-    assert_eq!(rules(&seen), [1]);
+    assert_eq!(seen.rules(), [1]);
     let violation = &seen.2[0];
     assert_eq!((violation.entry, violation.sequence), (1, 0));
     // the line written in place, then the entry's line still pending
@@ -93,38 +89,40 @@ fn a_range_written_before_its_snapshot_is_durable_breaks_rule_1_with_its_witness
     );
     // a range the entry does not snapshot may be written meanwhile
     let elsewhere = "write 0x30008 bbbbbbbbbbbbbbbb\nflush clwb 0x30000\nfence sfence\n";
-    assert!(rules(&replay(&format!("{UNDO_ENTRY}{elsewhere}"))).is_empty());
+    assert!(replay(&format!("{UNDO_ENTRY}{elsewhere}"))
+        .rules()
+        .is_empty());
 }
 
 #[test]
 fn a_rule_is_reported_once_per_generation() {
     // the range written twice before its snapshot is durable: one violation
     let body = format!("{UNDO_ENTRY}write 0x30000 cc\n{IN_PLACE}");
-    assert_eq!(rules(&replay(&body)), [1]);
+    assert_eq!(replay(&body).rules(), [1]);
     // the next transaction's snapshot of it, pending again: a second one
     let body = format!("{UNDO_ENTRY}{IN_PLACE}{COMMIT}{UNDO_ENTRY}{IN_PLACE}");
-    assert_eq!(rules(&replay(&body)), [1, 1]);
+    assert_eq!(replay(&body).rules(), [1, 1]);
     // and its correct twin
     let body =
         format!("{UNDO_ENTRY}{UNDO_DURABLE}{IN_PLACE}{COMMIT}{UNDO_ENTRY}{UNDO_DURABLE}{IN_PLACE}");
-    assert!(rules(&replay(&body)).is_empty());
+    assert!(replay(&body).rules().is_empty());
 }
 
 #[test]
 fn a_redo_log_durable_before_it_is_applied_breaks_no_rule() {
     let body = format!("{REDO_ENTRIES}{REDO_CHECKSUM}{REDO_DURABLE}{IN_PLACE}{REDO_CLOBBER}");
-    assert!(rules(&replay(&body)).is_empty());
+    assert!(replay(&body).rules().is_empty());
     // cleared, its entries are dead: a new log's first entry written over the first, the
     // second (naming PM 0x30010) is not the log's any more
     let next = "write 0x12140 2000020000000000cccccccccccccccc\n";
     let late = "write 0x30010 dd\nflush clwb 0x30000\nfence sfence\n";
-    assert!(rules(&replay(&format!("{body}{next}{late}"))).is_empty());
+    assert!(replay(&format!("{body}{next}{late}")).rules().is_empty());
 }
 
 #[test]
 fn a_redo_log_applied_before_it_is_durable_breaks_rule_2() {
     let seen = replay(&format!("{REDO_ENTRIES}{REDO_CHECKSUM}{IN_PLACE}"));
-    assert_eq!(rules(&seen), [2]);
+    assert_eq!(seen.rules(), [2]);
     assert_eq!(seen.2[0].lines, [0x30000, 0x12100, 0x12140]);
     assert!(
         seen.2[0].describe().contains("redo log"),
@@ -149,10 +147,10 @@ fn stores_outside_the_lanes_and_the_named_ranges_are_not_checked() {
         "00aaaaaaaaaaaaaaaa\n"
     );
     let body = format!("{lane1}write 0x13800 cc\n{IN_PLACE}");
-    assert!(rules(&replay(&body)).is_empty());
+    assert!(replay(&body).rules().is_empty());
     // the range it names is checked
     let seen = replay(&format!("{lane1}write 0x38000 cc\n"));
-    assert_eq!((rules(&seen), seen.2[0].sequence), (vec![1], 1));
+    assert_eq!((seen.rules(), seen.2[0].sequence), (vec![1], 1));
 }
 
 #[test]
@@ -197,7 +195,7 @@ fn a_range_a_durable_snapshot_restores_follows_the_cut() {
         "00aaaaaaaaaaaaaaaa\nflush clwb 0x12440\nfence sfence\n"
     );
     let seen = replay(&format!("{before}{after}{IN_PLACE}"));
-    assert!(rules(&seen).is_empty());
+    assert!(seen.rules().is_empty());
     assert_eq!(protected(&seen)[1], Vec::<u64>::new());
     // its twin makes the first entry durable too
     let seen = replay(&format!("{before}flush clwb 0x12400\n{after}{IN_PLACE}"));
@@ -213,6 +211,6 @@ fn a_range_a_durable_redo_log_sets_follows_the_cut() {
     let or = "write 0x12140 0000020000000040\n";
     let body = format!("{REDO_ENTRIES}{or}{REDO_CHECKSUM}{REDO_DURABLE}{IN_PLACE}");
     let seen = replay(&body);
-    assert!(rules(&seen).is_empty());
+    assert!(seen.rules().is_empty());
     assert!(protected(&seen).iter().all(Vec::is_empty));
 }

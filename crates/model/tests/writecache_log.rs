@@ -41,10 +41,6 @@ fn replay(body: &str, entries: [u64; 4], scope: Scope) -> Seen {
     seen
 }
 
-fn rules(seen: &Seen) -> Vec<u8> {
-    seen.0.iter().flat_map(|p| p.2.clone()).collect()
-}
-
 #[test]
 fn a_block_durable_before_its_commit_breaks_no_rule_and_its_data_follows_the_cut() {
     let body = format!("{WRITE}fence sfence\n{COMMIT}fence sfence\n");
@@ -58,7 +54,7 @@ fn a_block_durable_before_its_commit_breaks_no_rule_and_its_data_follows_the_cut
             FailureKind::Checkpoint
         ]
     );
-    assert!(rules(&seen).is_empty(), "no rule broken");
+    assert!(seen.rules().is_empty(), "no rule broken");
     // at the first fence the data follows the cut, the entry's line is explored; at the
     // second the superblock's line is
     assert_eq!(seen.0[0].1, DATA_LINES);
@@ -78,7 +74,7 @@ fn a_commit_over_a_block_not_yet_durable_breaks_rule_1() {
     // the fence before the commit is missing
     let body = format!("{WRITE}{COMMIT}fence sfence\n");
     let seen = replay(&body, FREE, Scope::Program);
-    assert_eq!(rules(&seen), [1]);
+    assert_eq!(seen.rules(), [1]);
     assert_eq!(seen.2[0].lines, [0x1040, 0x2000, 0x2040, 0x2100]);
     assert!(seen.2[0].describe().contains("dm-writecache rule 1"));
     assert!(
@@ -91,7 +87,7 @@ fn a_commit_over_a_block_not_yet_durable_breaks_rule_1() {
 fn a_committed_block_written_in_place_breaks_rule_2() {
     let body = format!("{WRITE}fence sfence\n{COMMIT}fence sfence\nwrite 0x2040 bb\n");
     let seen = replay(&body, FREE, Scope::Program);
-    assert_eq!(rules(&seen), [2]);
+    assert_eq!(seen.rules(), [2]);
     assert_eq!(
         (seen.2[0].lines.clone(), seen.2[0].sequence),
         (vec![0x2040], 0)
@@ -101,7 +97,7 @@ fn a_committed_block_written_in_place_breaks_rule_2() {
         "{WRITE}fence sfence\n{COMMIT}fence sfence\n\
          ntwrite 0x1050 08000000000000000600000000000000\nwrite 0x2240 bb\n"
     );
-    assert!(rules(&replay(&twin, FREE, Scope::Program)).is_empty());
+    assert!(replay(&twin, FREE, Scope::Program).rules().is_empty());
 }
 
 #[test]
@@ -112,7 +108,7 @@ fn data_of_a_block_a_durable_entry_may_still_commit_is_explored() {
     let data = "write 0x2200 cc\nflush clwb 0x2200\n";
     let body = format!("{free}{data}fence sfence\n{data}fence sfence\n");
     let seen = replay(&body, [u64::MAX, 3, u64::MAX, u64::MAX], Scope::Program);
-    assert!(rules(&seen).is_empty());
+    assert!(seen.rules().is_empty());
     let fences: Vec<&Vec<u64>> = seen
         .0
         .iter()

@@ -45,17 +45,13 @@ fn replay(body: &str, scope: Scope) -> Seen {
     seen
 }
 
-fn rules(seen: &Seen) -> Vec<u8> {
-    seen.0.iter().flat_map(|p| p.2.clone()).collect()
-}
-
 #[test]
 fn a_durable_record_before_its_in_place_write_breaks_no_rule_and_its_body_follows_the_cut() {
     let body = format!("{HEADER}{BODY}fence sfence\n{IN_PLACE}");
     let seen = replay(&body, Scope::Program);
     let kinds: Vec<FailureKind> = seen.0.iter().map(|p| p.0).collect();
     assert_eq!(kinds, [FailureKind::Fence, FailureKind::Checkpoint]);
-    assert!(rules(&seen).is_empty(), "no rule broken");
+    assert!(seen.rules().is_empty(), "no rule broken");
     // at the fence: the body's four lines follow the cut, the header's two are explored
     assert_eq!(seen.0[0].1, [0x4200, 0x43c0, 0x4400, 0x45c0]);
     let all = replay(&body, Scope::All);
@@ -74,14 +70,14 @@ fn a_durable_record_before_its_in_place_write_breaks_no_rule_and_its_body_follow
 fn an_in_place_write_before_its_record_is_durable_breaks_rule_1() {
     let body = format!("{HEADER}{BODY}{IN_PLACE}fence sfence\n");
     let seen = replay(&body, Scope::Program);
-    assert_eq!(rules(&seen), [1]);
+    assert_eq!(seen.rules(), [1]);
     assert!(
         seen.0.iter().all(|p| p.1.is_empty()),
         "nothing pruned after a broken rule"
     );
     // a block the record does not log may be written before it is durable
     let elsewhere = format!("{HEADER}{BODY}write 0x7000 bb\nfence sfence\n");
-    assert!(rules(&replay(&elsewhere, Scope::Program)).is_empty());
+    assert!(replay(&elsewhere, Scope::Program).rules().is_empty());
 }
 
 /// A header-only record at log sector `sector` (its lsn's block), cached or NT.
@@ -105,14 +101,14 @@ fn a_record_written_while_one_eight_back_is_not_durable_breaks_rule_2() {
         body.push_str("fence sfence\n");
     }
     let seen = replay(&body, Scope::Program);
-    assert_eq!(rules(&seen), [2], "flagged once, at the ninth record");
+    assert_eq!(seen.rules(), [2], "flagged once, at the ninth record");
     // seven records later, record 0 is still where recovery checks CRCs
     let mut within = empty_record(0, "write");
     for sector in 1..=7 {
         within.push_str(&empty_record(sector, "ntwrite"));
         within.push_str("fence sfence\n");
     }
-    assert!(rules(&replay(&within, Scope::Program)).is_empty());
+    assert!(replay(&within, Scope::Program).rules().is_empty());
     // its twin flushes record 0 first
     let mut twin = empty_record(0, "write");
     twin.push_str("flush clwb 0x4000\nflush clwb 0x4140\nfence sfence\n");
@@ -120,7 +116,7 @@ fn a_record_written_while_one_eight_back_is_not_durable_breaks_rule_2() {
         twin.push_str(&empty_record(sector, "ntwrite"));
         twin.push_str("fence sfence\n");
     }
-    assert!(rules(&replay(&twin, Scope::Program)).is_empty());
+    assert!(replay(&twin, Scope::Program).rules().is_empty());
 }
 
 #[test]
@@ -128,6 +124,6 @@ fn a_log_sector_no_record_covers_is_explored() {
     // the record covers sectors 0 to 2; sector 5 is written without a header
     let body = format!("{HEADER}{BODY}ntwrite 0x4a00 cccccccccccccccc\nfence sfence\n");
     let seen = replay(&body, Scope::Program);
-    assert!(rules(&seen).is_empty());
+    assert!(seen.rules().is_empty());
     assert_eq!(seen.0[0].1, [0x4200, 0x43c0, 0x4400, 0x45c0]);
 }

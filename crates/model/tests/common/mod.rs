@@ -16,6 +16,13 @@ pub struct Seen(
     pub Vec<JournalViolation>,
 );
 
+impl Seen {
+    /// The rules broken, failure point after failure point.
+    pub fn rules(&self) -> Vec<u8> {
+        self.0.iter().flat_map(|p| p.2.clone()).collect()
+    }
+}
+
 impl Sink for Seen {
     fn persist(&mut self, _: u64, _: &[u8]) -> io::Result<()> {
         Ok(())
