@@ -1141,8 +1141,8 @@ fn zil_pmem_writes(trace: &Path) -> (usize, usize) {
 }
 
 /// The ZIL-PMEM entries of vm/zfs-pmem.toml's pool that the PM of a trace holds at its
-/// end, each a header (124 bytes) and its body.
-fn zil_pmem_entries(trace: &Path) -> Vec<(Vec<u8>, Vec<u8>)> {
+/// end, each its PM offset, header (124 bytes) and body.
+fn zil_pmem_entries(trace: &Path) -> Vec<(u64, Vec<u8>, Vec<u8>)> {
     let guid = ZFS_PMEM_POOL_GUID.to_le_bytes();
     let (_, entries) = persim_trace::read_all(trace).unwrap();
     let mut pm = std::collections::HashMap::new();
@@ -1169,7 +1169,7 @@ fn zil_pmem_entries(trace: &Path) -> Vec<(Vec<u8>, Vec<u8>)> {
         .map(|(at, header)| {
             let len = u32::from_le_bytes(header[56..60].try_into().unwrap());
             let body = bytes(at + 256, u64::from(len)).unwrap();
-            (header, body)
+            (at, header, body)
         })
         .collect()
 }
@@ -1180,7 +1180,7 @@ fn zil_pmem_entries(trace: &Path) -> Vec<(Vec<u8>, Vec<u8>)> {
 fn zil_pmem_entries_checked(trace: &Path) -> usize {
     let u32_at = |b: &[u8], i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
     let entries = zil_pmem_entries(trace);
-    for (header, body) in &entries {
+    for (_, header, body) in &entries {
         assert_eq!(
             crc32c::crc32c(&header[..120]),
             u32_at(header, 120),
@@ -1305,6 +1305,73 @@ fn zil_pmem_replays_every_logged_call_after_a_crash_before_txg_sync() {
         "{entries} ZIL-PMEM entry headers written to PM"
     );
     assert_eq!(blocks, 0, "a stock ZIL block was written");
+}
+
+/// Zeroed pages, zeroed 64-byte ranges and 8 scribbled bytes in the PM log of the replay
+/// run (tests/data/zil-pmem-replay.toml), from its first entry header to the end mark after
+/// its last entry (`persim faults --range`): none silent. A zeroed header slot, the chunk's
+/// first or the end mark after the last entry, is damage, not the log's end (an end mark
+/// written with each entry tells them apart): the mount is refused and the kernel log says
+/// why. Without the end mark, a zeroed header shortens the log as a crash does: silent.
+#[test]
+fn zil_pmem_reports_every_zeroed_or_scribbled_header_of_its_log() {
+    let Some(config) =
+        zfs_pmem_ready("zil_pmem_reports_every_zeroed_or_scribbled_header_of_its_log")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("replay");
+    let test = data("zil-pmem-replay.toml");
+    let run = run_on_vm(&config, test.to_str().unwrap(), &out, &[]);
+    assert_eq!(run.status.code(), Some(0), "{}", report(&out));
+    let entries = zil_pmem_entries(&out.join("trace.ptrace"));
+    let first = entries.iter().map(|e| e.0).min().expect("entries on PM");
+    let (last, header, _) = entries.iter().max_by_key(|e| e.0).unwrap();
+    let end = last + u64::from_le_bytes(header[48..56].try_into().unwrap()) + 256;
+    let campaign = dir.path().join("faults");
+    let faults = persim(&[
+        "faults",
+        out.to_str().unwrap(),
+        "--vm",
+        config.to_str().unwrap(),
+        "--kind",
+        "page,zero:64,scribble:8",
+        "--where",
+        "written",
+        "--range",
+        &format!("{first:#x}:{:#x}", end - first),
+        "--count",
+        "3",
+        "-j",
+        "1",
+        "-q",
+        "--out",
+        campaign.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&faults.stdout);
+    assert_eq!(faults.status.code(), Some(0), "silent faults: {stdout}");
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(campaign.join("faults.json")).unwrap()).unwrap();
+    let all = report["faults"].as_array().unwrap();
+    assert!(all.len() >= 6, "{report:#}");
+    for f in all {
+        let (outcome, detail) = (
+            f["outcome"].as_str().unwrap(),
+            f["detail"].as_str().unwrap(),
+        );
+        assert!(
+            ["detected", "masked", "corrected"].contains(&outcome),
+            "{f:#}"
+        );
+        if outcome == "detected" {
+            assert!(
+                detail.contains("Invalid exchange") || detail.contains("ZIL-PMEM: pool pool:"),
+                "{f:#}"
+            );
+        }
+    }
+    assert!(all.iter().any(|f| f["outcome"] == "detected"), "{report:#}");
 }
 
 /// A crash during replay resumes it (tests/data/zil-pmem-replay-crash.toml): calls logged to
@@ -1441,7 +1508,7 @@ fn zil_pmem_replays_a_clone_from_pm_its_blocks_held_until_replay() {
     let trace = out.join("trace.ptrace");
     let clones = zil_pmem_entries(&trace)
         .iter()
-        .filter(|(_, body)| u64::from_le_bytes(body[..8].try_into().unwrap()) == TX_CLONE_RANGE)
+        .filter(|(_, _, body)| u64::from_le_bytes(body[..8].try_into().unwrap()) == TX_CLONE_RANGE)
         .count();
     assert_eq!(clones, 1, "TX_CLONE_RANGE entries on PM");
     assert_eq!(

@@ -56,6 +56,11 @@ impl Geometry {
     }
 
     pub(crate) fn decode(bytes: &[u8]) -> Result<Self, SuperblockError> {
+        Self::decode_version(bytes, FORMAT_VERSION)
+    }
+
+    /// The geometry of a superblock of format `expected` (the kernel's is another).
+    pub(crate) fn decode_version(bytes: &[u8], expected: u32) -> Result<Self, SuperblockError> {
         let bytes = &bytes[..SUPERBLOCK_LEN];
         if bytes[0..8] != MAGIC {
             return Err(SuperblockError::NotFormatted);
@@ -65,7 +70,7 @@ impl Geometry {
         }
         let version = u32_at(bytes, 8);
         let header_size = u32_at(bytes, 12) as usize;
-        if version != FORMAT_VERSION || header_size != HEADER_SIZE {
+        if version != expected || header_size != HEADER_SIZE {
             return Err(SuperblockError::Version {
                 version,
                 header_size,

@@ -3,9 +3,10 @@
 
 use assert_cmd::Command;
 use persim_ringbuf::{Eadr, HeapRegion};
+use persim_zil_pmem::openzfs::engine_region_to_kernel;
 use persim_zil_pmem::{LogHeader, ZilPmem};
 
-/// A 4 MiB gap (the vdev's front labels), then a region with two entries of dataset 54
+/// A 4 MiB gap (the vdev's front labels), then a region (the kernel's format) with two entries of dataset 54
 /// (txgs 11, 12), the second one's body damaged.
 fn image(dir: &std::path::Path) -> std::path::PathBuf {
     let mut log = ZilPmem::format(HeapRegion::new(4096 + 4 * 4096), Eadr, 4096, 1).unwrap();
@@ -15,8 +16,10 @@ fn image(dir: &std::path::Path) -> std::path::PathBuf {
     body[..8].copy_from_slice(&9u64.to_le_bytes()); // TX_WRITE
     log.append(54, 11, &body, true).unwrap();
     log.append(54, 12, &body, true).unwrap();
+    let mut region = log.into_region().as_slice().to_vec();
+    engine_region_to_kernel(&mut region);
     let mut bytes = vec![0; 4 << 20];
-    bytes.extend_from_slice(log.into_region().as_slice());
+    bytes.extend_from_slice(&region);
     bytes[(4 << 20) + 4096 + 512 + 256 + 10] ^= 1;
     let path = dir.join("pm.img");
     std::fs::write(&path, bytes).unwrap();

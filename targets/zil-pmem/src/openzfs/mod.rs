@@ -4,6 +4,11 @@
 //! replay walks it ([`PoolLog::predict`]), and the txg the pool last synced, from the
 //! uberblocks of its main vdev ([`last_synced_txg`]). Tests check what the kernel replayed
 //! against these predictions; `zil-pmem-dump` prints them.
+//!
+//! The kernel's format is the engine's plus an end mark ([`end_mark`], format 2): each entry
+//! writes one in the slot after it (instead of zeros) and a free chunk starts with one, so
+//! the slot where a chunk's walk stops holds the end mark or a header torn with it. A slot
+//! with a wrong checksum and no word of the end mark is damage.
 
 mod replay;
 mod uberblock;
@@ -11,7 +16,16 @@ mod uberblock;
 pub use replay::{DatasetReplay, LostEntry, LostReason};
 pub use uberblock::last_synced_txg;
 
-use crate::layout::{EntryHeader, Geometry, HEADER_FIELDS, HEADER_SIZE, SUPERBLOCK_SPACE};
+use crate::layout::{
+    EntryHeader, Geometry, FORMAT_VERSION as ENGINE_FORMAT, HEADER_FIELDS, HEADER_SIZE,
+    SUPERBLOCK_SPACE,
+};
+
+/// The format version of the kernel's region (`ZIL_PMEM_VERSION`): the engine's with end marks.
+pub const FORMAT_VERSION: u32 = 2;
+/// Each of the end mark's 15 words of fields ("ZILPMEND"); its checksum field holds the low
+/// half (`ZIL_PMEM_END_WORD`).
+pub const END_WORD: u64 = u64::from_le_bytes(*b"ZILPMEND");
 
 /// Bytes of a ZIL record's common header (`lr_t`) that every entry body starts with.
 const LR_HEADER_LEN: usize = 32;
@@ -29,8 +43,9 @@ pub struct PoolLog {
     pub guids: Option<(u64, u64)>,
     /// Every valid entry, chunk by chunk, each up to its chunk's first invalid header.
     pub entries: Vec<PmEntry>,
-    /// Headers no crash leaves (reserved bytes written, or a wrong checksum over fields
-    /// that are all set): the kernel's "corrupt entry header" at load.
+    /// Header slots no crash leaves where a chunk's walk stops (reserved bytes written, or a
+    /// wrong checksum and no word of the end mark): the kernel's "corrupt entry header or
+    /// end mark" at load.
     pub corrupt_headers: Vec<Slot>,
 }
 
@@ -71,7 +86,11 @@ impl PoolLog {
     pub fn find(image: &[u8]) -> Result<Self, FindError> {
         let (region_offset, geometry) = (0..image.len().saturating_sub(SUPERBLOCK_SPACE - 1))
             .step_by(SUPERBLOCK_SPACE)
-            .find_map(|at| Geometry::decode(&image[at..]).ok().map(|g| (at, g)))
+            .find_map(|at| {
+                Geometry::decode_version(&image[at..], FORMAT_VERSION)
+                    .ok()
+                    .map(|g| (at, g))
+            })
             .ok_or(FindError::NoSuperblock)?;
         let end = (geometry.chunk_count.checked_mul(geometry.chunk_size))
             .and_then(|n| n.checked_add(region_offset + SUPERBLOCK_SPACE));
@@ -147,16 +166,53 @@ impl PoolLog {
     }
 }
 
-/// Whether a header slot that does not decode is damage rather than a zeroed or torn
-/// header (`zil_pmem_hdr_valid`): its reserved bytes written, or its checksum wrong though
-/// every field the writer sets, the checksum last, is non-zero.
+/// The end mark's header slot (`zil_pmem_end_mark`): [`END_WORD`] in each word of fields,
+/// its low half in the checksum field, the reserved bytes zero.
+pub fn end_mark() -> [u8; HEADER_SIZE] {
+    let mut slot = [0; HEADER_SIZE];
+    for word in slot[..HEADER_FIELDS].chunks_exact_mut(8) {
+        word.copy_from_slice(&END_WORD.to_le_bytes());
+    }
+    slot[HEADER_FIELDS..][..4].copy_from_slice(&(END_WORD as u32).to_le_bytes());
+    slot
+}
+
+/// Rewrites a region the engine wrote (format 1, from its superblock on) as the kernel
+/// leaves one: format 2, the zero slot where each chunk's walk stops given the end mark.
+/// Images of the kernel's format from the engine's writer, for tests of this reader.
+pub fn engine_region_to_kernel(region: &mut [u8]) {
+    let Ok(geometry) = Geometry::decode_version(region, ENGINE_FORMAT) else {
+        panic!("not a region of the engine's format");
+    };
+    region[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    let crc = crc32c::crc32c(&region[..32]);
+    region[32..36].copy_from_slice(&crc.to_le_bytes());
+    for c in 0..geometry.chunk_count {
+        let chunk = &mut region[geometry.chunk_offset(c)..][..geometry.chunk_size];
+        let mut offset = 0;
+        while offset + HEADER_SIZE <= chunk.len() {
+            match EntryHeader::decode(&chunk[offset..]) {
+                Some(header) => offset += header.len as usize,
+                None => {
+                    chunk[offset..][..HEADER_SIZE].copy_from_slice(&end_mark());
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Whether a header slot that does not decode is damage rather than the log's end
+/// (`zil_pmem_hdr_valid`): its reserved bytes written, or its checksum wrong and no word of
+/// the end mark in it. A crash leaves the end mark there, or a header torn with it, which
+/// keeps at least one of its words (8-byte stores persist whole).
 fn corrupt(raw: &[u8]) -> bool {
     if EntryHeader::reserved_bytes_written(raw) {
         return true;
     }
     let word = |i: usize| u64::from_le_bytes(raw[i * 8..][..8].try_into().expect("8 bytes"));
     let crc = u32::from_le_bytes(raw[HEADER_FIELDS..][..4].try_into().expect("4 bytes"));
-    let set =
-        (0..7).all(|i| word(i) != 0) && word(7) as u32 != 0 && (word(7) >> 32) != 0 && crc != 0;
-    set && crc != crc32c::crc32c(&raw[..HEADER_FIELDS])
+    let end_or_torn = (0..HEADER_FIELDS / 8).any(|i| word(i) == END_WORD)
+        || word(HEADER_FIELDS / 8) == u64::from(END_WORD as u32);
+    crc != crc32c::crc32c(&raw[..HEADER_FIELDS]) && !end_or_torn
 }

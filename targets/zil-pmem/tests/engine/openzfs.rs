@@ -3,7 +3,9 @@
 //! other datasets and synced txgs. (Against the kernel's own replay: crates/cli/tests/
 //! run_vm.rs, `zil_pmem_dump_predicts_the_kernels_replay_*`.)
 
-use persim_zil_pmem::openzfs::{last_synced_txg, LostReason, PoolLog};
+use persim_zil_pmem::openzfs::{
+    end_mark, engine_region_to_kernel, last_synced_txg, LostReason, PoolLog, END_WORD,
+};
 use persim_zil_pmem::{Position, SUPERBLOCK_SPACE};
 
 use crate::new_log;
@@ -19,8 +21,8 @@ fn record(txtype: u64, len: usize) -> Vec<u8> {
     body
 }
 
-/// An image with the region at `REGION_AT`, holding (objset, txg, txtype, new generation)
-/// entries in order, and the positions they got.
+/// An image with the region at `REGION_AT` in the kernel's format, holding (objset, txg,
+/// txtype, new generation) entries in order, and the positions they got.
 fn image(entries: &[(u64, u64, u64, bool)]) -> (Vec<u8>, Vec<Position>) {
     let log = new_log(CHUNK, 4, 1);
     let positions = (entries.iter())
@@ -29,9 +31,10 @@ fn image(entries: &[(u64, u64, u64, bool)]) -> (Vec<u8>, Vec<Position>) {
                 .unwrap()
         })
         .collect();
-    let region = log.into_region();
+    let mut region = log.into_region().as_slice().to_vec();
+    engine_region_to_kernel(&mut region);
     let mut image = vec![0; REGION_AT];
-    image.extend_from_slice(region.as_slice());
+    image.extend_from_slice(&region);
     image.extend_from_slice(&[0; 8192]);
     (image, positions)
 }
@@ -95,11 +98,13 @@ fn a_damaged_body_loses_its_entry_and_later_generations_of_every_dataset() {
 #[test]
 fn a_missing_entry_fails_the_next_generations_dependency() {
     let (mut image, pos) = image(&[(54, 11, 9, true), (54, 11, 9, false), (54, 11, 5, true)]);
-    // Entry 1's header torn (a zero field): the chunk's walk ends there, so entry 2 is
-    // not found either; move entry 2 to chunk 1 so that only its dependency is short.
+    // Entry 1's header torn, as a crash leaves it over the end mark (its first word the
+    // end mark's): the chunk's walk ends there, so entry 2 is not found either; move entry
+    // 2 to chunk 1 so that only its dependency is short.
     let chunk0 = REGION_AT + SUPERBLOCK_SPACE;
     image.copy_within(chunk0 + 1536..chunk0 + 2304, chunk0 + CHUNK);
-    image[chunk0 + 768..chunk0 + 776].fill(0);
+    image[chunk0 + CHUNK + 768..][..256].copy_from_slice(&end_mark());
+    image[chunk0 + 768..chunk0 + 776].copy_from_slice(&END_WORD.to_le_bytes());
     let log = PoolLog::find(&image).unwrap();
     assert!(log.corrupt_headers.is_empty(), "a torn header is no damage");
     let replay = &log.predict(10)[0];
@@ -125,6 +130,64 @@ fn a_corrupt_header_keeps_every_datasets_log() {
     assert_eq!(replays.len(), 1);
     assert_eq!(replays[0].replayed, [pos[0]]);
     assert!(replays[0].kept);
+}
+
+/// The slot where a chunk's walk stops: the end mark, or a header torn with it (a crash),
+/// is the log's end; zeroed or overwritten (damage), it is a corrupt header.
+#[test]
+fn a_zeroed_or_overwritten_end_of_a_chunk_is_damage_and_a_torn_one_is_not() {
+    let (intact, pos) = image(&[(54, 11, 9, true), (54, 11, 9, false)]);
+    let chunk0 = REGION_AT + SUPERBLOCK_SPACE;
+    let chunk1 = chunk0 + CHUNK;
+    assert_eq!(
+        intact[chunk0 + 1536..][..256],
+        end_mark(),
+        "after the last entry"
+    );
+    assert_eq!(intact[chunk1..][..256], end_mark(), "a free chunk's start");
+    let log = PoolLog::find(&intact).unwrap();
+    assert!(log.corrupt_headers.is_empty());
+    assert_eq!(log.predict(10)[0].replayed, pos);
+
+    // Entry 2's header written over the end mark, cut after any number of its words: each
+    // line persists a prefix of its stores.
+    let header = intact[chunk0 + 768..][..256].to_vec();
+    for k in 1..16 {
+        let mut torn = intact.clone();
+        torn[chunk0 + 768..][..256].copy_from_slice(&end_mark());
+        torn[chunk0 + 768..][..k * 8].copy_from_slice(&header[..k * 8]);
+        let log = PoolLog::find(&torn).unwrap();
+        assert!(log.corrupt_headers.is_empty(), "{k} words");
+        assert_eq!(log.predict(10)[0].replayed, [pos[0]], "{k} words");
+    }
+
+    // An end mark zeroed in part still ends the chunk: nothing is lost.
+    let mut masked = intact.clone();
+    masked[chunk0 + 1536..][..64].fill(0);
+    let log = PoolLog::find(&masked).unwrap();
+    assert!(log.corrupt_headers.is_empty());
+    assert_eq!(log.predict(10)[0].replayed, pos);
+
+    // Damage: the last header, or the chunk's first, zeroed in part or overwritten; an
+    // end mark zeroed whole.
+    for (at, len, byte) in [
+        (chunk0 + 768, 64, 0),
+        (chunk0 + 768 + 64, 64, 0),
+        (chunk0 + 768 + 24, 8, 0x5a),
+        (chunk0, 256, 0),
+        (chunk0 + 1536, 256, 0),
+        (chunk1, 256, 0),
+    ] {
+        let mut damaged = intact.clone();
+        damaged[at..at + len].fill(byte);
+        let log = PoolLog::find(&damaged).unwrap();
+        assert_eq!(log.corrupt_headers.len(), 1, "{len} bytes at {at:#x}");
+        // (The kernel then has every dataset claim a log, which it keeps.)
+        assert!(
+            log.predict(10).iter().all(|r| r.kept),
+            "{len} bytes at {at:#x}"
+        );
+    }
 }
 
 #[test]
