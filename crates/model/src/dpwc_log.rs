@@ -16,6 +16,7 @@ use crate::jbd2::{JournalViolation, LogKind};
 use crate::pending::PmPending;
 use crate::rule_log::RuleLog;
 use crate::unit::LINE;
+use rustc_hash::FxHashSet;
 
 /// Where a DPWC log lies in PM, as its superblock gives it (`persim_image::dpwc_layout`),
 /// and what its counters held in the initial image.
@@ -96,7 +97,7 @@ pub struct DpwcLog {
     latest: Vec<u64>,
     floor: Vec<u64>,
     /// Chunks whose `used` line may still be dirty.
-    unsettled: Vec<u64>,
+    unsettled: FxHashSet<u64>,
     rules: RuleLog,
 }
 
@@ -108,7 +109,7 @@ impl DpwcLog {
         DpwcLog {
             latest: used.clone(),
             floor: used,
-            unsettled: Vec::new(),
+            unsettled: FxHashSet::default(),
             layout,
             rules: RuleLog::new(LogKind::Dpwc),
         }
@@ -142,7 +143,7 @@ impl DpwcLog {
                 }
                 self.latest[i] = value;
                 self.floor[i] = self.floor[i].max(value);
-                self.unsettled.push(chunk);
+                self.unsettled.insert(chunk);
             }
             Some(Word::Generation(g)) if data.iter().take(6).any(|&b| b != 0) => {
                 let first = g * self.layout.chunks_per_gen;

@@ -86,7 +86,7 @@ pub struct WritecacheLog {
     /// Blocks whose entry is not committed by the last superblock count stored.
     uncommitted: FxHashSet<u64>,
     /// Blocks whose entry's line, and whether the superblock's line, may be dirty.
-    unsettled: Vec<u64>,
+    unsettled: FxHashSet<u64>,
     sb_unsettled: bool,
     rules: RuleLog,
 }
@@ -113,7 +113,7 @@ impl WritecacheLog {
             seq,
             entries,
             uncommitted,
-            unsettled: Vec::new(),
+            unsettled: FxHashSet::default(),
             sb_unsettled: false,
             rules: RuleLog::new(LogKind::Writecache),
         }
@@ -158,7 +158,7 @@ impl WritecacheLog {
         if value >= self.seq.latest {
             self.uncommitted.insert(block);
         }
-        self.unsettled.push(block);
+        self.unsettled.insert(block);
     }
 
     /// The superblock's count moves to `value`: the blocks it commits must be durable.

@@ -8,7 +8,7 @@
 mod common;
 
 use common::Seen;
-use persim_model::{FailureKind, JournalExtent, JournalLayout, Scope};
+use persim_model::{FailureKind, JournalExtent, JournalLayout, LogKind, Scope};
 
 /// 1 KiB blocks; journal blocks 0..8 at PM 0x1000 (superblock, then the log), the file
 /// system's block 20 at PM 0x5000.
@@ -41,8 +41,7 @@ fn replay(body: &str, scope: Scope) -> Seen {
 }
 
 fn replay_with(body: &str, scope: Scope, layout: JournalLayout) -> Seen {
-    common::replay(body, 0x8000, |config| {
-        config.scope = scope;
+    common::replay_logged(body, 0x8000, scope, LogKind::Jbd2, |config| {
         config.journal = Some(layout);
     })
 }

@@ -45,11 +45,9 @@ const REDO_DURABLE: &str = "flush clwb 0x12100\nflush clwb 0x12140\nfence sfence
 const REDO_CLOBBER: &str = "write 0x12100 0000000000000000\nflush clwb 0x12100\nfence sfence\n";
 
 fn replay_in(body: &str, scope: Scope) -> Seen {
-    let seen = common::replay(body, 0x40000, |config| {
-        config.scope = scope;
+    let seen = common::replay_logged(body, 0x40000, scope, LogKind::Pmemobj, |config| {
         config.pmemobj = Some(layout());
     });
-    assert!(seen.1.iter().all(|log| *log == LogKind::Pmemobj));
     if !seen.2.is_empty() {
         assert!(
             seen.0.iter().all(|p| p.1.is_empty()),

@@ -1,8 +1,8 @@
-//! Replaying a hand-made trace through a mechanism (jbd2, the XFS log, libpmemobj's logs)
-//! and keeping what each failure point saw.
+//! Replaying a hand-made trace through a mechanism (jbd2, the XFS log, DPWC, dm-writecache,
+//! libpmemobj's logs) and keeping what each failure point saw.
 
 use persim_model::{
-    Config, FailureKind, FailureView, JournalViolation, LogKind, Replay, Sink, Strategy,
+    Config, FailureKind, FailureView, JournalViolation, LogKind, Replay, Scope, Sink, Strategy,
 };
 use persim_trace::Entry;
 use std::io;
@@ -41,7 +41,7 @@ impl Sink for Seen {
 
 /// Replays `body` and a closing checkpoint 2 with `global-prefix` on `pm_size` bytes of
 /// PM, the configuration set up by `configure` (the scope, the mechanism's layout).
-pub fn replay(body: &str, pm_size: u64, configure: impl FnOnce(&mut Config)) -> Seen {
+fn replay(body: &str, pm_size: u64, configure: impl FnOnce(&mut Config)) -> Seen {
     let text = format!("# persim-trace pm-size={pm_size:#x}\n{body}hypercall checkpoint 2\n");
     let entries: Vec<Entry> = persim_trace::Reader::new(io::Cursor::new(text))
         .unwrap()
@@ -55,5 +55,26 @@ pub fn replay(body: &str, pm_size: u64, configure: impl FnOnce(&mut Config)) -> 
     for entry in &entries {
         replay.step(entry, &mut seen).unwrap();
     }
+    seen
+}
+
+/// `replay` under `scope` with one mechanism set up by `configure`; every rule broken must
+/// be that mechanism's (`log`).
+pub fn replay_logged(
+    body: &str,
+    pm_size: u64,
+    scope: Scope,
+    log: LogKind,
+    configure: impl FnOnce(&mut Config),
+) -> Seen {
+    let seen = replay(body, pm_size, |config| {
+        config.scope = scope;
+        configure(config);
+    });
+    assert!(
+        seen.1.iter().all(|broken| *broken == log),
+        "only {log:?} rules broken: {:?}",
+        seen.1
+    );
     seen
 }
