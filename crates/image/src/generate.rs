@@ -9,6 +9,7 @@ use crate::images_json::{ImageRecord, PointReads, PointRecord, PointSink};
 use crate::pmemobj_pool::pmemobj_layout;
 use crate::writecache::writecache_layout;
 use crate::xfs_log::xfs_log_layout;
+use crate::zil_pmem_log::zil_pmem_layout;
 use crate::{Image, ImageError, ImageStore, DEFAULT_HASH_LEVEL};
 use persim_model::{
     CacheMode, Config, CrashImages, Explored, FailureKind, FailurePoint, FailureView, ModelError,
@@ -326,6 +327,7 @@ pub fn generate_images(
         xfs_log: None,
         dpwc: None,
         writecache: None,
+        zil_pmem: None,
         pmemobj: None,
     };
     if config
@@ -347,6 +349,7 @@ pub fn generate_images(
         config.xfs_log = xfs_log_layout(&persisted, config.pm_size);
         config.dpwc = dpwc_layout(&persisted, config.pm_size);
         config.writecache = writecache_layout(&persisted, config.pm_size);
+        config.zil_pmem = zil_pmem_layout(&persisted, config.pm_size);
         config.pmemobj = pmemobj_layout(&persisted, config.pm_size);
     }
     let store = opts.store.as_ref().map(ImageStore::open).transpose()?;

@@ -20,6 +20,7 @@ mod store;
 mod tree;
 mod writecache;
 mod xfs_log;
+mod zil_pmem_log;
 
 pub use dpwc_log::dpwc_layout;
 pub use error::ImageError;
@@ -38,3 +39,4 @@ pub use pmemobj_pool::pmemobj_layout;
 pub use store::{ImageStore, Record};
 pub use writecache::writecache_layout;
 pub use xfs_log::xfs_log_layout;
+pub use zil_pmem_log::zil_pmem_layout;

@@ -6,6 +6,7 @@ use crate::names::{unknown_name, Named, UnknownName};
 use crate::pmemobj_log::PmemobjLayout;
 use crate::writecache_log::WritecacheLayout;
 use crate::xfs_log::XfsLogLayout;
+use crate::zil_pmem_log::ZilPmemLayout;
 use serde::{Deserialize, Serialize};
 use strum::{Display, EnumString, VariantNames};
 
@@ -139,6 +140,9 @@ pub struct Config {
     /// dm-writecache's cache on PM: under `Scope::Program` data of blocks no crash image
     /// commits follows the cut while its rules hold.
     pub writecache: Option<WritecacheLayout>,
+    /// ZIL-PMEM's region in OpenZFS: under `Scope::Program` lines past where each chunk's
+    /// walk stops follow the cut while its rule holds.
+    pub zil_pmem: Option<ZilPmemLayout>,
     /// A libpmemobj pool's lanes in PM: under `Scope::Program` their logs' rules are
     /// checked.
     pub pmemobj: Option<PmemobjLayout>,
@@ -161,6 +165,7 @@ impl Config {
             xfs_log: None,
             dpwc: None,
             writecache: None,
+            zil_pmem: None,
             pmemobj: None,
         }
     }

@@ -92,10 +92,11 @@ pub enum LogKind {
     Pmemobj,
     Dpwc,
     Writecache,
+    ZilPmem,
 }
 
-/// A broken ordering rule of jbd2, the XFS log, DPWC's log, dm-writecache or libpmemobj's
-/// logs, with the stores that break it.
+/// A broken ordering rule of jbd2, the XFS log, DPWC's log, dm-writecache, ZIL-PMEM's log
+/// or libpmemobj's logs, with the stores that break it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JournalViolation {
     #[serde(default)]
@@ -107,13 +108,14 @@ pub struct JournalViolation {
     pub rule: u8,
     /// The commit's sequence number (XFS: the record's block in the log; libpmemobj: the
     /// lane; DPWC: the chunk, rule 2 the generation; dm-writecache: rule 1 the new count,
-    /// rule 2 the block).
+    /// rule 2 the block; ZIL-PMEM: the chunk).
     pub sequence: u32,
     /// jbd2 rule 1: the journal lines not durable; rule 2: the line written in place.
     /// XFS rule 1: the line written in place; rule 2: the record's lines not durable.
     /// libpmemobj: the line written in place, then the log's lines not durable.
     /// DPWC rule 1: the entry lines not durable; rule 2: the `used` lines not durable.
     /// dm-writecache rule 1: the block and entry lines not durable; rule 2: the line written.
+    /// ZIL-PMEM: the body and next-slot lines not durable.
     pub lines: Vec<u64>,
 }
 
@@ -187,6 +189,13 @@ impl JournalViolation {
                 self.entry,
                 lines.join(", "),
                 self.sequence
+            ),
+            (LogKind::ZilPmem, _) => format!(
+                "ZIL-PMEM log rule broken at entry {}: a header in chunk {} stored while lines \
+                 {}{more} of its body or of the end mark after it were not durable",
+                self.entry,
+                self.sequence,
+                lines.join(", ")
             ),
             (LogKind::Jbd2, 1) => format!(
                 "jbd2 rule 1 broken at entry {}: commit record of transaction {} written while \

@@ -22,6 +22,7 @@ mod strategy;
 mod unit;
 mod writecache_log;
 mod xfs_log;
+mod zil_pmem_log;
 
 pub use check::{check_crash_images, CheckReport, Violation};
 pub use config::{CacheMode, Config, Scope, Strategy};
@@ -42,3 +43,4 @@ pub use strategy::{CrashImage, CrashImages};
 pub use unit::{Unit, LINE, WORD};
 pub use writecache_log::WritecacheLayout;
 pub use xfs_log::XfsLogLayout;
+pub use zil_pmem_log::{ZilPmemLayout, ZIL_PMEM_SLOT, ZIL_PMEM_SUPERBLOCK_SPACE};

@@ -1,6 +1,7 @@
 //! The consistency mechanisms a replay follows under `Scope::Program`, as the initial
-//! image's on-media format gives them: a DPWC log, or the file system's jbd2 journal or
-//! XFS log; and a libpmemobj pool's lane logs.
+//! image's on-media format gives them: a block cache's (DPWC's log, dm-writecache), or
+//! ZIL-PMEM's log, or the file system's jbd2 journal or XFS log; and a libpmemobj pool's
+//! lane logs.
 
 use crate::config::Config;
 use crate::dpwc_log::DpwcLog;
@@ -9,6 +10,7 @@ use crate::pending::{LineState, PmPending};
 use crate::pmemobj_log::PmemobjLogs;
 use crate::writecache_log::WritecacheLog;
 use crate::xfs_log::XfsLog;
+use crate::zil_pmem_log::ZilPmemLog;
 
 #[derive(Debug)]
 pub enum Mechanism {
@@ -16,6 +18,7 @@ pub enum Mechanism {
     Xfs(XfsLog),
     Dpwc(DpwcLog),
     Writecache(WritecacheLog),
+    ZilPmem(ZilPmemLog),
     Pmemobj(PmemobjLogs),
 }
 
@@ -28,6 +31,8 @@ impl Mechanism {
             Some(Mechanism::Dpwc(DpwcLog::new(log.clone())))
         } else if let Some(cache) = &config.writecache {
             Some(Mechanism::Writecache(WritecacheLog::new(cache.clone())))
+        } else if let Some(log) = &config.zil_pmem {
+            Some(Mechanism::ZilPmem(ZilPmemLog::new(log.clone())))
         } else if let Some(journal) = &config.journal {
             Some(Mechanism::Jbd2(Journal::new(journal.clone())))
         } else {
@@ -49,6 +54,7 @@ impl Mechanism {
             Mechanism::Xfs(x) => x.store(addr, data, entry, pending),
             Mechanism::Dpwc(d) => d.store(addr, data, entry, pending),
             Mechanism::Writecache(w) => w.store(addr, data, entry, pending),
+            Mechanism::ZilPmem(z) => z.store(addr, data, entry, pending),
             Mechanism::Pmemobj(p) => p.store(addr, data, entry, pending),
         }
     }
@@ -59,6 +65,7 @@ impl Mechanism {
             Mechanism::Xfs(x) => x.fenced(pending),
             Mechanism::Dpwc(d) => d.fenced(pending),
             Mechanism::Writecache(w) => w.fenced(pending),
+            Mechanism::ZilPmem(z) => z.fenced(pending),
             // the logs' durability is asked of the pending state when an in-place store
             // needs it
             Mechanism::Pmemobj(_) => {}
@@ -71,6 +78,7 @@ impl Mechanism {
             Mechanism::Xfs(x) => x.holds_so_far(),
             Mechanism::Dpwc(d) => d.holds_so_far(),
             Mechanism::Writecache(w) => w.holds_so_far(),
+            Mechanism::ZilPmem(z) => z.holds_so_far(),
             Mechanism::Pmemobj(p) => p.holds_so_far(),
         }
     }
@@ -81,6 +89,7 @@ impl Mechanism {
             Mechanism::Xfs(x) => x.take_violations(),
             Mechanism::Dpwc(d) => d.take_violations(),
             Mechanism::Writecache(w) => w.take_violations(),
+            Mechanism::ZilPmem(z) => z.take_violations(),
             Mechanism::Pmemobj(p) => p.take_violations(),
         }
     }
@@ -91,6 +100,7 @@ impl Mechanism {
             Mechanism::Xfs(x) => x.protects(line.line),
             Mechanism::Dpwc(d) => d.protects(line.line),
             Mechanism::Writecache(w) => w.protects(line.line),
+            Mechanism::ZilPmem(z) => z.protects(line.line),
             Mechanism::Pmemobj(p) => p.protects(line, pending),
         }
     }
