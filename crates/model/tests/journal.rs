@@ -53,9 +53,8 @@ fn correct() -> String {
 #[test]
 fn a_correct_transaction_breaks_no_rule_and_its_protected_lines_follow_the_cut() {
     let seen = replay(&correct(), Scope::Program);
-    let kinds: Vec<FailureKind> = seen.0.iter().map(|p| p.0).collect();
     assert_eq!(
-        kinds,
+        seen.kinds(),
         [
             FailureKind::Fence,
             FailureKind::Fence,

@@ -1,5 +1,8 @@
 //! Replaying a hand-made trace through a mechanism (jbd2, the XFS log, DPWC, dm-writecache,
-//! libpmemobj's logs) and keeping what each failure point saw.
+//! ZIL-PMEM, libpmemobj's logs) and keeping what each failure point saw.
+
+// each test crate uses some of these helpers
+#![allow(dead_code)]
 
 use persim_model::{
     Config, FailureKind, FailureView, JournalViolation, LogKind, Replay, Scope, Sink, Strategy,
@@ -20,6 +23,34 @@ impl Seen {
     /// The rules broken, failure point after failure point.
     pub fn rules(&self) -> Vec<u8> {
         self.0.iter().flat_map(|p| p.2.clone()).collect()
+    }
+
+    /// The kinds of the failure points, in order.
+    pub fn kinds(&self) -> Vec<FailureKind> {
+        self.0.iter().map(|p| p.0).collect()
+    }
+
+    /// Asserts what a correct two-fence commit gives (its lines, a fence, its commit, a
+    /// fence): no rule broken, `lines` following the cut at the first fence and none at the
+    /// second (the commit is explored), and fewer images there than `all`.
+    pub fn commits_with_protected(&self, all: &Seen, lines: &[u64]) {
+        use FailureKind::{Checkpoint, Fence};
+        assert_eq!(self.kinds(), [Fence, Fence, Checkpoint]);
+        assert!(self.rules().is_empty(), "no rule broken");
+        assert_eq!(self.0[0].1, lines);
+        assert!(self.0[1].1.is_empty());
+        self.prunes_against(all, 0);
+    }
+
+    /// Asserts that `all` (the same trace under `Scope::All`) protects nothing and makes
+    /// more images than this replay at failure point `point`.
+    pub fn prunes_against(&self, all: &Seen, point: usize) {
+        assert!(all.0.iter().all(|p| p.1.is_empty()));
+        let (pruned, explored) = (self.0[point].3, all.0[point].3);
+        assert!(
+            pruned < explored,
+            "fewer images: {pruned} against {explored}"
+        );
     }
 }
 
