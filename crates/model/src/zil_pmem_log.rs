@@ -77,7 +77,7 @@ pub struct ZilPmemLog {
     /// Chunks freed since their first slot was last clean.
     unsettled: FxHashSet<u64>,
     /// A store this model cannot read (the superblock rewritten, a length word stored in
-    /// parts): nothing is protected from then on.
+    /// parts, a store over two chunks): nothing is protected from then on.
     lost: bool,
     rules: RuleLog,
 }
@@ -113,6 +113,11 @@ impl ZilPmemLog {
         let Some((chunk, offset)) = self.layout.in_chunk(addr) else {
             return;
         };
+        if offset + data.len() as u64 > self.layout.chunk_size {
+            // one store over two chunks: no writer of the format makes one
+            self.lost = true;
+            return;
+        }
         // the slots whose length word (at 48) the store may touch
         let mut slot =
             (offset.saturating_sub(LENGTH_AT + WORD - 1)).next_multiple_of(ZIL_PMEM_SLOT);

@@ -111,8 +111,15 @@ fn lines_a_freed_chunk_walk_may_still_read_stay_explored_until_the_free_is_durab
 }
 
 #[test]
-fn a_store_to_the_superblock_ends_the_pruning() {
-    let body = "ntwrite 0x0 00\nntwrite 0x1900 00\nfence sfence\n";
-    let seen = replay(body, [0; 2], Scope::Program);
-    assert!(seen.0.iter().all(|p| p.1.is_empty()));
+fn a_store_to_the_superblock_or_over_two_chunks_ends_the_pruning() {
+    let alone = replay("ntwrite 0x1900 00\nfence sfence\n", [0; 2], Scope::Program);
+    assert_eq!(alone.0[0].1, [0x1900]);
+    for store in [
+        "ntwrite 0x0 00",
+        "ntwrite 0x1ff8 00000000000000000000000000000000",
+    ] {
+        let body = format!("{store}\nntwrite 0x1900 00\nfence sfence\n");
+        let seen = replay(&body, [0; 2], Scope::Program);
+        assert!(seen.0.iter().all(|p| p.1.is_empty()), "{store}");
+    }
 }
