@@ -8,7 +8,7 @@
 
 use crate::layout_bytes::{le32, le64, read};
 use crate::Image;
-use persim_model::{ZilPmemLayout, ZIL_PMEM_SLOT, ZIL_PMEM_SUPERBLOCK_SPACE};
+use persim_model::{zil_pmem_entry_fits, ZilPmemLayout, ZIL_PMEM_SLOT, ZIL_PMEM_SUPERBLOCK_SPACE};
 
 const MAGIC: &[u8; 8] = b"ZILPMEM\0";
 const VERSION: u32 = 2;
@@ -52,10 +52,7 @@ fn walk_end(image: &Image, base: u64, chunk_size: u64) -> u64 {
     let mut slot = 0;
     while slot + ZIL_PMEM_SLOT <= chunk_size {
         let len = le64(&read(image, base + slot + 48, 8), 0);
-        let fits = len.is_multiple_of(ZIL_PMEM_SLOT)
-            && len >= 2 * ZIL_PMEM_SLOT
-            && slot + len <= chunk_size;
-        if !fits {
+        if !zil_pmem_entry_fits(slot, len, chunk_size) {
             break;
         }
         slot += len;

@@ -43,4 +43,6 @@ pub use strategy::{CrashImage, CrashImages};
 pub use unit::{Unit, LINE, WORD};
 pub use writecache_log::WritecacheLayout;
 pub use xfs_log::XfsLogLayout;
-pub use zil_pmem_log::{ZilPmemLayout, ZIL_PMEM_SLOT, ZIL_PMEM_SUPERBLOCK_SPACE};
+pub use zil_pmem_log::{
+    zil_pmem_entry_fits, ZilPmemLayout, ZIL_PMEM_SLOT, ZIL_PMEM_SUPERBLOCK_SPACE,
+};

@@ -27,6 +27,12 @@ const LENGTH_AT: u64 = 48;
 /// Each word of the end mark's fields.
 const END_WORD: u64 = u64::from_le_bytes(*b"ZILPMEND");
 
+/// Whether an entry of `len` bytes at `slot` fits its chunk of `chunk_size` bytes: a whole
+/// number of slots, a header and some body; a walk stops at a length that does not.
+pub fn zil_pmem_entry_fits(slot: u64, len: u64, chunk_size: u64) -> bool {
+    len.is_multiple_of(ZIL_PMEM_SLOT) && len >= 2 * ZIL_PMEM_SLOT && slot + len <= chunk_size
+}
+
 /// Where a ZIL-PMEM region lies in PM, as its superblock gives it
 /// (`persim_image::zil_pmem_layout`), and where each chunk's walk stops in the initial
 /// image.
@@ -157,10 +163,7 @@ impl ZilPmemLog {
             }
             return;
         }
-        let fits = value.is_multiple_of(ZIL_PMEM_SLOT)
-            && value >= 2 * ZIL_PMEM_SLOT
-            && slot + value <= self.layout.chunk_size;
-        if !fits {
+        if !zil_pmem_entry_fits(slot, value, self.layout.chunk_size) {
             // no walk takes a slot whose length does not fit: it ends there
             return;
         }
