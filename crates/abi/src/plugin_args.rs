@@ -27,6 +27,11 @@ pub struct PluginArgs {
     /// registers (docs/results/performance.md, "Counting mode"): the reference the reduced
     /// instrumentation is checked against; same counts, slower.
     pub every_store: bool,
+    /// With `count`: QEMU runs the vCPUs in turn on one thread (`-icount` with several
+    /// vCPUs). Its translated blocks are then shared by the vCPUs, and QEMU 10 compiles the
+    /// translating vCPU's index into per-vCPU inline operations, which breaks the guest
+    /// (docs/design/tracer.md, "Hangs"), so the plugin counts with callbacks instead.
+    pub serial: bool,
     /// The host file behind the NVDIMM and where to copy it at `hypercall start`: the PM
     /// contents the trace starts from (crash images are built on top of them).
     pub initial: Option<(PathBuf, PathBuf)>,
@@ -93,6 +98,7 @@ impl PluginArgs {
             tracing: true,
             count: false,
             every_store: false,
+            serial: false,
             initial: None,
             repeat: false,
             blk_size: 0,
@@ -119,6 +125,9 @@ impl PluginArgs {
         if self.every_store {
             args.push("every_store=on".into());
         }
+        if self.serial {
+            args.push("serial=on".into());
+        }
         if let Some((pm_file, initial)) = &self.initial {
             args.push(format!("pm_file={}", pm_file.display()));
             args.push(format!("initial={}", initial.display()));
@@ -139,7 +148,7 @@ impl PluginArgs {
     pub fn parse<'a>(raw: impl IntoIterator<Item = &'a str>) -> Result<PluginArgs, String> {
         let (mut pm_base, mut pm_size, mut trace) = (None, None, None);
         let (mut reads, mut tracing, mut repeat, mut count) = (false, true, false, false);
-        let mut every_store = false;
+        let (mut every_store, mut serial) = (false, false);
         let mut stacks = Stacks::Off;
         let (mut pm_file, mut initial) = (None, None);
         let (mut blk_size, mut blk_file, mut blk_initial) = (0, None, None);
@@ -171,6 +180,7 @@ impl PluginArgs {
                 "repeat" => repeat = parse_bool(key, value)?,
                 "count" => count = parse_bool(key, value)?,
                 "every_store" => every_store = parse_bool(key, value)?,
+                "serial" => serial = parse_bool(key, value)?,
                 _ => return Err(format!("unknown argument `{key}`")),
             }
         }
@@ -180,6 +190,9 @@ impl PluginArgs {
         }
         if every_store && !count {
             return Err("`every_store=on` belongs to the counting mode: add `count=on`".into());
+        }
+        if serial && !count {
+            return Err("`serial=on` belongs to the counting mode: add `count=on`".into());
         }
         Ok(PluginArgs {
             pm_base: pm_base.ok_or_else(|| need("pm_base"))?,
@@ -192,6 +205,7 @@ impl PluginArgs {
             tracing,
             count,
             every_store,
+            serial,
             repeat,
             initial: match (pm_file, initial) {
                 (Some(pm_file), Some(initial)) => Some((pm_file, initial)),
@@ -261,6 +275,14 @@ mod tests {
             ..counting.clone()
         };
         assert_eq!(round_trip(&every), every);
+        let serial = PluginArgs {
+            serial: true,
+            ..counting.clone()
+        };
+        assert_eq!(round_trip(&serial), serial);
+        assert!(serial.to_args().contains(&"serial=on".to_owned()));
+        let alone = ["pm_base=0x1", "pm_size=0x1", "trace=/t", "serial=on"];
+        assert!(PluginArgs::parse(alone).unwrap_err().contains("count=on"));
         let alone = ["pm_base=0x1", "pm_size=0x1", "trace=/t", "every_store=on"];
         assert!(PluginArgs::parse(alone).unwrap_err().contains("count=on"));
         let both = ["pm_base=0x1", "pm_size=0x1", "trace=/t", "count=on"];

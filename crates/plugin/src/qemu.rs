@@ -37,6 +37,8 @@ static PM_BASE: AtomicU64 = AtomicU64::new(0);
 static PM_SIZE: AtomicU64 = AtomicU64::new(0);
 /// Counting mode: `every_store=on`.
 static EVERY_STORE: AtomicBool = AtomicBool::new(false);
+/// Counting mode: `serial=on`, no per-vCPU inline operations.
+static SERIAL: AtomicBool = AtomicBool::new(false);
 /// Counting mode: the kernel has mapped PM into user space (never cleared: a mapping
 /// outlives a counted run).
 static USER_PM_MAPPED: AtomicBool = AtomicBool::new(false);
@@ -431,6 +433,7 @@ impl Register for PersimPlugin {
         PM_BASE.store(args.pm_base, Ordering::Relaxed);
         PM_SIZE.store(args.pm_size, Ordering::Relaxed);
         EVERY_STORE.store(args.every_store, Ordering::Relaxed);
+        SERIAL.store(args.serial, Ordering::Relaxed);
         let nvme = (args.blk_size > 0).then(|| {
             (
                 NvmeDecoder::new(NVME_LBA_SIZE, args.reads),
@@ -776,6 +779,8 @@ static PM_STORED: AtomicU64 = AtomicU64::new(0);
 
 struct Scoreboard {
     board: *mut qemu_plugin::sys::qemu_plugin_scoreboard,
+    /// With `serial=on`: (kernel, user) instructions added by a callback per block.
+    counted: [AtomicU64; 2],
     /// The sums at `start`, subtracted at `success`/`fail`.
     base: Mutex<(u64, u64)>,
 }
@@ -789,6 +794,7 @@ impl Scoreboard {
         Scoreboard {
             // SAFETY: plain allocation, kept for the life of the plugin.
             board: unsafe { qemu_plugin::sys::qemu_plugin_scoreboard_new(16) },
+            counted: [AtomicU64::new(0), AtomicU64::new(0)],
             base: Mutex::new((0, 0)),
         }
     }
@@ -802,11 +808,12 @@ impl Scoreboard {
 
     /// (kernel, user) instructions of all vCPUs so far.
     fn sums(&self) -> (u64, u64) {
+        let counted = |i: usize| self.counted[i].load(Ordering::Relaxed);
         // SAFETY: entries of this live scoreboard.
         unsafe {
             (
-                qemu_plugin::sys::qemu_plugin_u64_sum(self.entry(true)),
-                qemu_plugin::sys::qemu_plugin_u64_sum(self.entry(false)),
+                qemu_plugin::sys::qemu_plugin_u64_sum(self.entry(true)) + counted(0),
+                qemu_plugin::sys::qemu_plugin_u64_sum(self.entry(false)) + counted(1),
             )
         }
     }
@@ -821,12 +828,30 @@ fn count_instructions(tb: *mut qemu_plugin_tb) {
     unsafe {
         let n = qemu_plugin::sys::qemu_plugin_tb_n_insns(tb) as u64;
         let kernel = is_kernel(qemu_plugin::sys::qemu_plugin_tb_vaddr(tb));
+        if SERIAL.load(Ordering::Relaxed) {
+            // The count and the half travel as the callback's data, not as a pointer.
+            qemu_plugin::sys::qemu_plugin_register_vcpu_tb_exec_cb(
+                tb,
+                Some(on_counted_block),
+                qemu_plugin::sys::qemu_plugin_cb_flags::QEMU_PLUGIN_CB_NO_REGS,
+                (n << 1 | u64::from(!kernel)) as *mut std::ffi::c_void,
+            );
+            return;
+        }
         qemu_plugin::sys::qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(
             tb,
             qemu_plugin::sys::qemu_plugin_op::QEMU_PLUGIN_INLINE_ADD_U64,
             board.entry(kernel),
             n,
         );
+    }
+}
+
+/// With `serial=on`: a counted block ran (data: its instruction count, then the half).
+unsafe extern "C" fn on_counted_block(_vcpu: std::ffi::c_uint, data: *mut std::ffi::c_void) {
+    let (n, half) = (data as u64 >> 1, data as usize & 1);
+    if let Some(board) = INSTRUCTIONS.get() {
+        board.counted[half].fetch_add(n, Ordering::Relaxed);
     }
 }
 
@@ -851,10 +876,11 @@ fn counts_stores(pc: u64, len: u64, bytes: &[u8]) -> bool {
 
 /// The element size of a kernel `rep movs`/`rep stos` that the counting mode accounts per
 /// execution (`crate::string_stores`) rather than per stored element; never with
-/// `every_store=on`, the reference. User code keeps a callback per element: its page
+/// `every_store=on`, the reference, nor with `serial=on` (the accounting adds inline per
+/// vCPU). User code keeps a callback per element: its page
 /// tables lack the direct map through which they would be read.
 fn accounts_executions(pc: u64, bytes: &[u8]) -> Option<u64> {
-    if EVERY_STORE.load(Ordering::Relaxed) || !is_kernel(pc) {
+    if EVERY_STORE.load(Ordering::Relaxed) || SERIAL.load(Ordering::Relaxed) || !is_kernel(pc) {
         return None;
     }
     rep_string_store(bytes)

@@ -131,6 +131,11 @@ impl TracingVm {
             &machine.config.tools,
             &pm.path().with_extension("calls"),
         )?;
+        let cpus = if options.count {
+            options.cpus.max(1)
+        } else {
+            1
+        };
         let spec = QemuSpec {
             plugin: Some(Plugin {
                 library: machine.artifacts.plugin.clone(),
@@ -139,6 +144,7 @@ impl TracingVm {
                     stacks: options.stack_traces,
                     tracing: !options.count,
                     count: options.count,
+                    serial: options.count && options.reproducible && cpus > 1,
                     initial: Some((pm.path().to_owned(), links.1.clone())),
                     repeat: true,
                     blk_size,
@@ -153,11 +159,7 @@ impl TracingVm {
             snapshots: blk.is_none().then(|| machine.cache_dir.clone()),
             blk_file: blk.as_ref().map(|(file, _)| file.path().to_owned()),
             icount: options.reproducible,
-            cpus: if options.count {
-                options.cpus.max(1)
-            } else {
-                1
-            },
+            cpus,
             ..prepared.qemu_spec(&machine.config, pm.path().to_owned())
         };
         Ok(TracingVm {
