@@ -32,6 +32,9 @@ pub struct PluginArgs {
     /// translating vCPU's index into per-vCPU inline operations, which breaks the guest
     /// (docs/design/tracer.md, "Hangs"), so the plugin counts with callbacks instead.
     pub serial: bool,
+    /// With `count`: also count the instructions of each kernel translation block
+    /// ([`crate::Counts::kernel_blocks`]), for a profile by function.
+    pub profile: bool,
     /// The host file behind the NVDIMM and where to copy it at `hypercall start`: the PM
     /// contents the trace starts from (crash images are built on top of them).
     pub initial: Option<(PathBuf, PathBuf)>,
@@ -99,6 +102,7 @@ impl PluginArgs {
             count: false,
             every_store: false,
             serial: false,
+            profile: false,
             initial: None,
             repeat: false,
             blk_size: 0,
@@ -128,6 +132,9 @@ impl PluginArgs {
         if self.serial {
             args.push("serial=on".into());
         }
+        if self.profile {
+            args.push("profile=on".into());
+        }
         if let Some((pm_file, initial)) = &self.initial {
             args.push(format!("pm_file={}", pm_file.display()));
             args.push(format!("initial={}", initial.display()));
@@ -148,7 +155,7 @@ impl PluginArgs {
     pub fn parse<'a>(raw: impl IntoIterator<Item = &'a str>) -> Result<PluginArgs, String> {
         let (mut pm_base, mut pm_size, mut trace) = (None, None, None);
         let (mut reads, mut tracing, mut repeat, mut count) = (false, true, false, false);
-        let (mut every_store, mut serial) = (false, false);
+        let (mut every_store, mut serial, mut profile) = (false, false, false);
         let mut stacks = Stacks::Off;
         let (mut pm_file, mut initial) = (None, None);
         let (mut blk_size, mut blk_file, mut blk_initial) = (0, None, None);
@@ -181,6 +188,7 @@ impl PluginArgs {
                 "count" => count = parse_bool(key, value)?,
                 "every_store" => every_store = parse_bool(key, value)?,
                 "serial" => serial = parse_bool(key, value)?,
+                "profile" => profile = parse_bool(key, value)?,
                 _ => return Err(format!("unknown argument `{key}`")),
             }
         }
@@ -191,8 +199,12 @@ impl PluginArgs {
         if every_store && !count {
             return Err("`every_store=on` belongs to the counting mode: add `count=on`".into());
         }
-        if serial && !count {
-            return Err("`serial=on` belongs to the counting mode: add `count=on`".into());
+        for (on, name) in [(serial, "serial"), (profile, "profile")] {
+            if on && !count {
+                return Err(format!(
+                    "`{name}=on` belongs to the counting mode: add `count=on`"
+                ));
+            }
         }
         Ok(PluginArgs {
             pm_base: pm_base.ok_or_else(|| need("pm_base"))?,
@@ -206,6 +218,7 @@ impl PluginArgs {
             count,
             every_store,
             serial,
+            profile,
             repeat,
             initial: match (pm_file, initial) {
                 (Some(pm_file), Some(initial)) => Some((pm_file, initial)),
@@ -277,12 +290,16 @@ mod tests {
         assert_eq!(round_trip(&every), every);
         let serial = PluginArgs {
             serial: true,
+            profile: true,
             ..counting.clone()
         };
         assert_eq!(round_trip(&serial), serial);
         assert!(serial.to_args().contains(&"serial=on".to_owned()));
-        let alone = ["pm_base=0x1", "pm_size=0x1", "trace=/t", "serial=on"];
-        assert!(PluginArgs::parse(alone).unwrap_err().contains("count=on"));
+        assert!(serial.to_args().contains(&"profile=on".to_owned()));
+        for arg in ["serial=on", "profile=on"] {
+            let alone = ["pm_base=0x1", "pm_size=0x1", "trace=/t", arg];
+            assert!(PluginArgs::parse(alone).unwrap_err().contains("count=on"));
+        }
         let alone = ["pm_base=0x1", "pm_size=0x1", "trace=/t", "every_store=on"];
         assert!(PluginArgs::parse(alone).unwrap_err().contains("count=on"));
         let both = ["pm_base=0x1", "pm_size=0x1", "trace=/t", "count=on"];

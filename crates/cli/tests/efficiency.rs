@@ -304,8 +304,8 @@ fn a_missing_fio_another_file_system_or_a_busy_system_is_refused_before_measurin
     assert!(!stderr.contains("fio with"), "{stderr}");
 }
 
-/// `efficiency run --vm`, one small point: fio's 64 writes of 16 KiB (1 MiB) to ext4-DAX in
-/// the guest, counted by the plugin's counting mode.
+/// `efficiency run --vm --profile`, one small point: fio's 64 writes of 16 KiB (1 MiB) to
+/// ext4-DAX in the guest, counted by the plugin's counting mode, the kernel's by function too.
 #[test]
 fn a_guest_point_on_ext4_dax_counts_instructions_and_pm_bytes_consistently() {
     let test = "a_guest_point_on_ext4_dax";
@@ -318,7 +318,7 @@ fn a_guest_point_on_ext4_dax_counts_instructions_and_pm_bytes_consistently() {
     let out = tmp.path().join("out");
     let run = Command::cargo_bin("persim")
         .unwrap()
-        .args(["efficiency", "run", "--vm"])
+        .args(["efficiency", "run", "--profile", "--vm"])
         .arg(&config)
         .args(["--jobs", "1", "--fio-option", "size=1M", "--json", "--out"])
         .arg(&out)
@@ -364,6 +364,28 @@ fn a_guest_point_on_ext4_dax_counts_instructions_and_pm_bytes_consistently() {
         "{p}"
     );
     assert!(close(figure("pm_amplification") * app as f64, pm as f64));
+    // the profile's blocks add up to the kernel's count; its functions, most first, hold
+    // DAX's copy to PM (non-temporal stores), and none costs more than the whole
+    let counts = std::fs::read_to_string(out.join("guest-points/ext4-dax.jobs-1.counts")).unwrap();
+    let blocks: u64 = (counts.lines())
+        .filter_map(|l| l.strip_prefix("kernel_block "))
+        .map(|l| l.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(blocks, kernel, "{counts}");
+    let functions = p["kernel_functions"].as_array().unwrap();
+    let costs: Vec<f64> = (functions.iter())
+        .map(|f| f["instructions_per_write"].as_f64().unwrap())
+        .collect();
+    assert!(costs.windows(2).all(|w| w[0] >= w[1]), "{functions:?}");
+    assert!(costs.iter().sum::<f64>() <= kernel as f64 / writes as f64 * (1.0 + 1e-9));
+    let names: Vec<&str> = functions
+        .iter()
+        .map(|f| f["function"].as_str().unwrap())
+        .collect();
+    let copies_to_pm = |n: &&str| n.contains("flushcache") || n.contains("nocache");
+    assert!(names.iter().any(copies_to_pm), "{names:?}");
+    let profile = std::fs::read_to_string(out.join("guest-profile.txt")).unwrap();
+    assert!(profile.contains(&format!("{} ", names[0])), "{profile}");
     // the table shows the same point, and both plots were drawn with its stack
     let text = std::fs::read_to_string(out.join("guest-results.txt")).unwrap();
     let row = text

@@ -133,6 +133,7 @@ mod tests {
             pm_bytes_written: 30,
             nvme_bytes_written: 0,
             user_stores_counted: true,
+            kernel_blocks: vec![(0xffff_ffff_8100_0000, 7)],
         })
         .unwrap();
         let counts = Counts::parse(&std::fs::read_to_string(&target).unwrap()).unwrap();
@@ -144,6 +145,7 @@ mod tests {
                 pm_bytes_written: 30,
                 nvme_bytes_written: 5120,
                 user_stores_counted: true,
+                kernel_blocks: vec![(0xffff_ffff_8100_0000, 7)],
             }
         );
         assert!(!c.counting);

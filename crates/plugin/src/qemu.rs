@@ -30,6 +30,7 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
+mod block_profile;
 mod rep_stores;
 
 /// The PM range, readable without the lock: most stores go to DRAM and are rejected here.
@@ -39,6 +40,8 @@ static PM_SIZE: AtomicU64 = AtomicU64::new(0);
 static EVERY_STORE: AtomicBool = AtomicBool::new(false);
 /// Counting mode: `serial=on`, no per-vCPU inline operations.
 static SERIAL: AtomicBool = AtomicBool::new(false);
+/// Counting mode: `profile=on`, instructions per kernel block too.
+static PROFILE: AtomicBool = AtomicBool::new(false);
 /// Counting mode: the kernel has mapped PM into user space (never cleared: a mapping
 /// outlives a counted run).
 static USER_PM_MAPPED: AtomicBool = AtomicBool::new(false);
@@ -434,6 +437,7 @@ impl Register for PersimPlugin {
         PM_SIZE.store(args.pm_size, Ordering::Relaxed);
         EVERY_STORE.store(args.every_store, Ordering::Relaxed);
         SERIAL.store(args.serial, Ordering::Relaxed);
+        PROFILE.store(args.profile, Ordering::Relaxed);
         let nvme = (args.blk_size > 0).then(|| {
             (
                 NvmeDecoder::new(NVME_LBA_SIZE, args.reads),
@@ -827,7 +831,11 @@ fn count_instructions(tb: *mut qemu_plugin_tb) {
     // SAFETY: the translation block of this translation callback.
     unsafe {
         let n = qemu_plugin::sys::qemu_plugin_tb_n_insns(tb) as u64;
-        let kernel = is_kernel(qemu_plugin::sys::qemu_plugin_tb_vaddr(tb));
+        let vaddr = qemu_plugin::sys::qemu_plugin_tb_vaddr(tb);
+        let kernel = is_kernel(vaddr);
+        if kernel && PROFILE.load(Ordering::Relaxed) {
+            block_profile::instrument(tb, vaddr, n);
+        }
         if SERIAL.load(Ordering::Relaxed) {
             // The count and the half travel as the callback's data, not as a pointer.
             qemu_plugin::sys::qemu_plugin_register_vcpu_tb_exec_cb(
@@ -1009,6 +1017,7 @@ fn on_counted_call(s: &mut State, call: persim_trace::Hypercall) {
         CounterNext::Start => {
             *board.base.lock().unwrap() = board.sums();
             rep_stores::forget();
+            block_profile::reset();
             PM_STORED.store(0, Ordering::Relaxed);
         }
         CounterNext::Finish => {
@@ -1022,6 +1031,7 @@ fn on_counted_call(s: &mut State, call: persim_trace::Hypercall) {
                 nvme_bytes_written: 0,
                 user_stores_counted: EVERY_STORE.load(Ordering::Relaxed)
                     || USER_PM_MAPPED.load(Ordering::Relaxed),
+                kernel_blocks: block_profile::take(),
             };
             if let Err(e) = counter.finish(counts) {
                 say(&e);

@@ -4,6 +4,10 @@
 //! These counts are the same on any host; the guest's CPU time under TCG is not, and is
 //! shown only beside them.
 
+mod profile;
+
+pub use profile::FunctionCost;
+
 use persim_abi::Counts;
 use persim_efficiency::cpu_time::{ticks_per_second, CpuTimes};
 use persim_efficiency::fio::{self, FioJob, FioResult, Place};
@@ -63,6 +67,8 @@ pub struct GuestSeriesOptions {
     /// Guest time counts instructions (QEMU `-icount`), so that timer ticks do not grow
     /// with the host's load and fio's times are guest-virtual ones.
     pub icount: bool,
+    /// Count the kernel's instructions by function too (the plugin's `profile=on`).
+    pub profile: bool,
     pub out: PathBuf,
 }
 
@@ -96,6 +102,9 @@ pub struct GuestPoint {
     pub guest_cpu_s_per_gib: f64,
     /// Host seconds the counted run took (TCG's speed, not the stack's).
     pub host_seconds: f64,
+    /// With `--profile`: the kernel functions that executed the most instructions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernel_functions: Vec<FunctionCost>,
 }
 
 /// [`Counts`] as results.json holds them.
@@ -186,6 +195,7 @@ pub fn run_guest_series(
                 .ok()
                 .and_then(|t| serde_json::from_str::<GuestPoint>(&t).ok())
                 .filter(|p| p.cpus == cpus && p.icount == options.icount)
+                .filter(|p| !options.profile || !p.kernel_functions.is_empty())
             {
                 progress(GuestProgress::Resumed(&point));
                 results.points.push(point);
@@ -251,7 +261,10 @@ fn measure(
          head -n 1 /proc/stat; echo {JSON_MARK}; cat {GUEST_JSON}; exit $rc",
         args(&[])
     );
-    let record = record_options(cpus, options.icount);
+    let record = RecordOptions {
+        profile: options.profile,
+        ..record_options(cpus, options.icount)
+    };
     let mut vm = TracingVm::new(&machine, record).map_err(|e| e.to_string())?;
     let summary = vm
         .record(&setup, &command, counts_path)
@@ -283,6 +296,15 @@ fn measure(
         }
     };
     let writes = fio.writes.max(1) as f64;
+    let kernel_functions = match counts.kernel_blocks.is_empty() {
+        true => Vec::new(),
+        false => {
+            let path = persim_trace::Recording::new(counts_path).symbols();
+            let symbols = persim_trace::Symbols::load(&path)
+                .map_err(|e| format!("the guest's symbols, {}: {e}", path.display()))?;
+            profile::by_function(&counts.kernel_blocks, &symbols, writes)
+        }
+    };
     let ticks = cpu_after.since(&cpu_before);
     Ok(GuestPoint {
         stack: machine.config.name.clone(),
@@ -298,6 +320,7 @@ fn measure(
         nvme_amplification: per_byte(counts.nvme_bytes_written),
         guest_cpu_s_per_gib: per_gib(ticks.busy as f64 / ticks_per_second()),
         host_seconds: summary.traced.as_secs_f64(),
+        kernel_functions,
         counts: counts.into(),
         fio,
     })
@@ -342,6 +365,10 @@ fn write_results(out: &Path, results: &GuestResults) -> Result<(), String> {
         guest_table(results).as_bytes(),
     )
     .map_err(|e| e.to_string())?;
+    if let Some(table) = guest_profile_table(&results.points) {
+        write_atomically(&out.join("guest-profile.txt"), table.as_bytes())
+            .map_err(|e| e.to_string())?;
+    }
     for (name, svg) in guest_svgs(&results.points)? {
         write_atomically(&out.join(name), svg.as_bytes()).map_err(|e| e.to_string())?;
     }
@@ -391,6 +418,11 @@ pub fn guest_svgs(points: &[GuestPoint]) -> Result<Vec<(&'static str, String)>, 
             )?,
         ),
     ])
+}
+
+/// The profiled points' kernel functions side by side (`None`: no point was profiled).
+pub fn guest_profile_table(points: &[GuestPoint]) -> Option<String> {
+    profile::table(points)
 }
 
 /// The guest series as a table.
@@ -478,12 +510,13 @@ mod tests {
         assert_eq!(job.get("fsync"), Some("1"));
     }
 
-    fn point(stack: &str, jobs: u32, nvme_bytes: u64) -> GuestPoint {
+    pub(super) fn point(stack: &str, jobs: u32, nvme_bytes: u64) -> GuestPoint {
         GuestPoint {
             stack: stack.into(),
             jobs,
             cpus: 2,
             icount: false,
+            kernel_functions: Vec::new(),
             fio: FioResult {
                 fio_version: "fio-3.33".into(),
                 jobs,

@@ -23,8 +23,8 @@ pub use campaign::{
 };
 pub use cases::{ace, Suite, TestCase};
 pub use efficiency::{
-    guest_job, guest_svgs, guest_table, run_guest_series, GuestPoint, GuestProgress, GuestResults,
-    GuestSeriesOptions,
+    guest_job, guest_profile_table, guest_svgs, guest_table, run_guest_series, GuestPoint,
+    GuestProgress, GuestResults, GuestSeriesOptions,
 };
 pub use faults::{run_faults, FaultOptions, FaultPlace, FaultResult, FaultsAt, FaultsReport};
 pub use guest::{Guest, Recorded, VmGuest};

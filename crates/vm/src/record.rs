@@ -36,6 +36,8 @@ pub struct RecordOptions {
     /// The plugin counts instead of tracing (`count=on`): each recording's output file
     /// holds `persim_abi::Counts` text, not a trace (docs/guides/efficiency.md).
     pub count: bool,
+    /// With `count`: the instructions of each kernel block too (`profile=on`).
+    pub profile: bool,
     /// Virtual CPUs of a counting guest (0 counts as 1). A tracing guest always has one:
     /// a trace is one vCPU's order of accesses.
     pub cpus: u32,
@@ -145,6 +147,7 @@ impl TracingVm {
                     tracing: !options.count,
                     count: options.count,
                     serial: options.count && options.reproducible && cpus > 1,
+                    profile: options.count && options.profile,
                     initial: Some((pm.path().to_owned(), links.1.clone())),
                     repeat: true,
                     blk_size,

@@ -837,6 +837,7 @@ fn bench_counting_overhead() {
             let run = time_workload(artifacts, &ext4, *mode, BENCH_WORKLOAD, "16777216");
             let instructions = run
                 .counts
+                .as_ref()
                 .map(|c| {
                     format!(
                         ", guest instructions {}",
@@ -866,7 +867,7 @@ fn bench_counting_overhead() {
     for ((name, _, _), runs) in modes.iter().zip(&runs) {
         let pm: Vec<u64> = runs
             .iter()
-            .filter_map(|r| Some(r.counts?.pm_bytes_written))
+            .filter_map(|r| Some(r.counts.as_ref()?.pm_bytes_written))
             .collect();
         eprintln!(
             "16 MiB workload after start, {name}: best wall time of {BENCH_RUNS} {:.2} s \

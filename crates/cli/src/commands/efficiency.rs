@@ -15,7 +15,8 @@ use persim_efficiency::results::{table, Results};
 use persim_efficiency::series::{self, Progress, SeriesOptions};
 use persim_efficiency::target::TargetSpec;
 use persim_tester::{
-    guest_job, guest_svgs, guest_table, run_guest_series, GuestProgress, GuestSeriesOptions,
+    guest_job, guest_profile_table, guest_svgs, guest_table, run_guest_series, GuestProgress,
+    GuestSeriesOptions,
 };
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -85,6 +86,11 @@ pub struct EfficiencyRunArgs {
     /// then runs the vCPUs in turn on one host thread.
     #[arg(long, requires = "vms")]
     pub icount: bool,
+    /// With --vm: also count the kernel's instructions by function (a callback per kernel
+    /// block: slower) and print them side by side, in thousands per write; kept in
+    /// DIR/guest-profile.txt and each point's JSON.
+    #[arg(long, requires = "vms")]
+    pub profile: bool,
     /// With --vm: seconds the guest's fio may take.
     #[arg(long, default_value_t = 1800, value_name = "SECONDS")]
     pub timeout: u64,
@@ -232,6 +238,7 @@ fn run_in_guest(args: &EfficiencyRunArgs) -> Result<ExitCode> {
         job,
         device: args.vm_device.clone(),
         icount: args.icount,
+        profile: args.profile,
         out: args.out.clone(),
     };
     let results = run_guest_series(&options, &mut |p| match p {
@@ -254,6 +261,9 @@ fn run_in_guest(args: &EfficiencyRunArgs) -> Result<ExitCode> {
         outln!("{}", serde_json::to_string_pretty(&results)?)?;
     } else {
         out!("{}", guest_table(&results))?;
+        if let Some(table) = guest_profile_table(&results.points) {
+            out!("\n{table}")?;
+        }
     }
     if let Some(file) = &args.html {
         let svgs = guest_svgs(&results.points).map_err(anyhow::Error::msg)?;
