@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 /// How many functions a point keeps, the most expensive first.
-pub const KEPT: usize = 40;
+pub const KEPT: usize = 200;
 /// How many of each point's functions the table shows.
 const SHOWN: usize = 12;
 
