@@ -30,7 +30,7 @@ pub struct PluginArgs {
     /// With `count`: QEMU runs the vCPUs in turn on one thread (`-icount` with several
     /// vCPUs). Its translated blocks are then shared by the vCPUs, and QEMU 10 compiles the
     /// translating vCPU's index into per-vCPU inline operations, which breaks the guest
-    /// (docs/design/tracer.md, "Hangs"), so the plugin counts with callbacks instead.
+    /// (docs/design/tracer.md, "Several vCPUs"), so the plugin counts with callbacks instead.
     pub serial: bool,
     /// With `count`: also count the instructions of each kernel translation block
     /// ([`crate::Counts::kernel_blocks`]), for a profile by function.

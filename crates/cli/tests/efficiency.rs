@@ -367,11 +367,9 @@ fn a_guest_point_on_ext4_dax_counts_instructions_and_pm_bytes_consistently() {
     // the profile's blocks add up to the kernel's count; its functions, most first, hold
     // DAX's copy to PM (non-temporal stores), and none costs more than the whole
     let counts = std::fs::read_to_string(out.join("guest-points/ext4-dax.jobs-1.counts")).unwrap();
-    let blocks: u64 = (counts.lines())
-        .filter_map(|l| l.strip_prefix("kernel_block "))
-        .map(|l| l.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap())
-        .sum();
-    assert_eq!(blocks, kernel, "{counts}");
+    let counts = persim_abi::Counts::parse(&counts).unwrap();
+    let blocks: u64 = counts.kernel_blocks.iter().map(|&(_, n)| n).sum();
+    assert_eq!(blocks, kernel, "{counts:?}");
     let functions = p["kernel_functions"].as_array().unwrap();
     let costs: Vec<f64> = (functions.iter())
         .map(|f| f["instructions_per_write"].as_f64().unwrap())
