@@ -229,6 +229,7 @@ fn debug_at_shows_what_reads_explored_at_a_failure_point() {
             runtime_lines: vec![0xc0],
             outside_program_lines: vec![0x1000],
             protected_lines: Vec::new(),
+            unreachable_blocks: Vec::new(),
             journal_violations: Vec::new(),
         })
         .unwrap();

@@ -9,6 +9,7 @@ use crate::images_json::{ImageRecord, PointReads, PointRecord, PointSink};
 use crate::pmemobj_pool::pmemobj_layout;
 use crate::writecache::writecache_layout;
 use crate::xfs_log::xfs_log_layout;
+use crate::zfs_labels::zfs_layout;
 use crate::zil_pmem_log::zil_pmem_layout;
 use crate::{Image, ImageError, ImageStore, DEFAULT_HASH_LEVEL};
 use persim_model::{
@@ -328,6 +329,7 @@ pub fn generate_images(
         dpwc: None,
         writecache: None,
         zil_pmem: None,
+        zfs: None,
         pmemobj: None,
     };
     if config
@@ -350,6 +352,7 @@ pub fn generate_images(
         config.dpwc = dpwc_layout(&persisted, config.pm_size);
         config.writecache = writecache_layout(&persisted, config.pm_size);
         config.zil_pmem = zil_pmem_layout(&persisted, config.pm_size);
+        config.zfs = zfs_layout(&persisted, config.pm_size);
         config.pmemobj = pmemobj_layout(&persisted, config.pm_size);
     }
     let store = opts.store.as_ref().map(ImageStore::open).transpose()?;
@@ -589,6 +592,10 @@ impl Sink for Materialiser<'_> {
             },
             protected_lines: match guided {
                 true => view.protected_lines().collect(),
+                false => Vec::new(),
+            },
+            unreachable_blocks: match guided {
+                true => view.unreachable_blocks().collect(),
                 false => Vec::new(),
             },
             journal_violations: view.journal_violations.clone(),

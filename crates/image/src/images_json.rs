@@ -7,7 +7,8 @@
 //!                      "reads"?: {"fully_persisted", "known", "explored", "skipped",
 //!                                 "from_previous", "nt_prefixes", "nt_images"},
 //!                      "runtime_lines"?: [line…], "outside_program_lines"?: [line…],
-//!                      "protected_lines"?: [line…], "journal_violations"?: [{"entry",
+//!                      "protected_lines"?: [line…], "unreachable_blocks"?: [offset…],
+//!                      "journal_violations"?: [{"entry",
 //!                      "rule", "sequence", "lines"}…]}, …],
 //!  "images": {"<hash>": {"hex"?: "…"}}}
 //! ```
@@ -51,6 +52,11 @@ pub struct PointRecord {
     /// replay), which followed the cut.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub protected_lines: Vec<u64>,
+    /// `global-prefix` and `reads` under the `program` scope: the byte offsets on the
+    /// block device of pending writes an OpenZFS pool's transaction groups keep
+    /// unreachable (no uberblock references them yet), which stayed lost.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreachable_blocks: Vec<u64>,
     /// jbd2 ordering rules broken since the previous failure point (then nothing more is
     /// pruned).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -220,6 +226,7 @@ mod tests {
             runtime_lines: if index == 9 { vec![0x40] } else { Vec::new() },
             outside_program_lines: Vec::new(),
             protected_lines: Vec::new(),
+            unreachable_blocks: Vec::new(),
             journal_violations: Vec::new(),
         }
     }

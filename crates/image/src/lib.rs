@@ -20,6 +20,7 @@ mod store;
 mod tree;
 mod writecache;
 mod xfs_log;
+mod zfs_labels;
 mod zil_pmem_log;
 
 pub use dpwc_log::dpwc_layout;
@@ -39,4 +40,5 @@ pub use pmemobj_pool::pmemobj_layout;
 pub use store::{ImageStore, Record};
 pub use writecache::writecache_layout;
 pub use xfs_log::xfs_log_layout;
+pub use zfs_labels::zfs_layout;
 pub use zil_pmem_log::zil_pmem_layout;

@@ -6,6 +6,7 @@ use crate::names::{unknown_name, Named, UnknownName};
 use crate::pmemobj_log::PmemobjLayout;
 use crate::writecache_log::WritecacheLayout;
 use crate::xfs_log::XfsLogLayout;
+use crate::zfs_pool::ZfsLayout;
 use crate::zil_pmem_log::ZilPmemLayout;
 use serde::{Deserialize, Serialize};
 use strum::{Display, EnumString, VariantNames};
@@ -143,6 +144,9 @@ pub struct Config {
     /// ZIL-PMEM's region in OpenZFS: under `Scope::Program` lines past where each chunk's
     /// walk stops follow the cut while its rule holds.
     pub zil_pmem: Option<ZilPmemLayout>,
+    /// An OpenZFS pool's labels on the block device: under `Scope::Program` pending block
+    /// writes no uberblock can reference yet follow the cut while its rule holds.
+    pub zfs: Option<ZfsLayout>,
     /// A libpmemobj pool's lanes in PM: under `Scope::Program` their logs' rules are
     /// checked.
     pub pmemobj: Option<PmemobjLayout>,
@@ -166,6 +170,7 @@ impl Config {
             dpwc: None,
             writecache: None,
             zil_pmem: None,
+            zfs: None,
             pmemobj: None,
         }
     }

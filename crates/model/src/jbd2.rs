@@ -93,6 +93,7 @@ pub enum LogKind {
     Dpwc,
     Writecache,
     ZilPmem,
+    Zfs,
 }
 
 /// A broken ordering rule of jbd2, the XFS log, DPWC's log, dm-writecache, ZIL-PMEM's log
@@ -108,7 +109,7 @@ pub struct JournalViolation {
     pub rule: u8,
     /// The commit's sequence number (XFS: the record's block in the log; libpmemobj: the
     /// lane; DPWC: the chunk, rule 2 the generation; dm-writecache: rule 1 the new count,
-    /// rule 2 the block; ZIL-PMEM: the chunk).
+    /// rule 2 the block; ZIL-PMEM: the chunk; ZFS: 0).
     pub sequence: u32,
     /// jbd2 rule 1: the journal lines not durable; rule 2: the line written in place.
     /// XFS rule 1: the line written in place; rule 2: the record's lines not durable.
@@ -116,6 +117,7 @@ pub struct JournalViolation {
     /// DPWC rule 1: the entry lines not durable; rule 2: the `used` lines not durable.
     /// dm-writecache rule 1: the block and entry lines not durable; rule 2: the line written.
     /// ZIL-PMEM: the body and next-slot lines not durable.
+    /// ZFS: the label write's byte offset on the block device, then the pending blocks'.
     pub lines: Vec<u64>,
 }
 
@@ -196,6 +198,13 @@ impl JournalViolation {
                 self.entry,
                 self.sequence,
                 lines.join(", ")
+            ),
+            (LogKind::Zfs, _) => format!(
+                "ZFS rule broken at entry {}: a label (uberblock or configuration) written at \
+                 block-device byte {} while blocks at {}{more} were not durable",
+                self.entry,
+                lines.first().map_or("?", String::as_str),
+                lines.get(1..).unwrap_or_default().join(", ")
             ),
             (LogKind::Jbd2, 1) => format!(
                 "jbd2 rule 1 broken at entry {}: commit record of transaction {} written while \

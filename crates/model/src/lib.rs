@@ -22,6 +22,7 @@ mod strategy;
 mod unit;
 mod writecache_log;
 mod xfs_log;
+mod zfs_pool;
 mod zil_pmem_log;
 
 pub use check::{check_crash_images, CheckReport, Violation};
@@ -43,6 +44,7 @@ pub use strategy::{CrashImage, CrashImages};
 pub use unit::{Unit, LINE, WORD};
 pub use writecache_log::WritecacheLayout;
 pub use xfs_log::XfsLogLayout;
+pub use zfs_pool::{ZfsLayout, ZFS_ECK_MAGIC, ZFS_LABEL_SIZE};
 pub use zil_pmem_log::{
     zil_pmem_entry_fits, ZilPmemLayout, ZIL_PMEM_SLOT, ZIL_PMEM_SUPERBLOCK_SPACE,
 };

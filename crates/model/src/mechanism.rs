@@ -1,7 +1,7 @@
 //! The consistency mechanisms a replay follows under `Scope::Program`, as the initial
 //! image's on-media format gives them: a block cache's (DPWC's log, dm-writecache), or
-//! ZIL-PMEM's log, or the file system's jbd2 journal or XFS log; and a libpmemobj pool's
-//! lane logs.
+//! ZIL-PMEM's log, or the file system's jbd2 journal or XFS log; an OpenZFS pool's
+//! transaction groups on the block device; and a libpmemobj pool's lane logs.
 
 use crate::config::Config;
 use crate::dpwc_log::DpwcLog;
@@ -10,6 +10,7 @@ use crate::pending::{LineState, PmPending};
 use crate::pmemobj_log::PmemobjLogs;
 use crate::writecache_log::WritecacheLog;
 use crate::xfs_log::XfsLog;
+use crate::zfs_pool::ZfsPool;
 use crate::zil_pmem_log::ZilPmemLog;
 
 #[derive(Debug)]
@@ -19,13 +20,15 @@ pub enum Mechanism {
     Dpwc(DpwcLog),
     Writecache(WritecacheLog),
     ZilPmem(ZilPmemLog),
+    Zfs(ZfsPool),
     Pmemobj(PmemobjLogs),
 }
 
 impl Mechanism {
     /// The mechanisms `config` names: a block cache's (DPWC's log, dm-writecache's
     /// metadata: their blocks may hold a file system's) or else the file system's (a jbd2
-    /// journal first), then the pool's.
+    /// journal first), then an OpenZFS pool's on the block device, then the libpmemobj
+    /// pool's.
     pub fn of(config: &Config) -> Vec<Mechanism> {
         let fs = if let Some(log) = &config.dpwc {
             Some(Mechanism::Dpwc(DpwcLog::new(log.clone())))
@@ -41,11 +44,15 @@ impl Mechanism {
                 .clone()
                 .map(|log| Mechanism::Xfs(XfsLog::new(log)))
         };
+        let zfs = config
+            .zfs
+            .clone()
+            .map(|layout| Mechanism::Zfs(ZfsPool::new(layout)));
         let pool = config
             .pmemobj
             .clone()
             .map(|pool| Mechanism::Pmemobj(PmemobjLogs::new(pool)));
-        fs.into_iter().chain(pool).collect()
+        fs.into_iter().chain(zfs).chain(pool).collect()
     }
 
     pub fn store(&mut self, addr: u64, data: &[u8], entry: u64, pending: &PmPending) {
@@ -56,7 +63,28 @@ impl Mechanism {
             Mechanism::Writecache(w) => w.store(addr, data, entry, pending),
             Mechanism::ZilPmem(z) => z.store(addr, data, entry, pending),
             Mechanism::Pmemobj(p) => p.store(addr, data, entry, pending),
+            // a pool on the block device: PM stores are not its
+            Mechanism::Zfs(_) => {}
         }
+    }
+
+    /// A block write of `data` at byte `offset` of the block device by entry `entry`.
+    pub fn blk_write(&mut self, offset: u64, data: &[u8], entry: u64) {
+        if let Mechanism::Zfs(z) = self {
+            z.blk_write(offset, data, entry);
+        }
+    }
+
+    pub fn blk_flushed(&mut self) {
+        if let Mechanism::Zfs(z) = self {
+            z.blk_flushed();
+        }
+    }
+
+    /// Whether no recovery reads the pending block writes (only a pool on the block
+    /// device knows).
+    pub fn blocks_unreachable(&self) -> bool {
+        matches!(self, Mechanism::Zfs(z) if z.pending_unreachable())
     }
 
     pub fn fenced(&mut self, pending: &PmPending) {
@@ -66,6 +94,7 @@ impl Mechanism {
             Mechanism::Dpwc(d) => d.fenced(pending),
             Mechanism::Writecache(w) => w.fenced(pending),
             Mechanism::ZilPmem(z) => z.fenced(pending),
+            Mechanism::Zfs(_) => {}
             // the logs' durability is asked of the pending state when an in-place store
             // needs it
             Mechanism::Pmemobj(_) => {}
@@ -79,6 +108,7 @@ impl Mechanism {
             Mechanism::Dpwc(d) => d.holds_so_far(),
             Mechanism::Writecache(w) => w.holds_so_far(),
             Mechanism::ZilPmem(z) => z.holds_so_far(),
+            Mechanism::Zfs(z) => z.holds_so_far(),
             Mechanism::Pmemobj(p) => p.holds_so_far(),
         }
     }
@@ -90,6 +120,7 @@ impl Mechanism {
             Mechanism::Dpwc(d) => d.take_violations(),
             Mechanism::Writecache(w) => w.take_violations(),
             Mechanism::ZilPmem(z) => z.take_violations(),
+            Mechanism::Zfs(z) => z.take_violations(),
             Mechanism::Pmemobj(p) => p.take_violations(),
         }
     }
@@ -101,6 +132,7 @@ impl Mechanism {
             Mechanism::Dpwc(d) => d.protects(line.line),
             Mechanism::Writecache(w) => w.protects(line.line),
             Mechanism::ZilPmem(z) => z.protects(line.line),
+            Mechanism::Zfs(_) => false,
             Mechanism::Pmemobj(p) => p.protects(line, pending),
         }
     }

@@ -40,6 +40,8 @@ pub struct FailureView<'a> {
     /// The journal or log rules broken since the previous failure point.
     pub journal_violations: Vec<JournalViolation>,
     blocks: Vec<(u64, &'a [Box<[u8]>])>,
+    /// A pool's transaction groups say no recovery reads the pending block writes.
+    blocks_unreachable: bool,
 }
 
 impl FailureView<'_> {
@@ -76,6 +78,7 @@ impl FailureView<'_> {
         let guided = Guided {
             explore,
             nt_prefixes,
+            blocks_follow: self.blocks_unreachable,
         };
         choose(
             self.config,
@@ -164,6 +167,16 @@ impl FailureView<'_> {
 
     fn is_runtime(&self, line: usize) -> bool {
         self.runtime.get(line) == Some(&true)
+    }
+
+    /// The byte offsets of the pending block writes that no recovery reads (a pool's
+    /// transaction groups say so), which `reads` and `global-prefix` leave lost under
+    /// `Scope::Program`; empty when they may be read.
+    pub fn unreachable_blocks(&self) -> impl Iterator<Item = u64> + '_ {
+        self.blocks
+            .iter()
+            .filter(|_| self.blocks_unreachable)
+            .map(|(offset, _)| *offset)
     }
 
     /// The dirty lines (addresses, ascending) a journal or log protects, which `reads` and
@@ -304,6 +317,9 @@ impl Replay {
                     });
                 }
                 self.check_range("block device", *offset, len, self.config.blk_size)?;
+                for mechanism in &mut self.mechanisms {
+                    mechanism.blk_write(*offset, data, self.index);
+                }
                 self.blk.write(*offset, data);
             }
             Op::BlkFlush => {
@@ -316,6 +332,9 @@ impl Replay {
                     }
                 });
                 result?;
+                for mechanism in &mut self.mechanisms {
+                    mechanism.blk_flushed();
+                }
             }
             Op::Hypercall(Hypercall::Volatile { addr, len }) => {
                 self.check_pm(*addr, *len)?;
@@ -392,6 +411,7 @@ impl Replay {
             protected,
             journal_violations,
             blocks: self.blk.pending(),
+            blocks_unreachable: self.mechanisms.iter().any(Mechanism::blocks_unreachable),
         };
         Ok(sink.failure_point(&view)?)
     }

@@ -47,7 +47,8 @@ pub struct ImagesArgs {
     /// lines that can change what the software recovers to (a PM program's own pages once
     /// it has accessed PM from user space; of ext4 and XFS, the lines their jbd2 journal or
     /// log does not protect while its ordering rules hold; of a libpmemobj pool, the lines
-    /// its transaction logs do not restore); all explores every dirty line.
+    /// its transaction logs do not restore; of an OpenZFS pool on the block device, no block
+    /// write that no uberblock references yet); all explores every dirty line.
     #[arg(long, default_value = "program", value_name = "program|all")]
     pub scope: Scope,
     /// Images per failure point above which a seeded random sample is taken (flagged

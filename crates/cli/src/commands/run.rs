@@ -41,8 +41,9 @@ pub struct PipelineArgs {
     /// of the pages it accessed, the kernel's others following the cut; of ext4 with its
     /// jbd2 journal in PM, or of XFS (v5) with its log, the lines the journal or log does not
     /// protect while its ordering rules hold, and of a libpmemobj pool, the lines its
-    /// transaction logs do not restore (a broken rule is reported and stops the pruning);
-    /// all, every dirty line.
+    /// transaction logs do not restore; of an OpenZFS pool on the block device, no block
+    /// write that no uberblock references yet (a broken rule is reported and stops the
+    /// pruning); all, every dirty line.
     #[arg(long, default_value = "program", value_name = "program|all")]
     pub scope: Scope,
     /// Images per failure point above which a seeded sample is taken.

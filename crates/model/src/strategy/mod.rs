@@ -34,6 +34,9 @@ pub struct Guided {
     /// Its NT units also persist as every program-order prefix, one line at a time, with
     /// the other lines' pending units all lost or all durable (otherwise all or nothing).
     pub nt_prefixes: Vec<bool>,
+    /// The pending block writes follow the cut (a mechanism says no recovery reads them):
+    /// `reads`, `global-prefix` and `single-line` leave them all lost.
+    pub blocks_follow: bool,
 }
 
 /// The crash images of one failure point.
@@ -70,10 +73,24 @@ pub fn choose(
     let lens: Vec<u32> = lines.iter().map(|l| l.units().len() as u32).collect();
     let (pm, block) = if kind == FailureKind::Blkflush {
         let pm = ends(lens);
-        let block = block_side(config, true, block_writes, cap / pm.picks.len(), seed ^ 1);
+        let block = block_side(
+            config,
+            true,
+            guided.blocks_follow,
+            block_writes,
+            cap / pm.picks.len(),
+            seed ^ 1,
+        );
         (pm, block)
     } else {
-        let block = block_side(config, false, block_writes, cap, seed ^ 1);
+        let block = block_side(
+            config,
+            false,
+            guided.blocks_follow,
+            block_writes,
+            cap,
+            seed ^ 1,
+        );
         let per_block = block.as_ref().map_or(1, |b| b.picks.len());
         (
             pm_side(config, kind, lines, guided, &lens, cap / per_block, seed),
@@ -218,12 +235,23 @@ fn add_nt_prefixes(
 fn block_side(
     config: &Config,
     at_block_flush: bool,
+    follow: bool,
     block_writes: &[u32],
     cap: usize,
     seed: u64,
 ) -> Option<Side> {
     if block_writes.is_empty() {
         return None;
+    }
+    let scoped = matches!(
+        config.strategy,
+        Strategy::Reads | Strategy::GlobalPrefix | Strategy::SingleLine
+    );
+    if follow && scoped {
+        let mut side = ends(block_writes.to_vec());
+        side.picks.truncate(1);
+        side.space = Some(1);
+        return Some(side);
     }
     if !at_block_flush || config.strategy != Strategy::Exhaustive {
         return Some(ends(block_writes.to_vec()));
