@@ -391,7 +391,8 @@ impl Report {
                 "\nJournal: {} dirty lines a journal or log protects (jbd2: its blocks before \
                  their commit, in-place writes it replays; XFS: log record bodies; DPWC: \
                  entries past their chunk's `used`; dm-writecache: blocks not committed; \
-                 ZIL-PMEM: lines past each chunk's last header; libpmemobj: ranges its undo or redo logs restore) followed the cut at {} \
+                 ZIL-PMEM: lines past each chunk's last header; the ZIL: its blocks' bodies; \
+                 libpmemobj: ranges its undo or redo logs restore) followed the cut at {} \
                  failure points, not explored (`--scope all` explores them)",
                 protected.lines, protected.failure_points
             );

@@ -23,6 +23,7 @@ mod unit;
 mod writecache_log;
 mod xfs_log;
 mod zfs_pool;
+mod zil_blocks;
 mod zil_pmem_log;
 
 pub use check::{check_crash_images, CheckReport, Violation};

@@ -1,7 +1,8 @@
 //! The consistency mechanisms a replay follows under `Scope::Program`, as the initial
 //! image's on-media format gives them: a block cache's (DPWC's log, dm-writecache), or
 //! ZIL-PMEM's log, or the file system's jbd2 journal or XFS log; an OpenZFS pool's
-//! transaction groups on the block device; and a libpmemobj pool's lane logs.
+//! transaction groups on the block device and its ZIL's blocks on PM; and a libpmemobj
+//! pool's lane logs.
 
 use crate::config::Config;
 use crate::dpwc_log::DpwcLog;
@@ -11,6 +12,7 @@ use crate::pmemobj_log::PmemobjLogs;
 use crate::writecache_log::WritecacheLog;
 use crate::xfs_log::XfsLog;
 use crate::zfs_pool::ZfsPool;
+use crate::zil_blocks::ZilBlocks;
 use crate::zil_pmem_log::ZilPmemLog;
 
 #[derive(Debug)]
@@ -21,14 +23,15 @@ pub enum Mechanism {
     Writecache(WritecacheLog),
     ZilPmem(ZilPmemLog),
     Zfs(ZfsPool),
+    ZilBlocks(ZilBlocks),
     Pmemobj(PmemobjLogs),
 }
 
 impl Mechanism {
     /// The mechanisms `config` names: a block cache's (DPWC's log, dm-writecache's
     /// metadata: their blocks may hold a file system's) or else the file system's (a jbd2
-    /// journal first), then an OpenZFS pool's on the block device, then the libpmemobj
-    /// pool's.
+    /// journal first), then an OpenZFS pool's on the block device with its ZIL's blocks on
+    /// PM, then the libpmemobj pool's.
     pub fn of(config: &Config) -> Vec<Mechanism> {
         let fs = if let Some(log) = &config.dpwc {
             Some(Mechanism::Dpwc(DpwcLog::new(log.clone())))
@@ -44,10 +47,12 @@ impl Mechanism {
                 .clone()
                 .map(|log| Mechanism::Xfs(XfsLog::new(log)))
         };
-        let zfs = config
-            .zfs
-            .clone()
-            .map(|layout| Mechanism::Zfs(ZfsPool::new(layout)));
+        let zfs = config.zfs.clone().into_iter().flat_map(|layout| {
+            [
+                Mechanism::Zfs(ZfsPool::new(layout)),
+                Mechanism::ZilBlocks(ZilBlocks::default()),
+            ]
+        });
         let pool = config
             .pmemobj
             .clone()
@@ -63,6 +68,7 @@ impl Mechanism {
             Mechanism::Writecache(w) => w.store(addr, data, entry, pending),
             Mechanism::ZilPmem(z) => z.store(addr, data, entry, pending),
             Mechanism::Pmemobj(p) => p.store(addr, data, entry, pending),
+            Mechanism::ZilBlocks(z) => z.store(addr, data),
             // a pool on the block device: PM stores are not its
             Mechanism::Zfs(_) => {}
         }
@@ -95,6 +101,7 @@ impl Mechanism {
             Mechanism::Writecache(w) => w.fenced(pending),
             Mechanism::ZilPmem(z) => z.fenced(pending),
             Mechanism::Zfs(_) => {}
+            Mechanism::ZilBlocks(z) => z.fenced(|line| pending.is_dirty(line)),
             // the logs' durability is asked of the pending state when an in-place store
             // needs it
             Mechanism::Pmemobj(_) => {}
@@ -109,6 +116,8 @@ impl Mechanism {
             Mechanism::Writecache(w) => w.holds_so_far(),
             Mechanism::ZilPmem(z) => z.holds_so_far(),
             Mechanism::Zfs(z) => z.holds_so_far(),
+            // no rule: the checksum covers the whole block
+            Mechanism::ZilBlocks(_) => true,
             Mechanism::Pmemobj(p) => p.holds_so_far(),
         }
     }
@@ -121,6 +130,7 @@ impl Mechanism {
             Mechanism::Writecache(w) => w.take_violations(),
             Mechanism::ZilPmem(z) => z.take_violations(),
             Mechanism::Zfs(z) => z.take_violations(),
+            Mechanism::ZilBlocks(_) => Vec::new(),
             Mechanism::Pmemobj(p) => p.take_violations(),
         }
     }
@@ -133,6 +143,7 @@ impl Mechanism {
             Mechanism::Writecache(w) => w.protects(line.line),
             Mechanism::ZilPmem(z) => z.protects(line.line),
             Mechanism::Zfs(_) => false,
+            Mechanism::ZilBlocks(z) => z.protects(line.line),
             Mechanism::Pmemobj(p) => p.protects(line, pending),
         }
     }
