@@ -11,7 +11,7 @@
 //! The rule checked: no label (uberblock or configuration) is written while a block of
 //! the pool outside the labels is pending. A violation is recorded with its witness, and
 //! from then on nothing is pruned. Log blocks of an intent log inside the pool (an
-//! embedded checksum's magic where the ZIL's block trailer keeps it) are reachable
+//! embedded checksum's magic where a log block keeps it, in any sector) are reachable
 //! through the log's chain without a new uberblock: while one is pending nothing follows.
 
 use crate::jbd2::{JournalViolation, LogKind};
@@ -23,6 +23,7 @@ pub const ZFS_LABEL_SIZE: u64 = 256 << 10;
 pub const ZFS_ECK_MAGIC: u64 = 0x0210_da7a_b10c_7a11;
 /// Bytes of an embedded checksum: the magic and a 256-bit checksum.
 const ECK_SIZE: usize = 40;
+const SECTOR: usize = 512;
 /// Where a ZIL block (format 2, `zil_chain_t` first) keeps its embedded checksum.
 const ZIL_CHAIN_ECK_AT: usize = 8 + 128 + 8;
 
@@ -41,15 +42,18 @@ impl ZfsLayout {
     }
 }
 
-/// Whether `data`, written to the pool, is a ZIL block: an embedded checksum's magic
-/// after the chain header (format 2) or at the block's end (format 1).
-fn is_log_block(data: &[u8]) -> bool {
+/// Whether `data`, written to the pool, holds a ZIL block: an embedded checksum's magic
+/// after the chain header (format 2) or at the end (format 1) of one of its 512-byte
+/// sectors, since the vdev queue may join a log block with its neighbours in one write.
+fn holds_log_block(data: &[u8]) -> bool {
     let magic_at = |at: usize| {
         data.get(at..at + 8).is_some_and(|w| {
             u64::from_le_bytes(w.try_into().expect("eight bytes")) == ZFS_ECK_MAGIC
         })
     };
-    magic_at(ZIL_CHAIN_ECK_AT) || data.len() >= ECK_SIZE && magic_at(data.len() - ECK_SIZE)
+    (0..data.len())
+        .step_by(SECTOR)
+        .any(|s| magic_at(s + ZIL_CHAIN_ECK_AT) || magic_at(s + SECTOR - ECK_SIZE))
 }
 
 /// Follows one pool's block writes through a replay.
@@ -92,7 +96,7 @@ impl ZfsPool {
             }
             self.reachable = true;
         } else {
-            self.reachable |= is_log_block(data);
+            self.reachable |= holds_log_block(data);
             self.pending_blocks.push(offset);
         }
     }
@@ -149,13 +153,16 @@ mod tests {
     }
 
     #[test]
-    fn a_pending_log_block_is_reachable() {
-        for at in [ZIL_CHAIN_ECK_AT, 4096 - ECK_SIZE] {
-            let mut block = vec![0; 4096];
-            block[at..at + 8].copy_from_slice(&ZFS_ECK_MAGIC.to_le_bytes());
+    fn a_pending_log_block_is_reachable_also_joined_with_other_blocks() {
+        for at in [ZIL_CHAIN_ECK_AT, SECTOR - ECK_SIZE, 8192 + ZIL_CHAIN_ECK_AT] {
+            let mut blocks = vec![0; 16384];
+            blocks[at..at + 8].copy_from_slice(&ZFS_ECK_MAGIC.to_le_bytes());
             let mut p = pool();
-            p.blk_write(8 << 20, &block, 1);
+            p.blk_write(8 << 20, &blocks, 1);
             assert!(!p.pending_unreachable(), "magic at {at}");
         }
+        let mut p = pool();
+        p.blk_write(8 << 20, &[0x11; 16384], 1);
+        assert!(p.pending_unreachable(), "no magic");
     }
 }
